@@ -1,0 +1,1 @@
+"""The travel database: schema, engine, generator, queries and the business rules."""

@@ -1,0 +1,119 @@
+"""Engines, sessions and where files live.
+
+``Database`` bundles an engine and the clock every query reads "now" from. SQLite
+connections get foreign keys enforced and a busy timeout so that a second process (a
+resumed chat, the eval runner) waits instead of failing with "database is locked".
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event, inspect
+from sqlalchemy.orm import Session, sessionmaker
+
+from db.clock import Clock, system_clock
+from db.errors import DatabaseMissingError
+
+SQLITE_BUSY_TIMEOUT_MS = 10_000
+APP_NAME = "travel-assistant"
+
+
+def reference_data_dir() -> Path:
+    """Return the folder of reference files (airports, aircraft, catalogues, policy)."""
+    override = os.environ.get("TRAVEL_ASSISTANT_DATA")
+    if override:
+        return Path(override)
+    return Path(__file__).resolve().parent.parent / "data"
+
+
+def app_home() -> Path:
+    """Return the per-user folder holding the travel database and saved sessions.
+
+    ``TRAVEL_ASSISTANT_HOME`` wins; otherwise ``$XDG_DATA_HOME/travel-assistant`` or
+    ``~/.local/share/travel-assistant``.
+    """
+    override = os.environ.get("TRAVEL_ASSISTANT_HOME")
+    if override:
+        return Path(override).expanduser()
+    xdg = os.environ.get("XDG_DATA_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".local" / "share"
+    return base / APP_NAME
+
+
+def default_db_path() -> Path:
+    """Return the default path of the travel database."""
+    return app_home() / "travel.sqlite"
+
+
+def url_for(db: str | Path) -> str:
+    """Turn a path or URL into a SQLAlchemy URL (a bare path means a SQLite file)."""
+    text = str(db)
+    if "://" in text:
+        return text
+    return f"sqlite:///{Path(text).expanduser()}"
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+    cursor.close()
+
+
+def make_engine(url: str) -> Engine:
+    """Create an engine; SQLite connections enforce foreign keys and wait when busy."""
+    engine = create_engine(url)
+    if engine.dialect.name == "sqlite":
+        event.listen(engine, "connect", _sqlite_pragmas)
+    return engine
+
+
+@dataclass
+class Database:
+    """An engine plus the clock that defines "now" for every rule."""
+
+    engine: Engine
+    clock: Clock = system_clock
+    _sessions: sessionmaker[Session] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+
+    @classmethod
+    def from_url(cls, url: str, clock: Clock = system_clock) -> Database:
+        """Open the database at ``url`` (a SQLAlchemy URL or a SQLite path)."""
+        return cls(make_engine(url_for(url)), clock)
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        """Yield a session for reads; nothing is committed."""
+        with self._sessions() as session:
+            yield session
+
+    @contextmanager
+    def transaction(self) -> Iterator[Session]:
+        """Yield a session inside one transaction: committed on success, rolled back on error."""
+        with self._sessions.begin() as session:
+            yield session
+
+    def has_schema(self) -> bool:
+        """Tell whether the tables exist (a fresh SQLite file has none)."""
+        return inspect(self.engine).has_table("flights")
+
+    def require_schema(self) -> None:
+        """Raise ``DatabaseMissingError`` naming the fix when the tables are missing."""
+        if not self.has_schema():
+            raise DatabaseMissingError(
+                f"The travel database at {self.engine.url.render_as_string()} has no tables. "
+                "Build it with: travel-assistant db init"
+            )
+
+    def dispose(self) -> None:
+        """Close every pooled connection."""
+        self.engine.dispose()

@@ -1,0 +1,89 @@
+"""Shared fixtures: an isolated environment, no network, and a generated database."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from db.clock import fixed_clock
+from db.engine import Database
+
+# Every test runs at this moment unless it says otherwise.
+FIXED_NOW = datetime(2026, 5, 4, 9, 0, tzinfo=UTC)
+
+_ISOLATED_ENV = (
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "OPENAI_API_BASE",
+    "TAVILY_API_KEY",
+    "TRAVEL_ASSISTANT_MODEL",
+    "TRAVEL_ASSISTANT_DB",
+    "TRAVEL_ASSISTANT_DATA",
+    "LANGSMITH_TRACING",
+    "LANGCHAIN_TRACING_V2",
+)
+
+
+@pytest.fixture(autouse=True)
+def isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Path]:
+    """Give every test its own home and data folder and no credentials."""
+    for name in _ISOLATED_ENV:
+        monkeypatch.delenv(name, raising=False)
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_DATA_HOME", str(home / ".local" / "share"))
+    monkeypatch.setenv("TRAVEL_ASSISTANT_HOME", str(home / "travel-assistant"))
+    yield home
+
+
+_real_connect = socket.socket.connect
+
+
+def _loopback_only(self: socket.socket, address: Any) -> Any:
+    host = address[0] if isinstance(address, tuple) else address
+    if isinstance(host, str) and host not in ("127.0.0.1", "localhost", "::1") and not (
+        self.family == socket.AF_UNIX
+    ):
+        raise RuntimeError(f"tests may not reach the network (tried {address!r})")
+    return _real_connect(self, address)
+
+
+@pytest.fixture(autouse=True)
+def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Refuse any connection that leaves the machine."""
+    monkeypatch.setattr(socket.socket, "connect", _loopback_only)
+
+
+@pytest.fixture(scope="session")
+def template_db_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Build the default-scale database once per test session."""
+    from db.generate import build_database
+
+    path = tmp_path_factory.mktemp("template") / "travel.sqlite"
+    database = Database.from_url(str(path), clock=fixed_clock(FIXED_NOW))
+    build_database(database, seed=7, scale=1)
+    database.dispose()
+    return path
+
+
+@pytest.fixture
+def db_path(template_db_path: Path, tmp_path: Path) -> Path:
+    """A private copy of the generated database for one test."""
+    path = tmp_path / "travel.sqlite"
+    shutil.copyfile(template_db_path, path)
+    return path
+
+
+@pytest.fixture
+def travel_db(db_path: Path) -> Iterator[Database]:
+    """A ``Database`` over a private copy, with the clock fixed at ``FIXED_NOW``."""
+    database = Database.from_url(str(db_path), clock=fixed_clock(FIXED_NOW))
+    yield database
+    database.dispose()
