@@ -1,0 +1,1 @@
+"""The assistants: state, prompts, routing tools, the assistant wrapper and the specialists."""
