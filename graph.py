@@ -533,16 +533,24 @@ def _add_specialist(
     builder.add_conditional_edges(sensitive_node, route_specialist, targets)
 
 
-def draw_mermaid(db: Database | None = None) -> str:
-    """Return the graph as a Mermaid diagram (no model is called)."""
+def drawing_model() -> BaseChatModel:
+    """Return a stand-in model for building the graph without calling any model.
+
+    Used to draw the graph and to read saved conversations (``travel-assistant sessions``).
+    """
     from langchain_core.language_models.fake_chat_models import FakeListChatModel
 
-    class _DrawingModel(FakeListChatModel):
+    class _InertModel(FakeListChatModel):
         def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
             return self
 
+    return _InertModel(responses=[""])
+
+
+def draw_mermaid(db: Database | None = None) -> str:
+    """Return the graph as a Mermaid diagram (no model is called)."""
     database = db or Database.from_url("sqlite://")
-    graph = build_graph(_DrawingModel(responses=[""]), None, db=database)
+    graph = build_graph(drawing_model(), None, db=database)
     return graph.get_graph().draw_mermaid()
 
 
