@@ -116,8 +116,12 @@ def build_parser() -> argparse.ArgumentParser:
     chat = commands.add_parser("chat", help="talk to the assistant (the main job)")
     chat.add_argument("--passenger-id", required=True, help='your passenger id, e.g. "3442 587242"')
     chat.add_argument("--thread-id", help="resume a saved conversation")
-    chat.add_argument("--model", help="chat model name (default: $TRAVEL_ASSISTANT_MODEL or gpt-4o-mini)")
-    chat.add_argument("--db", type=Path, help="travel database file (default: <home>/travel.sqlite)")
+    chat.add_argument(
+        "--model", help="chat model name (default: $TRAVEL_ASSISTANT_MODEL or gpt-4o-mini)"
+    )
+    chat.add_argument(
+        "--db", type=Path, help="travel database file (default: <home>/travel.sqlite)"
+    )
     chat.add_argument(
         "--no-check", action="store_true", help="skip the check that the model endpoint answers"
     )
@@ -130,7 +134,9 @@ def build_parser() -> argparse.ArgumentParser:
     db_commands = db.add_subparsers(dest="db_command", metavar="DB_COMMAND")
     init = db_commands.add_parser("init", help="(re)build the travel database")
     init.add_argument("--db", type=Path, help="database file (default: <home>/travel.sqlite)")
-    init.add_argument("--scale", type=int, default=1, help="size of the generated schedule (1 to 25)")
+    init.add_argument(
+        "--scale", type=int, default=1, help="size of the generated schedule (1 to 25)"
+    )
     init.add_argument("--seed", type=int, default=42, help="random seed (same seed, same data)")
     init.add_argument("--force", action="store_true", help="replace an existing database")
 
@@ -160,20 +166,24 @@ def _sessions_path(args: argparse.Namespace) -> Path:
     return _home(args) / "sessions.sqlite"
 
 
-def open_travel_db(path: Path, console: Console, *, build_if_missing: bool = True) -> Any:
+def open_travel_db(
+    path: Path, console: Console, *, build_if_missing: bool = True, clock: Any = None
+) -> Any:
     """Open the travel database at ``path``, building it on first use."""
+    from db.generate import ensure_database
     from sqlalchemy.exc import DatabaseError
 
     from db.engine import Database
-    from db.generate import ensure_database
 
     if path.exists() and path.is_dir():
         raise CliError(f"{path} is a folder, not a database file. Pass a file path with --db.")
-    database = Database.from_url(str(path))
+    database = Database.from_url(str(path), clock=clock) if clock else Database.from_url(str(path))
     try:
         if not database.has_schema():
             if not build_if_missing:
-                raise CliError(f"No travel database at {path}. Build it with: travel-assistant db init")
+                raise CliError(
+                    f"No travel database at {path}. Build it with: travel-assistant db init"
+                )
             console.status(f"Building the travel database at {path} (first use; a few seconds)...")
             ensure_database(database)
     except DatabaseError as error:
@@ -222,7 +232,10 @@ def check_endpoint(model: str | None) -> None:
 
     settings = ModelSettings.from_env(model)
     client = openai.OpenAI(
-        api_key=settings.api_key or "not-needed", base_url=settings.base_url, timeout=5.0, max_retries=0
+        api_key=settings.api_key or "not-needed",
+        base_url=settings.base_url,
+        timeout=5.0,
+        max_retries=0,
     )
     where = settings.base_url or "the OpenAI API"
     try:
@@ -295,12 +308,15 @@ class ChatSession:
                 return self.leave()
             if len(text) > MAX_MESSAGE_CHARS:
                 self.console.error(
-                    f"Your message is {len(text)} characters long; the limit is {MAX_MESSAGE_CHARS}. "
-                    "Please shorten it (it is kept in your input history: press Up)."
+                    f"Your message is {len(text)} characters long; "
+                    f"the limit is {MAX_MESSAGE_CHARS}. Please shorten it "
+                    "(it is kept in your input history: press Up)."
                 )
                 continue
-            self.registry.touch(self.thread.thread_id, self.thread.passenger_id, self.db.clock(), text)
-            self.turn(lambda: self.assistant.send(self.thread, text))
+            self.registry.touch(
+                self.thread.thread_id, self.thread.passenger_id, self.db.clock(), text
+            )
+            self.turn(lambda message=text: self.assistant.send(self.thread, message))
             self.ask_pending_approvals()
 
     def leave(self) -> int:
@@ -364,7 +380,9 @@ class ChatSession:
                         for call in message.tool_calls:
                             self.console.status(f"  … {_describe_call(call['name'])}")
                     elif isinstance(message, ToolMessage) and message.status == "error":
-                        self.console.status(f"  ! {message.name}: {_first_line(str(message.content))}")
+                        self.console.status(
+                            f"  ! {message.name}: {_first_line(str(message.content))}"
+                        )
         except ModelProviderError as error:
             if streaming_id is not None:
                 self.console.say()
@@ -385,7 +403,7 @@ class ChatSession:
             for index, action in enumerate(pending, start=1):
                 self.show_preview(action, index, len(pending))
                 decisions[action.tool_call_id] = self.ask_decision()
-            self.turn(lambda: self.assistant.resolve(self.thread, decisions))
+            self.turn(lambda chosen=decisions: self.assistant.resolve(self.thread, chosen))
 
     def show_preview(self, action: Any, index: int, total: int) -> None:
         """Show what an action would do, before the customer decides."""
@@ -422,7 +440,9 @@ class ChatSession:
     def show_last_exchange(self) -> None:
         """Show the last customer message and what followed it."""
         messages = self.assistant.messages(self.thread)
-        last_human = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=None)
+        last_human = max(
+            (i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=None
+        )
         self.console.status(f"Resuming session {self.thread.thread_id}. The last exchange:")
         if last_human is None:
             return
@@ -434,7 +454,9 @@ class ChatSession:
         if isinstance(message, HumanMessage):
             self.console.say(f"you> {_text(message)}")
         elif isinstance(message, AIMessage) and _text(message):
-            self.console.say(self.console.label(message.name or "primary_assistant") + _text(message))
+            self.console.say(
+                self.console.label(message.name or "primary_assistant") + _text(message)
+            )
 
 
 def _text(message: AnyMessage) -> str:
@@ -457,7 +479,9 @@ def _describe_call(name: str) -> str:
     return name.replace("_", " ") + "..."
 
 
-def format_sessions(records: Sequence[Any], details: Callable[[Any], tuple[str, bool]] | None) -> list[str]:
+def format_sessions(
+    records: Sequence[Any], details: Callable[[Any], tuple[str, bool]] | None
+) -> list[str]:
     """Return one line per saved session, most recent first."""
     if not records:
         return ["No saved sessions."]
@@ -466,7 +490,9 @@ def format_sessions(records: Sequence[Any], details: Callable[[Any], tuple[str, 
         last, pending = details(record) if details else (record.title, False)
         flag = "  [approval pending]" if pending else ""
         when = record.updated_at.strftime("%Y-%m-%d %H:%M UTC")
-        lines.append(f"{record.thread_id}  {record.passenger_id}  {when}  {_first_line(last)[:60]}{flag}")
+        lines.append(
+            f"{record.thread_id}  {record.passenger_id}  {when}  {_first_line(last)[:60]}{flag}"
+        )
     return lines
 
 
@@ -482,6 +508,7 @@ class Overrides:
     pt_output: Any = None
     console: Console | None = None
     check_endpoint: bool = True
+    clock: Any = None
 
 
 def _make_prompt(home: Path, overrides: Overrides) -> Callable[[str], str]:
@@ -512,12 +539,14 @@ def cmd_chat(args: argparse.Namespace, console: Console, overrides: Overrides) -
 
     passenger_id = " ".join(args.passenger_id.split())
     if not passenger_id:
-        raise CliError("--passenger-id is empty. Pass your passenger id, e.g. '3442 587242'.", EXIT_USAGE)
+        raise CliError(
+            "--passenger-id is empty. Pass your passenger id, e.g. '3442 587242'.", EXIT_USAGE
+        )
     factory = overrides.model_factory or default_model_factory
     models = factory(args.model)  # fails here, before the first prompt, without an endpoint
     if overrides.model_factory is None and overrides.check_endpoint and not args.no_check:
         check_endpoint(args.model)
-    database = open_travel_db(_db_path(args), console)
+    database = open_travel_db(_db_path(args), console, clock=overrides.clock)
     saver, registry = open_checkpointer(_sessions_path(args))
     graph = build_graph(models, saver, db=database)
     assistant = TravelAssistant(graph, database)
@@ -550,7 +579,7 @@ def cmd_chat(args: argparse.Namespace, console: Console, overrides: Overrides) -
     return session.run(resumed)
 
 
-def cmd_sessions(args: argparse.Namespace, console: Console) -> int:
+def cmd_sessions(args: argparse.Namespace, console: Console, overrides: Overrides) -> int:
     """Run ``travel-assistant sessions``."""
     from graph import Thread, TravelAssistant, build_graph, drawing_model
 
@@ -559,13 +588,16 @@ def cmd_sessions(args: argparse.Namespace, console: Console) -> int:
         console.say("No saved sessions.")
         return EXIT_OK
     saver, registry = open_checkpointer(path)
-    database = open_travel_db(_db_path(args), console)
+    database = open_travel_db(_db_path(args), console, clock=overrides.clock)
     assistant = TravelAssistant(build_graph(drawing_model(), saver, db=database), database)
 
     def details(record: Any) -> tuple[str, bool]:
         thread = Thread(record.thread_id, record.passenger_id)
         messages = assistant.messages(thread)
-        last = next((_text(m) for m in reversed(messages) if _text(m) and not isinstance(m, ToolMessage)), "")
+        last = next(
+            (_text(m) for m in reversed(messages) if _text(m) and not isinstance(m, ToolMessage)),
+            "",
+        )
         return last or record.title, bool(assistant.pending_actions(thread))
 
     for line in format_sessions(registry.list(args.passenger_id), details):
@@ -575,8 +607,9 @@ def cmd_sessions(args: argparse.Namespace, console: Console) -> int:
 
 def cmd_db_init(args: argparse.Namespace, console: Console) -> int:
     """Run ``travel-assistant db init``."""
-    from db.engine import Database
     from db.generate import MAX_SCALE, build_database
+
+    from db.engine import Database
 
     if not 1 <= args.scale <= MAX_SCALE:
         raise CliError(f"--scale must be between 1 and {MAX_SCALE}.", EXIT_USAGE)
@@ -589,14 +622,20 @@ def cmd_db_init(args: argparse.Namespace, console: Console) -> int:
     # Build beside the target and swap it in, so a failed build loses nothing.
     partial = path.with_name(path.name + ".building")
     partial.unlink(missing_ok=True)
-    console.status(f"Building the travel database at {path} (scale {args.scale}, seed {args.seed})...")
+    console.status(
+        f"Building the travel database at {path} (scale {args.scale}, seed {args.seed})..."
+    )
     database = Database.from_url(str(partial))
     try:
         report = build_database(database, seed=args.seed, scale=args.scale)
     finally:
         database.dispose()
     partial.replace(path)
-    counts = ", ".join(f"{n} {t}" for t, n in report.counts.items() if t in ("flights", "tickets", "ticket_flights"))
+    counts = ", ".join(
+        f"{n} {t}"
+        for t, n in report.counts.items()
+        if t in ("flights", "tickets", "ticket_flights")
+    )
     console.status(f"Done in {report.seconds:.1f} s: {counts}.")
     return EXIT_OK
 
@@ -624,7 +663,7 @@ def main(argv: Sequence[str] | None = None, overrides: Overrides | None = None) 
         if args.command == "chat":
             return cmd_chat(args, console, overrides)
         if args.command == "sessions":
-            return cmd_sessions(args, console)
+            return cmd_sessions(args, console, overrides)
         if args.command == "db" and args.db_command == "init":
             return cmd_db_init(args, console)
         if args.command == "graph":

@@ -22,7 +22,7 @@ import json
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
@@ -70,7 +70,7 @@ from assistants.routing import (
     next_step,
 )
 from assistants.specialists import SpecialistSpec, specialist_specs
-from assistants.state import SPECIALIST_NAMES, POP, State, active_assistant
+from assistants.state import POP, SPECIALIST_NAMES, State, active_assistant
 from db.engine import Database
 from db.errors import TravelError
 from db.passengers import passenger_exists, passenger_summary
@@ -158,11 +158,15 @@ def _ordered(calls: Sequence[ToolCall], answers: Sequence[AnyMessage]) -> list[A
     position = {call["id"]: index for index, call in enumerate(calls)}
     return sorted(
         answers,
-        key=lambda m: position.get(m.tool_call_id, len(position)) if isinstance(m, ToolMessage) else 0,
+        key=lambda m: (
+            position.get(m.tool_call_id, len(position)) if isinstance(m, ToolMessage) else 0
+        ),
     )
 
 
-def _run_tools(tool_node: ToolNode, calls: list[ToolCall], config: RunnableConfig) -> list[AnyMessage]:
+def _run_tools(
+    tool_node: ToolNode, calls: list[ToolCall], config: RunnableConfig
+) -> list[AnyMessage]:
     if not calls:
         return []
     result = tool_node.invoke({"messages": [AIMessage(content="", tool_calls=calls)]}, config)
@@ -399,7 +403,8 @@ def _validate(primary_tools: Sequence[BaseTool], specs: Sequence[SpecialistSpec]
             )
     if sorted(s.name for s in specs) != sorted(SPECIALIST_NAMES):
         raise GraphConfigError(
-            f"Expected one spec for each of {list(SPECIALIST_NAMES)}, got {[s.name for s in specs]}."
+            f"Expected one spec for each of {list(SPECIALIST_NAMES)}, "
+            f"got {[s.name for s in specs]}."
         )
     for spec in specs:
         if not spec.sensitive_tools:
@@ -447,9 +452,7 @@ def build_graph(
     builder = StateGraph(State)
     builder.add_node(FETCH_USER_INFO, make_fetch_user_info(db))
     builder.add_edge(START, FETCH_USER_INFO)
-    builder.add_conditional_edges(
-        FETCH_USER_INFO, route_to_workflow, [PRIMARY, *SPECIALIST_NAMES]
-    )
+    builder.add_conditional_edges(FETCH_USER_INFO, route_to_workflow, [PRIMARY, *SPECIALIST_NAMES])
 
     routing_tools: list[ToolLike] = [
         ToFlightBookingAssistant,
@@ -459,7 +462,9 @@ def build_graph(
     ]
     primary = Assistant(
         PRIMARY,
-        make_runnable(_model_for(models, PRIMARY), primary_prompt(), [*primary_tools, *routing_tools]),
+        make_runnable(
+            _model_for(models, PRIMARY), primary_prompt(), [*primary_tools, *routing_tools]
+        ),
         clock=db.clock,
     )
     primary_groups = ToolGroups(sensitive=frozenset(), routing=frozenset(ROUTING_TOOLS))
@@ -481,7 +486,9 @@ def build_graph(
         return primary_destinations[step]
 
     entry_nodes = [entry_node_name(s.name) for s in specs]
-    builder.add_conditional_edges(PRIMARY, route_primary, [*primary_destinations.values(), *entry_nodes])
+    builder.add_conditional_edges(
+        PRIMARY, route_primary, [*primary_destinations.values(), *entry_nodes]
+    )
     builder.add_conditional_edges(PRIMARY_TOOLS, route_primary, [PRIMARY, *entry_nodes])
 
     for spec in specs:
@@ -511,7 +518,9 @@ def _add_specialist(
     builder.add_node(entry_node_name(spec.name), create_entry_node(spec))
     builder.add_node(spec.name, assistant, retry_policy=retry_policy)
     builder.add_node(safe_node, make_safe_tools_node(spec.name, spec.safe_tools, groups))
-    builder.add_node(sensitive_node, make_sensitive_tools_node(spec.name, spec.sensitive_tools, groups))
+    builder.add_node(
+        sensitive_node, make_sensitive_tools_node(spec.name, spec.sensitive_tools, groups)
+    )
     builder.add_edge(entry_node_name(spec.name), spec.name)
     destinations: dict[Step, str] = {
         "end": END,
@@ -703,7 +712,9 @@ class TravelAssistant:
         snapshot = self.graph.get_state(config)
         _, pending = last_tool_batch(snapshot.values.get("messages", []))
         closing: list[AnyMessage] = [
-            ToolMessage(STEP_LIMIT_TOOL_MESSAGE, tool_call_id=c["id"], name=c["name"], status="error")
+            ToolMessage(
+                STEP_LIMIT_TOOL_MESSAGE, tool_call_id=c["id"], name=c["name"], status="error"
+            )
             for c in pending
         ]
         apology = AIMessage(content=STEP_LIMIT_APOLOGY)

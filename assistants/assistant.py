@@ -51,7 +51,9 @@ def make_runnable(
     return prompt | model.bind_tools(list(tools))
 
 
-def trim_history(messages: Sequence[AnyMessage], limit: int = MAX_HISTORY_MESSAGES) -> list[AnyMessage]:
+def trim_history(
+    messages: Sequence[AnyMessage], limit: int = MAX_HISTORY_MESSAGES
+) -> list[AnyMessage]:
     """Keep at most about ``limit`` recent messages, starting at a customer message.
 
     The current turn is always kept whole, even when it alone is longer than ``limit``,
@@ -90,7 +92,10 @@ def _problem_with(message: Any) -> str | None:
             f"{c.get('name') or 'a tool'}: {c.get('error') or 'arguments are not valid JSON'}"
             for c in message.invalid_tool_calls
         )
-        return f"Your tool call could not be read ({details}). Call the tool again with valid arguments."
+        return (
+            f"Your tool call could not be read ({details}). "
+            "Call the tool again with valid arguments."
+        )
     if not message.tool_calls and not _text_of(message).strip():
         return EMPTY_ANSWER_NUDGE
     return None

@@ -43,7 +43,9 @@ class ModelSettings:
     timeout: float = DEFAULT_TIMEOUT_SECONDS
 
     @classmethod
-    def from_env(cls, model: str | None = None, env: Mapping[str, str] | None = None) -> ModelSettings:
+    def from_env(
+        cls, model: str | None = None, env: Mapping[str, str] | None = None
+    ) -> ModelSettings:
         """Read the settings from the environment; ``model`` (from ``--model``) wins.
 
         ``OPENAI_API_KEY`` and ``OPENAI_BASE_URL`` locate the endpoint;
@@ -52,7 +54,9 @@ class ModelSettings:
         ``TRAVEL_ASSISTANT_MODEL_BOOK_HOTEL``) one assistant's model.
         """
         env = os.environ if env is None else env
-        overrides = {name: env[_env_key(name)] for name in ASSISTANT_NAMES if env.get(_env_key(name))}
+        overrides = {
+            name: env[_env_key(name)] for name in ASSISTANT_NAMES if env.get(_env_key(name))
+        }
         return cls(
             model=model or env.get("TRAVEL_ASSISTANT_MODEL") or DEFAULT_MODEL,
             api_key=env.get("OPENAI_API_KEY") or None,

@@ -112,9 +112,7 @@ def last_tool_batch(messages: Sequence[AnyMessage]) -> tuple[AIMessage | None, l
     for index in range(len(messages) - 1, -1, -1):
         message = messages[index]
         if isinstance(message, AIMessage):
-            answered = {
-                m.tool_call_id for m in messages[index + 1 :] if isinstance(m, ToolMessage)
-            }
+            answered = {m.tool_call_id for m in messages[index + 1 :] if isinstance(m, ToolMessage)}
             return message, [c for c in message.tool_calls if c["id"] not in answered]
     return None, []
 

@@ -49,8 +49,12 @@ def _spec(
 def specialist_specs(tools: ToolSet) -> tuple[SpecialistSpec, ...]:
     """Return the four specialists over ``tools``, in a stable order."""
     return (
-        _spec("update_flight", ToFlightBookingAssistant, tools.flights_safe, tools.flights_sensitive),
-        _spec("book_car_rental", ToBookCarRental, tools.car_rentals_safe, tools.car_rentals_sensitive),
+        _spec(
+            "update_flight", ToFlightBookingAssistant, tools.flights_safe, tools.flights_sensitive
+        ),
+        _spec(
+            "book_car_rental", ToBookCarRental, tools.car_rentals_safe, tools.car_rentals_sensitive
+        ),
         _spec("book_hotel", ToHotelBookingAssistant, tools.hotels_safe, tools.hotels_sensitive),
         _spec("book_excursion", ToBookExcursion, tools.excursions_safe, tools.excursions_sensitive),
     )

@@ -9,7 +9,9 @@ from langgraph.graph.message import add_messages
 from langgraph.managed import RemainingSteps
 
 SpecialistName = Literal["update_flight", "book_car_rental", "book_hotel", "book_excursion"]
-DialogName = Literal["assistant", "update_flight", "book_car_rental", "book_hotel", "book_excursion"]
+DialogName = Literal[
+    "assistant", "update_flight", "book_car_rental", "book_hotel", "book_excursion"
+]
 SPECIALIST_NAMES: tuple[SpecialistName, ...] = get_args(SpecialistName)
 POP = "pop"
 

@@ -187,9 +187,7 @@ class TicketFlight(Base):
     """One segment of a ticket: the flight, its fare class and what was paid for it."""
 
     __tablename__ = "ticket_flights"
-    __table_args__ = (
-        Index("ix_ticket_flights_flight_fare", "flight_id", "fare_conditions"),
-    )
+    __table_args__ = (Index("ix_ticket_flights_flight_fare", "flight_id", "fare_conditions"),)
 
     ticket_no: Mapped[str] = mapped_column(
         ForeignKey("tickets.ticket_no", ondelete="CASCADE"), primary_key=True
@@ -288,7 +286,10 @@ class CarRentalBooking(Base):
 
 
 class HotelBooking(Base):
-    """A hotel stay reserved by a passenger; nights run from check-in to the day before check-out."""
+    """A hotel stay reserved by a passenger.
+
+    The nights run from check-in to the day before check-out.
+    """
 
     __tablename__ = "hotel_bookings"
     __table_args__ = (

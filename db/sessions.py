@@ -64,7 +64,8 @@ class SessionRegistry:
         stamp = now.astimezone(UTC).isoformat()
         with self.connection:
             self.connection.execute(
-                "INSERT INTO travel_sessions (thread_id, passenger_id, created_at, updated_at, title) "
+                "INSERT INTO travel_sessions "
+                "(thread_id, passenger_id, created_at, updated_at, title) "
                 "VALUES (?, ?, ?, ?, ?) "
                 "ON CONFLICT(thread_id) DO UPDATE SET updated_at = excluded.updated_at, "
                 "title = CASE WHEN travel_sessions.title = '' THEN excluded.title "

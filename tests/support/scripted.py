@@ -25,7 +25,9 @@ _ids = itertools.count(1)
 
 def call(name: str, args: dict[str, Any] | None = None, call_id: str | None = None) -> ToolCall:
     """Return a tool call as a model would make it."""
-    return ToolCall(name=name, args=args or {}, id=call_id or f"call_{next(_ids)}", type="tool_call")
+    return ToolCall(
+        name=name, args=args or {}, id=call_id or f"call_{next(_ids)}", type="tool_call"
+    )
 
 
 def say(text: str = "", *calls: ToolCall) -> AIMessage:
@@ -98,7 +100,13 @@ class ScriptedChatModel(BaseChatModel):
                 run_manager.on_llm_new_token(piece, chunk=chunk)
             yield chunk
         tool_chunks = [
-            {"name": c["name"], "args": _json(c["args"]), "id": c["id"], "index": i, "type": "tool_call_chunk"}
+            {
+                "name": c["name"],
+                "args": _json(c["args"]),
+                "id": c["id"],
+                "index": i,
+                "type": "tool_call_chunk",
+            }
             for i, c in enumerate(reply.tool_calls)
         ]
         yield ChatGenerationChunk(

@@ -1,0 +1,283 @@
+"""The terminal program through ``main([...])`` with piped input and a scripted model."""
+
+from __future__ import annotations
+
+import io
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langgraph.checkpoint.sqlite import SqliteSaver
+from prompt_toolkit.input import create_pipe_input
+from prompt_toolkit.output import DummyOutput
+from sqlalchemy import select
+
+from cli import Console, Overrides, main
+from db.clock import fixed_clock
+from db.engine import Database
+from db.fixtures import FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO, FLOWN_PASSENGER_ID
+from db.models import TicketFlight
+from db.sessions import SessionRegistry
+from graph import Thread, TravelAssistant, build_graph
+from tests.conftest import FIXED_NOW
+from tests.support.scripted import ScriptedChatModel, call, say
+from tests.unit.test_graph import later_fixture_flight
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    return tmp_path / "app"
+
+
+@pytest.fixture
+def model() -> ScriptedChatModel:
+    return ScriptedChatModel()
+
+
+def chat(argv: list[str], lines: list[str], model: ScriptedChatModel | None, home: Path) -> Result:
+    out, err = io.StringIO(), io.StringIO()
+    with create_pipe_input() as pipe:
+        pipe.send_text("".join(line + "\n" for line in lines))
+        overrides = Overrides(
+            model_factory=(lambda _name: model) if model is not None else None,
+            pt_input=pipe,
+            pt_output=DummyOutput(),
+            console=Console(out=out, err=err),
+            clock=fixed_clock(FIXED_NOW),
+        )
+        code = main(["--home", str(home), *argv], overrides)
+    return Result(code, out.getvalue(), err.getvalue())
+
+
+def chat_args(db_path: Path, passenger: str = FIXTURE_PASSENGER_ID, *extra: str) -> list[str]:
+    return ["chat", "--passenger-id", passenger, "--db", str(db_path), *extra]
+
+
+def segment_flight(db_path: Path) -> int:
+    database = Database.from_url(str(db_path))
+    with database.session() as session:
+        flight_id = session.scalars(
+            select(TicketFlight.flight_id).where(TicketFlight.ticket_no == FIXTURE_TICKET_NO)
+        ).one()
+    database.dispose()
+    return flight_id
+
+
+@pytest.fixture
+def fixed_db(db_path: Path) -> Iterator[Database]:
+    database = Database.from_url(str(db_path), clock=fixed_clock(FIXED_NOW))
+    yield database
+    database.dispose()
+
+
+def change_call(database: Database, days: int = 1) -> dict[str, Any]:
+    flight = later_fixture_flight(database, days)
+    return call(
+        "update_ticket_to_new_flight",
+        {"ticket_no": FIXTURE_TICKET_NO, "new_flight_id": flight.flight_id},
+    )
+
+
+def test_cli_full_conversation_approve_and_deny(
+    db_path: Path, home: Path, model: ScriptedChatModel, fixed_db: Database
+) -> None:
+    first = change_call(fixed_db, 1)
+    second = change_call(fixed_db, 3)
+    model.extend(
+        say("", call("ToFlightBookingAssistant", {"request": "move my flight"})),
+        say("Moving you to tomorrow's LX0112.", first),
+        say("Your flight is changed."),
+        say("Shall I move it again?", second),
+        say("Fine, I left it as it is."),
+    )
+    result = chat(
+        chat_args(db_path),
+        [
+            "I want to fly tomorrow instead",
+            "y",
+            "and move it once more",
+            "n",
+            "too late in the week",
+            "exit",
+        ],
+        model,
+        home,
+    )
+    assert result.code == 0, result.err
+    assert "Your flight is changed." in result.out
+    assert "Approval needed" in result.out
+    assert "assistant (flights)> " in result.out
+    assert segment_flight(db_path) == first["args"]["new_flight_id"]
+    denial = [m for m in model.received[-1] if getattr(m, "tool_call_id", None) == second["id"]]
+    assert denial and "too late in the week" in str(denial[0].content)
+    assert "--thread-id" in result.err
+
+
+def test_cli_eof_at_approval_denies(
+    db_path: Path, home: Path, model: ScriptedChatModel, fixed_db: Database
+) -> None:
+    change = change_call(fixed_db)
+    model.extend(
+        say("", call("ToFlightBookingAssistant", {"request": "move"})),
+        say("", change),
+        say("Nothing was changed."),
+    )
+    before = segment_flight(db_path)
+    result = chat(chat_args(db_path), ["move my flight"], model, home)
+    assert result.code == 0
+    assert segment_flight(db_path) == before
+    assert "declined" in result.err
+
+
+def test_cli_resume_asks_pending_approval_again(
+    db_path: Path, home: Path, model: ScriptedChatModel, fixed_db: Database
+) -> None:
+    # A first process stopped while the approval was on screen (killed, say).
+    sessions = home / "sessions.sqlite"
+    home.mkdir(parents=True)
+    connection = sqlite3.connect(sessions, check_same_thread=False)
+    saver = SqliteSaver(connection)
+    saver.setup()
+    SessionRegistry(connection).touch("t-9", FIXTURE_PASSENGER_ID, FIXED_NOW, "move my flight")
+    change = change_call(fixed_db)
+    first = ScriptedChatModel(
+        script=[say("", call("ToFlightBookingAssistant", {"request": "m"})), say("", change)]
+    )
+    api = TravelAssistant(build_graph(first, saver, db=fixed_db), fixed_db)
+    list(api.send(Thread("t-9", FIXTURE_PASSENGER_ID), "move my flight"))
+    connection.close()
+
+    model.extend(say("Done, you fly tomorrow."))
+    result = chat(
+        chat_args(db_path, FIXTURE_PASSENGER_ID, "--thread-id", "t-9"), ["y", "q"], model, home
+    )
+    assert result.code == 0, result.err
+    assert "you> move my flight" in result.out  # the last exchange is shown
+    assert "Approval needed" in result.out
+    assert segment_flight(db_path) == change["args"]["new_flight_id"]
+    assert "Done, you fly tomorrow." in result.out
+
+
+def test_cli_unknown_passenger(db_path: Path, home: Path, model: ScriptedChatModel) -> None:
+    result = chat(chat_args(db_path, "0000 000000"), [], model, home)
+    assert result.code == 2
+    assert "No passenger with id '0000 000000'" in result.err
+
+
+def test_cli_unknown_thread(db_path: Path, home: Path, model: ScriptedChatModel) -> None:
+    result = chat(chat_args(db_path, FIXTURE_PASSENGER_ID, "--thread-id", "nope"), [], model, home)
+    assert result.code == 2
+    assert "No saved session 'nope'" in result.err
+
+
+def test_cli_thread_of_other_passenger(db_path: Path, home: Path, model: ScriptedChatModel) -> None:
+    model.extend(say("Hello!"))
+    first = chat(chat_args(db_path), ["hi", "exit"], model, home)
+    thread_id = first.err.split("--thread-id ")[1].split()[0]
+    result = chat(chat_args(db_path, FLOWN_PASSENGER_ID, "--thread-id", thread_id), [], model, home)
+    assert result.code == 2
+    assert "belongs to another passenger" in result.err
+
+
+def test_cli_without_endpoint_names_what_to_set(db_path: Path, home: Path) -> None:
+    result = chat(chat_args(db_path), ["hi"], None, home)
+    assert result.code == 2
+    assert "OPENAI_API_KEY" in result.err and "OPENAI_BASE_URL" in result.err
+    assert "you>" not in result.out
+
+
+def test_cli_empty_and_long_messages_are_not_sent(
+    db_path: Path, home: Path, model: ScriptedChatModel
+) -> None:
+    model.extend(say("Short answer."))
+    result = chat(
+        chat_args(db_path), ["", "   ", "x" * 5000, "short question", "quit"], model, home
+    )
+    assert result.code == 0
+    assert "the limit is 4000" in result.err
+    assert len(model.received) == 1  # only the short question reached the model
+
+
+def test_cli_slash_commands(db_path: Path, home: Path, model: ScriptedChatModel) -> None:
+    model.extend(say("Hello there."))
+    result = chat(
+        chat_args(db_path), ["/help", "hi", "/history", "/sessions", "/bogus", "/exit"], model, home
+    )
+    assert result.code == 0
+    assert "/new" in result.err
+    assert result.out.count("Hello there.") == 2  # once live, once from /history
+    assert "Unknown command /bogus" in result.err
+
+
+def test_cli_sessions_lists_pending_flag(
+    db_path: Path, home: Path, model: ScriptedChatModel, fixed_db: Database
+) -> None:
+    model.extend(
+        say("", call("ToFlightBookingAssistant", {"request": "m"})),
+        say("", change_call(fixed_db)),
+        say("OK."),
+    )
+    chat(chat_args(db_path), ["move my flight"], model, home)
+    out, err = io.StringIO(), io.StringIO()
+    code = main(
+        ["--home", str(home), "sessions", "--db", str(db_path)],
+        Overrides(console=Console(out=out, err=err), clock=fixed_clock(FIXED_NOW)),
+    )
+    assert code == 0
+    assert FIXTURE_PASSENGER_ID in out.getvalue()
+
+
+def test_cli_db_init_refuses_to_overwrite_then_forces(tmp_path: Path, home: Path) -> None:
+    target = tmp_path / "fresh.sqlite"
+    err = io.StringIO()
+    console = Console(out=io.StringIO(), err=err)
+    assert (
+        main(["--home", str(home), "db", "init", "--db", str(target)], Overrides(console=console))
+        == 0
+    )
+    assert target.exists()
+    assert (
+        main(["--home", str(home), "db", "init", "--db", str(target)], Overrides(console=console))
+        == 2
+    )
+    assert "--force" in err.getvalue()
+    assert (
+        main(
+            ["--home", str(home), "db", "init", "--db", str(target), "--scale", "0"],
+            Overrides(console=console),
+        )
+        == 2
+    )
+
+
+def test_cli_unreadable_database(tmp_path: Path, home: Path, model: ScriptedChatModel) -> None:
+    garbage = tmp_path / "garbage.sqlite"
+    garbage.write_bytes(b"this is not a database" * 100)
+    result = chat(chat_args(garbage), [], model, home)
+    assert result.code == 1
+    assert "cannot be read" in result.err
+
+
+def test_cli_bad_flag_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as raised:
+        main(["chat", "--passenger"])
+    assert raised.value.code == 2
+
+
+def test_cli_graph_prints_mermaid(home: Path) -> None:
+    out = io.StringIO()
+    assert (
+        main(["--home", str(home), "graph"], Overrides(console=Console(out=out, err=io.StringIO())))
+        == 0
+    )
+    assert "update_flight_sensitive_tools" in out.getvalue()

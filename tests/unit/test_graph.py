@@ -1,0 +1,503 @@
+"""Graph flows with a scripted model, an in-memory saver and a generated database."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections import Counter
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+from langchain_core.messages import AIMessage, AnyMessage, SystemMessage, ToolMessage
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.types import RetryPolicy
+from sqlalchemy import select
+
+from assistants.assistant import STEP_RESERVE
+from assistants.prompts import EMPTY_ANSWER_APOLOGY, STEP_LIMIT_APOLOGY
+from db.engine import Database
+from db.fixtures import (
+    FIXTURE_FLIGHT_NO,
+    FIXTURE_PASSENGER_ID,
+    FIXTURE_TICKET_NO,
+    FLOWN_PASSENGER_ID,
+)
+from db.models import Flight, TicketFlight
+from graph import (
+    SENSITIVE_NODES,
+    Decision,
+    ModelProviderError,
+    Thread,
+    TravelAssistant,
+    build_graph,
+    draw_mermaid,
+)
+from tests.support.scripted import ScriptedChatModel, call, say
+
+SNAPSHOT = Path(__file__).parent / "snapshots" / "graph.mmd"
+THREAD = Thread("t-1", FIXTURE_PASSENGER_ID)
+NO_RETRY_DELAY = RetryPolicy(initial_interval=0.0, backoff_factor=1.0, jitter=False, max_attempts=3)
+
+
+@pytest.fixture
+def model() -> ScriptedChatModel:
+    return ScriptedChatModel()
+
+
+@pytest.fixture
+def assistant(model: ScriptedChatModel, travel_db: Database) -> TravelAssistant:
+    graph = build_graph(model, InMemorySaver(), db=travel_db, retry_policy=NO_RETRY_DELAY)
+    return TravelAssistant(graph, travel_db)
+
+
+def run(events: Iterator[Any]) -> list[Any]:
+    return list(events)
+
+
+def history(assistant: TravelAssistant, thread: Thread = THREAD) -> list[AnyMessage]:
+    return assistant.messages(thread)
+
+
+def stack(assistant: TravelAssistant, thread: Thread = THREAD) -> list[str]:
+    snapshot = assistant.graph.get_state(assistant.config(thread))
+    return list(snapshot.values.get("dialog_state", []))
+
+
+def assert_every_call_answered_once(messages: list[AnyMessage]) -> None:
+    calls = [c["id"] for m in messages if isinstance(m, AIMessage) for c in m.tool_calls]
+    answers = Counter(m.tool_call_id for m in messages if isinstance(m, ToolMessage))
+    assert sorted(answers) == sorted(calls), (calls, answers)
+    assert all(count == 1 for count in answers.values()), answers
+
+
+def tool_answer(messages: list[AnyMessage], call_id: str) -> ToolMessage:
+    return next(m for m in messages if isinstance(m, ToolMessage) and m.tool_call_id == call_id)
+
+
+def system_prompt(received: list[Any]) -> str:
+    first = received[0]
+    assert isinstance(first, SystemMessage)
+    return str(first.content)
+
+
+def fixture_segment(db: Database) -> TicketFlight:
+    with db.session() as session:
+        return session.scalars(
+            select(TicketFlight).where(TicketFlight.ticket_no == FIXTURE_TICKET_NO)
+        ).one()
+
+
+def later_fixture_flight(db: Database, days: int = 1) -> Flight:
+    """The LX0112 flight ``days`` days after the fixture passenger's flight."""
+    segment = fixture_segment(db)
+    with db.session() as session:
+        current = session.get(Flight, segment.flight_id)
+        assert current is not None
+        return session.scalars(
+            select(Flight).where(
+                Flight.flight_no == FIXTURE_FLIGHT_NO,
+                Flight.scheduled_departure == current.scheduled_departure + timedelta(days=days),
+            )
+        ).one()
+
+
+def change_call(db: Database) -> dict[str, Any]:
+    flight = later_fixture_flight(db)
+    return call(
+        "update_ticket_to_new_flight",
+        {"ticket_no": FIXTURE_TICKET_NO, "new_flight_id": flight.flight_id},
+    )
+
+
+# --- the primary assistant -----------------------------------------------------------------
+
+
+def test_graph_primary_answers_with_a_tool(
+    assistant: TravelAssistant, model: ScriptedChatModel
+) -> None:
+    search = call("search_flights", {"departure_airport": "CDG", "arrival_airport": "BSL"})
+    model.extend(say("", search), say("There are several flights to Basel."))
+    run(assistant.send(THREAD, "Any flights from Paris to Basel?"))
+    messages = history(assistant)
+    answer = tool_answer(messages, search["id"])
+    assert answer.status != "error"
+    assert FIXTURE_FLIGHT_NO in str(answer.content)
+    assert messages[-1].content == "There are several flights to Basel."
+    assert stack(assistant) == []
+    assert_every_call_answered_once(messages)
+
+
+def test_graph_user_info_reaches_the_prompt(
+    assistant: TravelAssistant, model: ScriptedChatModel
+) -> None:
+    model.extend(say("Hello!"))
+    run(assistant.send(THREAD, "hi"))
+    prompt = system_prompt(model.received[0])
+    assert FIXTURE_TICKET_NO in prompt
+    assert "Current time: 2026-05-04 09:00 UTC" in prompt
+
+
+ROUTES = [
+    (
+        "ToFlightBookingAssistant",
+        {"request": "change my flight"},
+        "update_flight",
+        "flights specialist",
+    ),
+    (
+        "ToBookCarRental",
+        {
+            "location": "Basel",
+            "start_date": "2026-05-10",
+            "end_date": "2026-05-12",
+            "request": "small car",
+        },
+        "book_car_rental",
+        "car-rental specialist",
+    ),
+    (
+        "ToHotelBookingAssistant",
+        {
+            "location": "Basel",
+            "checkin_date": "2026-05-10",
+            "checkout_date": "2026-05-12",
+            "request": "",
+        },
+        "book_hotel",
+        "hotel specialist",
+    ),
+    (
+        "ToBookExcursion",
+        {"location": "Basel", "request": "museum"},
+        "book_excursion",
+        "excursions specialist",
+    ),
+]
+
+
+@pytest.mark.parametrize(("tool", "args", "specialist", "title"), ROUTES)
+def test_graph_delegates_and_returns(
+    assistant: TravelAssistant,
+    model: ScriptedChatModel,
+    tool: str,
+    args: dict[str, Any],
+    specialist: str,
+    title: str,
+) -> None:
+    route = call(tool, args)
+    model.extend(say("", route), say("Which dates suit you?"))
+    run(assistant.send(THREAD, "I need help"))
+    assert stack(assistant) == [specialist]
+    assert assistant.active_assistant(THREAD) == specialist
+    entry = tool_answer(history(assistant), route["id"])
+    assert title in str(entry.content)
+    # The specialist keeps control on the next turn, with its own prompt and tools.
+    leave = call("CompleteOrEscalate", {"cancel": True, "reason": "customer changed their mind"})
+    model.extend(say("", leave), say("Anything else I can do?"))
+    run(assistant.send(THREAD, "never mind"))
+    assert title in system_prompt(model.received[2])
+    assert any("CompleteOrEscalate" in tools for tools in model.bound_tools)
+    assert stack(assistant) == []
+    assert "customer changed their mind" in str(
+        tool_answer(history(assistant), leave["id"]).content
+    )
+    assert "Meridian Travel" in system_prompt(model.received[3])
+    assert_every_call_answered_once(history(assistant))
+
+
+# --- approvals -------------------------------------------------------------------------------
+
+
+def enter_flights(
+    assistant: TravelAssistant, model: ScriptedChatModel, *calls: dict[str, Any]
+) -> None:
+    model.extend(
+        say("", call("ToFlightBookingAssistant", {"request": "move my flight"})), say("", *calls)
+    )
+    run(assistant.send(THREAD, "Please move my flight to tomorrow"))
+
+
+def test_graph_sensitive_call_stops_and_approval_changes_db(
+    assistant: TravelAssistant, model: ScriptedChatModel, travel_db: Database
+) -> None:
+    change = change_call(travel_db)
+    enter_flights(assistant, model, change)
+    pending = assistant.pending_actions(THREAD)
+    assert [(p.tool_call_id, p.name, p.assistant) for p in pending] == [
+        (change["id"], "update_ticket_to_new_flight", "update_flight")
+    ]
+    assert fixture_segment(travel_db).flight_id != change["args"]["new_flight_id"]
+    model.extend(say("Done: you fly tomorrow."))
+    run(assistant.resolve(THREAD, {change["id"]: Decision(True)}))
+    assert fixture_segment(travel_db).flight_id == change["args"]["new_flight_id"]
+    assert assistant.pending_actions(THREAD) == []
+    assert tool_answer(history(assistant), change["id"]).status != "error"
+    assert_every_call_answered_once(history(assistant))
+
+
+def test_graph_denial_keeps_db_and_tells_model_the_reason(
+    assistant: TravelAssistant, model: ScriptedChatModel, travel_db: Database
+) -> None:
+    change = change_call(travel_db)
+    enter_flights(assistant, model, change)
+    before = fixture_segment(travel_db).flight_id
+    model.extend(say("Understood, I left your booking as it is."))
+    run(assistant.resolve(THREAD, {change["id"]: Decision(False, "too expensive")}))
+    assert fixture_segment(travel_db).flight_id == before
+    denial = tool_answer(history(assistant), change["id"])
+    assert denial.status == "error"
+    assert "too expensive" in str(denial.content)
+    assert any(
+        isinstance(m, ToolMessage) and "too expensive" in str(m.content) for m in model.received[-1]
+    )
+    assert_every_call_answered_once(history(assistant))
+
+
+def test_graph_missing_decision_fails_closed(
+    assistant: TravelAssistant, model: ScriptedChatModel, travel_db: Database
+) -> None:
+    change = change_call(travel_db)
+    enter_flights(assistant, model, change)
+    before = fixture_segment(travel_db).flight_id
+    model.extend(say("Nothing was changed."))
+    run(assistant.resolve(THREAD, {}))
+    assert fixture_segment(travel_db).flight_id == before
+    assert tool_answer(history(assistant), change["id"]).status == "error"
+
+
+def test_graph_parallel_sensitive_calls_approve_one_deny_other(
+    assistant: TravelAssistant, model: ScriptedChatModel, travel_db: Database
+) -> None:
+    change = change_call(travel_db)
+    cancel = call("cancel_ticket", {"ticket_no": FIXTURE_TICKET_NO})
+    enter_flights(assistant, model, change, cancel)
+    assert [p.tool_call_id for p in assistant.pending_actions(THREAD)] == [
+        change["id"],
+        cancel["id"],
+    ]
+    model.extend(say("Your ticket is moved and not cancelled."))
+    run(
+        assistant.resolve(
+            THREAD, {change["id"]: Decision(True), cancel["id"]: Decision(False, "keep it")}
+        )
+    )
+    messages = history(assistant)
+    assert fixture_segment(travel_db).flight_id == change["args"]["new_flight_id"]
+    assert tool_answer(messages, change["id"]).status != "error"
+    assert "keep it" in str(tool_answer(messages, cancel["id"]).content)
+    assert_every_call_answered_once(messages)
+
+
+def test_graph_mixed_batch_runs_safe_calls_before_stopping(
+    assistant: TravelAssistant, model: ScriptedChatModel, travel_db: Database
+) -> None:
+    change = change_call(travel_db)
+    search = call("search_flights", {"departure_airport": "CDG", "arrival_airport": "BSL"})
+    enter_flights(assistant, model, change, search)
+    messages = history(assistant)
+    assert tool_answer(messages, search["id"]).status != "error"
+    assert [p.tool_call_id for p in assistant.pending_actions(THREAD)] == [change["id"]]
+    snapshot = assistant.graph.get_state(assistant.config(THREAD))
+    assert snapshot.next == ("update_flight_sensitive_tools",)
+
+
+def test_graph_routing_call_beside_search(
+    assistant: TravelAssistant, model: ScriptedChatModel
+) -> None:
+    search = call("search_flights", {"departure_airport": "CDG"})
+    route = call(
+        "ToHotelBookingAssistant",
+        {
+            "location": "Basel",
+            "checkin_date": "2026-05-10",
+            "checkout_date": "2026-05-11",
+            "request": "",
+        },
+    )
+    second = call(
+        "ToBookCarRental",
+        {"location": "Basel", "start_date": "2026-05-10", "end_date": "2026-05-11", "request": ""},
+    )
+    model.extend(say("", route, search, second), say("Which hotel do you like?"))
+    run(assistant.send(THREAD, "hotel and car in Basel, and flights from Paris"))
+    messages = history(assistant)
+    assert stack(assistant) == ["book_hotel"]
+    assert tool_answer(messages, search["id"]).status != "error"
+    assert tool_answer(messages, second["id"]).status == "error"
+    assert "Not started" in str(tool_answer(messages, second["id"]).content)
+    assert_every_call_answered_once(messages)
+
+
+def test_graph_unknown_tool_is_an_error_not_an_approval(
+    assistant: TravelAssistant, model: ScriptedChatModel
+) -> None:
+    bogus = call("delete_all_bookings", {})
+    model.extend(say("", bogus), say("Sorry, I cannot do that."))
+    run(assistant.send(THREAD, "delete everything"))
+    assert assistant.pending_actions(THREAD) == []
+    answer = tool_answer(history(assistant), bogus["id"])
+    assert answer.status == "error"
+    assert "delete_all_bookings is not a tool" in str(answer.content)
+
+
+def test_graph_business_error_reaches_model_as_error(
+    assistant: TravelAssistant, model: ScriptedChatModel, travel_db: Database
+) -> None:
+    change = change_call(travel_db)
+    other = Thread("t-other", FLOWN_PASSENGER_ID)
+    model.extend(say("", call("ToFlightBookingAssistant", {"request": "x"})), say("", change))
+    run(assistant.send(other, "move ticket"))
+    model.extend(say("That ticket is not yours."))
+    run(assistant.resolve(other, {change["id"]: Decision(True)}))
+    answer = tool_answer(history(assistant, other), change["id"])
+    assert answer.status == "error"
+    assert FLOWN_PASSENGER_ID in str(answer.content)
+    assert fixture_segment(travel_db).flight_id != change["args"]["new_flight_id"]
+
+
+def test_graph_new_message_while_pending_closes_the_batch(
+    assistant: TravelAssistant, model: ScriptedChatModel, travel_db: Database
+) -> None:
+    change = change_call(travel_db)
+    enter_flights(assistant, model, change)
+    model.extend(say("Sure, what else?"))
+    run(assistant.send(THREAD, "actually, wait"))
+    messages = history(assistant)
+    assert tool_answer(messages, change["id"]).status == "error"
+    assert_every_call_answered_once(messages)
+    # The answer directly follows the call, then the new customer message.
+    index = next(
+        i
+        for i, m in enumerate(messages)
+        if isinstance(m, ToolMessage) and m.tool_call_id == change["id"]
+    )
+    assert messages[index + 1].content == "actually, wait"
+
+
+# --- guards ------------------------------------------------------------------------------------
+
+
+def test_graph_empty_answer_is_retried(
+    assistant: TravelAssistant, model: ScriptedChatModel
+) -> None:
+    model.extend(say(""), say("Here you go."))
+    run(assistant.send(THREAD, "hello"))
+    assert history(assistant)[-1].content == "Here you go."
+    assert len(model.received) == 2
+
+
+def test_graph_empty_answers_end_in_apology(
+    assistant: TravelAssistant, model: ScriptedChatModel
+) -> None:
+    model.extend(say(""), say(""), say(""))
+    run(assistant.send(THREAD, "hello"))
+    assert history(assistant)[-1].content == EMPTY_ANSWER_APOLOGY
+    assert not model.script
+
+
+def test_graph_malformed_tool_call_is_asked_again(
+    assistant: TravelAssistant, model: ScriptedChatModel
+) -> None:
+    broken = AIMessage(
+        content="",
+        invalid_tool_calls=[
+            {
+                "name": "search_flights",
+                "args": "{oops",
+                "id": "c1",
+                "error": "bad json",
+                "type": "invalid_tool_call",
+            }
+        ],
+    )
+    model.extend(broken, say("Fixed."))
+    run(assistant.send(THREAD, "flights?"))
+    assert "could not be read" in str(model.received[1][-1].content)
+    assert history(assistant)[-1].content == "Fixed."
+
+
+def test_graph_step_limit_ends_politely(model: ScriptedChatModel, travel_db: Database) -> None:
+    graph = build_graph(model, InMemorySaver(), db=travel_db, retry_policy=NO_RETRY_DELAY)
+    assistant = TravelAssistant(graph, travel_db, recursion_limit=STEP_RESERVE + 4)
+    model.extend(
+        *(say("", call("search_flights", {"departure_airport": "CDG"})) for _ in range(10))
+    )
+    run(assistant.send(THREAD, "search forever"))
+    messages = history(assistant)
+    assert messages[-1].content == STEP_LIMIT_APOLOGY
+    assert_every_call_answered_once(messages)
+
+
+def test_graph_provider_error_is_retried_then_raised(
+    assistant: TravelAssistant, model: ScriptedChatModel
+) -> None:
+    request = httpx.Request("POST", "http://127.0.0.1/v1/chat/completions")
+    model.extend(*(openai.APITimeoutError(request=request) for _ in range(3)))
+    with pytest.raises(ModelProviderError, match="APITimeoutError"):
+        run(assistant.send(THREAD, "hello"))
+    assert not model.script  # three attempts were made
+    messages = history(assistant)
+    assert messages[-1].content == "hello"  # the message is kept
+    model.extend(say("Back again."))
+    run(assistant.send(THREAD, "hello?"))
+    assert history(assistant)[-1].content == "Back again."
+
+
+def test_graph_provider_error_recovers_within_retries(
+    assistant: TravelAssistant, model: ScriptedChatModel
+) -> None:
+    request = httpx.Request("POST", "http://127.0.0.1/v1/chat/completions")
+    model.extend(openai.APITimeoutError(request=request), say("Made it."))
+    run(assistant.send(THREAD, "hello"))
+    assert history(assistant)[-1].content == "Made it."
+
+
+# --- resume and drawing ------------------------------------------------------------------------
+
+
+def test_graph_resume_pending_approval_from_new_saver(
+    model: ScriptedChatModel, travel_db: Database, tmp_path: Path
+) -> None:
+    path = tmp_path / "checkpoints.sqlite"
+    first = TravelAssistant(
+        build_graph(
+            model, SqliteSaver(sqlite3.connect(path, check_same_thread=False)), db=travel_db
+        ),
+        travel_db,
+    )
+    change = change_call(travel_db)
+    enter_flights(first, model, change)
+    assert first.pending_actions(THREAD)
+
+    later = ScriptedChatModel(script=[say("Your flight is changed.")])
+    second = TravelAssistant(
+        build_graph(
+            later, SqliteSaver(sqlite3.connect(path, check_same_thread=False)), db=travel_db
+        ),
+        travel_db,
+    )
+    assert [p.tool_call_id for p in second.pending_actions(THREAD)] == [change["id"]]
+    assert second.active_assistant(THREAD) == "update_flight"
+    run(second.resolve(THREAD, {change["id"]: Decision(True)}))
+    assert fixture_segment(travel_db).flight_id == change["args"]["new_flight_id"]
+    assert history(second, THREAD)[-1].content == "Your flight is changed."
+
+
+def test_graph_interrupts_before_every_sensitive_node(assistant: TravelAssistant) -> None:
+    assert set(assistant.graph.interrupt_before_nodes) == set(SENSITIVE_NODES)
+    assert len(SENSITIVE_NODES) == 4
+
+
+def test_graph_mermaid_matches_snapshot() -> None:
+    drawing = draw_mermaid()
+    if os.environ.get("UPDATE_SNAPSHOTS") == "1":
+        SNAPSHOT.parent.mkdir(exist_ok=True)
+        SNAPSHOT.write_text(drawing)
+    assert SNAPSHOT.exists(), "no snapshot: run UPDATE_SNAPSHOTS=1 pytest, review, commit"
+    assert drawing == SNAPSHOT.read_text()
