@@ -1,0 +1,1 @@
+"""LangChain tools over the travel database, one module per domain."""
