@@ -34,15 +34,25 @@ class FareRule:
 
 FARE_RULES: dict[str, FareRule] = {
     "Economy": FareRule(
-        change_fee_cents=7_500, cancel_fee_cents=10_000, checked_bags=1, bag_weight_kg=23,
+        change_fee_cents=7_500,
+        cancel_fee_cents=10_000,
+        checked_bags=1,
+        bag_weight_kg=23,
         cabin_bags=1,
     ),
     "Comfort": FareRule(
-        change_fee_cents=4_000, cancel_fee_cents=5_000, checked_bags=2, bag_weight_kg=23,
+        change_fee_cents=4_000,
+        cancel_fee_cents=5_000,
+        checked_bags=2,
+        bag_weight_kg=23,
         cabin_bags=1,
     ),
     "Business": FareRule(
-        change_fee_cents=0, cancel_fee_cents=0, checked_bags=2, bag_weight_kg=32, cabin_bags=2,
+        change_fee_cents=0,
+        cancel_fee_cents=0,
+        checked_bags=2,
+        bag_weight_kg=32,
+        cabin_bags=2,
     ),
 }
 

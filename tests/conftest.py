@@ -48,8 +48,10 @@ _real_connect = socket.socket.connect
 
 def _loopback_only(self: socket.socket, address: Any) -> Any:
     host = address[0] if isinstance(address, tuple) else address
-    if isinstance(host, str) and host not in ("127.0.0.1", "localhost", "::1") and not (
-        self.family == socket.AF_UNIX
+    if (
+        isinstance(host, str)
+        and host not in ("127.0.0.1", "localhost", "::1")
+        and not (self.family == socket.AF_UNIX)
     ):
         raise RuntimeError(f"tests may not reach the network (tried {address!r})")
     return _real_connect(self, address)
