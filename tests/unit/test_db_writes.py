@@ -1,0 +1,194 @@
+"""Tests of db.writes (once-only writes, serialised writers) and db.values (formats)."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy import func, select, update
+
+from db import hotels
+from db.engine import Database
+from db.errors import InvalidInputError, RuleViolationError, TravelError
+from db.fixtures import BUSINESS_PASSENGER_ID, FIXTURE_PASSENGER_ID, FLOWN_PASSENGER_ID
+from db.models import Hotel, HotelBooking, ToolCallRecord
+from db.values import local_time, money, parse_date, parse_time_bound
+from db.writes import run_once
+from tests.conftest import FIXED_NOW
+
+NOW = FIXED_NOW
+
+
+def _counting_write(counter: list[int]) -> Any:
+    def write() -> dict[str, Any]:
+        counter.append(1)
+        return {"n": len(counter), "when": "2026-05-04"}
+
+    return write
+
+
+def test_run_once_runs_a_tool_call_once(travel_db: Database) -> None:
+    counter: list[int] = []
+    results = []
+    for _ in range(2):
+        with travel_db.transaction() as session:
+            results.append(
+                run_once(
+                    session,
+                    tool_call_id="call-1",
+                    tool_name="book_hotel",
+                    passenger_id=FIXTURE_PASSENGER_ID,
+                    now=NOW,
+                    write=_counting_write(counter),
+                )
+            )
+    assert counter == [1]
+    assert results[0] == results[1] == {"n": 1, "when": "2026-05-04"}
+
+
+def test_run_once_without_an_id_always_runs(travel_db: Database) -> None:
+    counter: list[int] = []
+    for _ in range(2):
+        with travel_db.transaction() as session:
+            run_once(
+                session,
+                tool_call_id=None,
+                tool_name="book_hotel",
+                passenger_id=FIXTURE_PASSENGER_ID,
+                now=NOW,
+                write=_counting_write(counter),
+            )
+    assert counter == [1, 1]
+    with travel_db.session() as session:
+        assert session.scalar(select(func.count()).select_from(ToolCallRecord)) == 0
+
+
+def test_run_once_stores_nothing_when_the_write_fails(travel_db: Database) -> None:
+    def failing() -> dict[str, Any]:
+        raise RuleViolationError("no")
+
+    with pytest.raises(RuleViolationError), travel_db.transaction() as session:
+        run_once(
+            session,
+            tool_call_id="call-2",
+            tool_name="cancel_hotel",
+            passenger_id=FIXTURE_PASSENGER_ID,
+            now=NOW,
+            write=failing,
+        )
+    with travel_db.session() as session:
+        assert session.get(ToolCallRecord, "call-2") is None
+
+
+def test_run_once_refuses_an_id_reused_by_another_passenger(travel_db: Database) -> None:
+    with travel_db.transaction() as session:
+        run_once(
+            session,
+            tool_call_id="call-3",
+            tool_name="book_hotel",
+            passenger_id=FIXTURE_PASSENGER_ID,
+            now=NOW,
+            write=_counting_write([]),
+        )
+    with pytest.raises(RuleViolationError, match="already used"), travel_db.transaction() as s:
+        run_once(
+            s,
+            tool_call_id="call-3",
+            tool_name="book_hotel",
+            passenger_id=FLOWN_PASSENGER_ID,
+            now=NOW,
+            write=_counting_write([]),
+        )
+
+
+def test_concurrent_bookings_of_the_last_room_sell_it_once(travel_db: Database) -> None:
+    with travel_db.transaction() as session:
+        hotel = session.scalars(select(Hotel).order_by(Hotel.id).limit(1)).one()
+        session.execute(update(Hotel).where(Hotel.id == hotel.id).values(rooms=1))
+        hotel_id = hotel.id
+    checkin = (NOW.date() + timedelta(days=60)).isoformat()
+    checkout = (NOW.date() + timedelta(days=61)).isoformat()
+    barrier = threading.Barrier(4)
+    outcomes: list[str] = []
+
+    def attempt(passenger_id: str) -> None:
+        barrier.wait()
+        try:
+            with travel_db.transaction() as session:
+                run_once(
+                    session,
+                    tool_call_id=None,
+                    tool_name="book_hotel",
+                    passenger_id=passenger_id,
+                    now=NOW,
+                    write=lambda: hotels.book_hotel(
+                        session, passenger_id, hotel_id, checkin, checkout, NOW
+                    ),
+                )
+            outcomes.append("booked")
+        except TravelError:
+            outcomes.append("refused")
+
+    threads = [
+        threading.Thread(target=attempt, args=(p,))
+        for p in (
+            FIXTURE_PASSENGER_ID,
+            BUSINESS_PASSENGER_ID,
+            FLOWN_PASSENGER_ID,
+            FIXTURE_PASSENGER_ID,
+        )
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(outcomes) == ["booked", "refused", "refused", "refused"]
+    with travel_db.session() as session:
+        count = session.scalar(
+            select(func.count())
+            .select_from(HotelBooking)
+            .where(HotelBooking.hotel_id == hotel_id, HotelBooking.status == "confirmed")
+            .where(HotelBooking.checkin_date == date.fromisoformat(checkin))
+        )
+    assert count == 1
+
+
+# Values -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("zone", "expected"),
+    [
+        ("Europe/Paris", "2026-05-04 15:05 CEST (+02:00)"),
+        ("America/New_York", "2026-05-04 09:05 EDT (-04:00)"),
+        ("Asia/Tokyo", "2026-05-04 22:05 JST (+09:00)"),
+        ("UTC", "2026-05-04 13:05 UTC (+00:00)"),
+    ],
+)
+def test_local_time_shows_zone_and_offset(zone: str, expected: str) -> None:
+    assert local_time(datetime(2026, 5, 4, 13, 5, tzinfo=UTC), zone) == expected
+
+
+def test_money_gives_cents_and_text() -> None:
+    assert money("fee", 7_500) == {"fee_cents": 7_500, "fee": "EUR 75.00"}
+
+
+@pytest.mark.parametrize("text", ["2026-5-4", "04/05/2026", "2026-02-30", "", "tomorrow"])
+def test_parse_date_rejects_other_formats(text: str) -> None:
+    with pytest.raises(InvalidInputError, match="YYYY-MM-DD"):
+        parse_date(text, "checkin_date")
+
+
+def test_parse_time_bound_reads_dates_and_offsets() -> None:
+    assert parse_time_bound("2026-05-06", "end_time", end=True) == datetime(2026, 5, 7, tzinfo=UTC)
+    assert parse_time_bound("2026-05-06T10:00", "start_time", end=False) == datetime(
+        2026, 5, 6, 10, tzinfo=UTC
+    )
+    assert parse_time_bound("2026-05-06T10:00+02:00", "start_time", end=False) == datetime(
+        2026, 5, 6, 8, tzinfo=UTC
+    )
+    assert parse_time_bound("2026-05-06 10:00Z", "start_time", end=False) == datetime(
+        2026, 5, 6, 10, tzinfo=UTC
+    )

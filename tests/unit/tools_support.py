@@ -1,0 +1,171 @@
+"""Helpers for the db- and tool-level tests: run tool calls through a ToolNode, dump tables.
+
+Tools are run the way the graph runs them: an ``AIMessage`` with hand-built tool calls
+goes through ``langgraph.prebuilt.ToolNode(handle_tool_errors=TOOL_ERRORS)`` inside a
+one-node graph, with the passenger in ``config["configurable"]``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+
+from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.tools import BaseTool
+from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.prebuilt import ToolNode
+from sqlalchemy import func, select, text
+
+from db.engine import Database
+from db.fixtures import FIXTURE_DEPARTURE_IN, FIXTURE_FLIGHT_NO, FULL_FLIGHT_DAY_OFFSET
+from db.models import Booking, Flight, FlightFare, Ticket
+from db.rules import FREE_WINDOW_HOURS_AFTER_BOOKING
+from tests.conftest import FIXED_NOW
+from tools import TOOL_ERRORS
+
+# Tables a write may touch; a refused write must leave every one of them unchanged.
+WRITE_TABLES = (
+    "bookings",
+    "tickets",
+    "ticket_flights",
+    "boarding_passes",
+    "payments",
+    "hotel_bookings",
+    "car_rental_bookings",
+    "excursion_bookings",
+    "tool_call_records",
+)
+
+
+def dump(db: Database) -> dict[str, list[tuple[Any, ...]]]:
+    """Return every row of the written tables, in a stable order."""
+    with db.session() as session:
+        return {
+            table: [
+                tuple(row) for row in session.execute(text(f"SELECT * FROM {table} ORDER BY 1, 2"))
+            ]
+            for table in WRITE_TABLES
+        }
+
+
+def call(name: str, args: dict[str, Any], call_id: str | None = None) -> dict[str, Any]:
+    """Build one tool call as a model would emit it."""
+    return {"name": name, "args": args, "id": call_id or f"call-{name}", "type": "tool_call"}
+
+
+def run_calls(
+    tools: Sequence[BaseTool],
+    calls: Sequence[dict[str, Any]],
+    passenger_id: str | None,
+) -> list[ToolMessage]:
+    """Run tool calls of one AIMessage through a ToolNode; return its ToolMessages."""
+    graph = StateGraph(MessagesState)
+    graph.add_node("tools", ToolNode(list(tools), handle_tool_errors=TOOL_ERRORS))
+    graph.add_edge(START, "tools")
+    graph.add_edge("tools", END)
+    configurable: dict[str, Any] = {}
+    if passenger_id is not None:
+        configurable["passenger_id"] = passenger_id
+    result = graph.compile().invoke(
+        {"messages": [AIMessage(content="", tool_calls=list(calls))]},
+        {"configurable": configurable},
+    )
+    return [m for m in result["messages"] if isinstance(m, ToolMessage)]
+
+
+def run_one(
+    tools: Sequence[BaseTool],
+    name: str,
+    args: dict[str, Any],
+    passenger_id: str | None,
+    call_id: str | None = None,
+) -> ToolMessage:
+    """Run a single tool call and return its ToolMessage."""
+    (message,) = run_calls(tools, [call(name, args, call_id)], passenger_id)
+    return message
+
+
+def payload(message: ToolMessage) -> dict[str, Any]:
+    """Return the JSON result of a successful tool call."""
+    assert message.status == "success", message.content
+    data: dict[str, Any] = json.loads(str(message.content))
+    return data
+
+
+def error_text(message: ToolMessage) -> str:
+    """Return the text of a failed tool call."""
+    assert message.status == "error", message.content
+    return str(message.content)
+
+
+def lx0112(db: Database, days_after: int) -> Flight:
+    """Return the LX0112 flight ``days_after`` days after the fixture flight."""
+    with db.session() as session:
+        departure = FIXED_NOW + FIXTURE_DEPARTURE_IN + timedelta(days=days_after)
+        flights = list(
+            session.scalars(
+                select(Flight)
+                .where(Flight.flight_no == FIXTURE_FLIGHT_NO)
+                .order_by(Flight.scheduled_departure)
+            )
+        )
+        return min(flights, key=lambda f: abs(f.scheduled_departure - departure))
+
+
+def full_flight(db: Database) -> Flight:
+    """Return the fixture LX0112 whose Economy cabin is sold out."""
+    return lx0112(db, FULL_FLIGHT_DAY_OFFSET)
+
+
+def in_free_window(db: Database, ticket_no: str) -> bool:
+    """Tell whether the ticket was bought within the free change/cancel window."""
+    with db.session() as session:
+        ticket = session.get(Ticket, ticket_no)
+        assert ticket is not None
+        booking = session.get(Booking, ticket.book_ref)
+        assert booking is not None
+        return FIXED_NOW - booking.book_date <= timedelta(hours=FREE_WINDOW_HOURS_AFTER_BOOKING)
+
+
+def add_flight(
+    db: Database,
+    *,
+    departure_airport: str,
+    arrival_airport: str,
+    departs_in: timedelta,
+    status: str = "Scheduled",
+    flight_no: str = "ZZ0001",
+    duration: timedelta = timedelta(hours=1, minutes=30),
+) -> int:
+    """Insert a flight (aircraft and fares copied from any flight) and return its id."""
+    with db.transaction() as session:
+        template = session.scalars(select(Flight).order_by(Flight.flight_id).limit(1)).one()
+        fares = list(
+            session.scalars(select(FlightFare).where(FlightFare.flight_id == template.flight_id))
+        )
+        new_id = (session.scalar(select(func.max(Flight.flight_id))) or 0) + 1
+        departure = FIXED_NOW + departs_in
+        session.add(
+            Flight(
+                flight_id=new_id,
+                flight_no=flight_no,
+                scheduled_departure=departure,
+                scheduled_arrival=departure + duration,
+                departure_airport=departure_airport,
+                arrival_airport=arrival_airport,
+                status=status,
+                aircraft_code=template.aircraft_code,
+            )
+        )
+        session.flush()
+        for fare in fares:
+            session.add(
+                FlightFare(
+                    flight_id=new_id,
+                    fare_conditions=fare.fare_conditions,
+                    amount_cents=fare.amount_cents,
+                )
+            )
+    return new_id
