@@ -1,0 +1,404 @@
+"""Excursion (trip recommendation) search and the passenger's excursion reservations.
+
+A reservation is one place on one date at the excursion's price. An excursion has
+``capacity_per_day`` places per date. A reservation changes or cancels free until
+``EXCURSION_FREE_CANCEL_HOURS`` before 00:00 UTC of its date; later the price paid is not
+refunded (so a late change pays the new date in full). Every write is priced by a quote
+first (see ``db.partners``); the write applies exactly that quote.
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+from typing import Any
+
+from sqlalchemy import func, or_, select
+from sqlalchemy.orm import Session
+
+from db.errors import (
+    InvalidInputError,
+    NotFoundError,
+    OwnershipError,
+    RuleViolationError,
+    UnavailableError,
+)
+from db.models import ExcursionBooking, TripRecommendation
+from db.partners import (
+    ReservationQuote,
+    is_late,
+    late_fee_note,
+    require_bookable_start,
+    require_not_started,
+)
+from db.passengers import require_passenger
+from db.rules import EXCURSION_FREE_CANCEL_HOURS
+from db.values import fmt_money, iso_date, money, parse_date
+from db.writes import record_payment
+
+SEARCH_LIMIT = 20
+KIND_LABEL = "Excursion reservation"
+
+
+def validate_excursion_date(value: str | date, now: datetime) -> date:
+    """Parse and check an excursion date.
+
+    Args:
+        value: ``YYYY-MM-DD``.
+        now: The database clock's now.
+
+    Returns:
+        The date.
+
+    Raises:
+        InvalidInputError: The date is malformed or past.
+        RuleViolationError: The date is too far ahead.
+    """
+    day = parse_date(value, "date")
+    require_bookable_start(day, now, "date")
+    return day
+
+
+def excursion_view(excursion: TripRecommendation) -> dict[str, Any]:
+    """Return an excursion as shown to the customer."""
+    return {
+        "recommendation_id": excursion.id,
+        "name": excursion.name,
+        "location": excursion.location,
+        "keywords": excursion.keywords,
+        "details": excursion.details,
+        **money("price", excursion.price_cents),
+        "places_per_day": excursion.capacity_per_day,
+    }
+
+
+def search_trip_recommendations(
+    session: Session,
+    *,
+    location: str | None = None,
+    name: str | None = None,
+    keywords: str | None = None,
+    limit: int = SEARCH_LIMIT,
+) -> dict[str, Any]:
+    """Find excursions by case-insensitive partial matches.
+
+    Args:
+        session: An open session.
+        location: Part of the city name.
+        name: Part of the excursion's name.
+        keywords: Comma-separated words; an excursion matches when its keywords contain
+            any of them.
+        limit: How many excursions to return at most.
+
+    Returns:
+        ``{"trip_recommendations": [...], "matches": int}`` with price per person and
+        places per day.
+    """
+    query = select(TripRecommendation)
+    for column, value in ((TripRecommendation.location, location), (TripRecommendation.name, name)):
+        if value and value.strip():
+            query = query.where(func.lower(column).contains(value.strip().lower(), autoescape=True))
+    words = [word.strip().lower() for word in (keywords or "").split(",") if word.strip()]
+    if words:
+        query = query.where(
+            or_(
+                *(
+                    func.lower(TripRecommendation.keywords).contains(word, autoescape=True)
+                    for word in words
+                )
+            )
+        )
+    matches = session.scalar(select(func.count()).select_from(query.subquery())) or 0
+    ordered = query.order_by(
+        TripRecommendation.location, TripRecommendation.name, TripRecommendation.id
+    ).limit(limit)
+    views = [excursion_view(excursion) for excursion in session.scalars(ordered)]
+    return {"trip_recommendations": views, "matches": matches}
+
+
+def places_left(
+    session: Session,
+    excursion: TripRecommendation,
+    day: date,
+    exclude_booking_id: int | None = None,
+) -> int:
+    """Return how many places of an excursion are still free on ``day``."""
+    query = select(func.count()).where(
+        ExcursionBooking.recommendation_id == excursion.id,
+        ExcursionBooking.status == "confirmed",
+        ExcursionBooking.date == day,
+    )
+    if exclude_booking_id is not None:
+        query = query.where(ExcursionBooking.id != exclude_booking_id)
+    taken = session.scalar(query) or 0
+    return max(excursion.capacity_per_day - taken, 0)
+
+
+def _excursion(
+    session: Session, recommendation_id: int, *, lock: bool = False
+) -> TripRecommendation:
+    excursion = session.get(TripRecommendation, recommendation_id, with_for_update=lock)
+    if excursion is None:
+        raise NotFoundError(
+            f"No excursion with id {recommendation_id} exists. Use "
+            "search_trip_recommendations to find the recommendation_id."
+        )
+    return excursion
+
+
+def _owned_booking(
+    session: Session, passenger_id: str, booking_id: int, *, lock: bool = False
+) -> ExcursionBooking:
+    booking = session.get(ExcursionBooking, booking_id, with_for_update=lock)
+    if booking is None:
+        raise NotFoundError(
+            f"No excursion reservation with id {booking_id} exists. The passenger's "
+            "reservations are listed in their information (fetch_user_flight_information)."
+        )
+    if booking.passenger_id != passenger_id:
+        raise OwnershipError(
+            f"Excursion reservation {booking_id} does not belong to passenger {passenger_id}."
+        )
+    if booking.status != "confirmed":
+        raise RuleViolationError(f"Excursion reservation {booking_id} is already cancelled.")
+    return booking
+
+
+def _require_place(
+    session: Session,
+    excursion: TripRecommendation,
+    day: date,
+    exclude_booking_id: int | None = None,
+) -> None:
+    if places_left(session, excursion, day, exclude_booking_id) <= 0:
+        raise UnavailableError(
+            f"{excursion.name} ({excursion.location}) has no place left on {iso_date(day)}. "
+            "Try another date or another excursion."
+        )
+
+
+def _late_fee(booking: ExcursionBooking, now: datetime) -> tuple[int, str]:
+    late = is_late(booking.date, EXCURSION_FREE_CANCEL_HOURS, now)
+    fee = booking.total_cents if late else 0
+    note = late_fee_note(
+        booking.date, EXCURSION_FREE_CANCEL_HOURS, now, "the price paid is not refunded"
+    )
+    return fee, note
+
+
+def quote_book_excursion(
+    session: Session,
+    passenger_id: str,
+    recommendation_id: int,
+    day: str | date,
+    now: datetime,
+) -> ReservationQuote:
+    """Price a place on an excursion without writing.
+
+    Args:
+        session: An open session.
+        passenger_id: Who books.
+        recommendation_id: The excursion's id from ``search_trip_recommendations``.
+        day: ``YYYY-MM-DD``.
+        now: The database clock's now.
+
+    Returns:
+        The quote of the booking (its ``net_cents`` is the price charged).
+
+    Raises:
+        NotFoundError: Unknown passenger or excursion.
+        InvalidInputError: A malformed or past date.
+        RuleViolationError: The date is too far ahead.
+        UnavailableError: No place is left that day.
+    """
+    require_passenger(session, passenger_id)
+    when = validate_excursion_date(day, now)
+    excursion = _excursion(session, recommendation_id)
+    _require_place(session, excursion, when)
+    return ReservationQuote(
+        action="book",
+        kind="excursion",
+        kind_label=KIND_LABEL,
+        passenger_id=passenger_id,
+        booking_id=None,
+        item=excursion_view(excursion),
+        before=None,
+        after={"date": iso_date(when)},
+        before_text=None,
+        after_text=iso_date(when),
+        old_total_cents=0,
+        new_total_cents=excursion.price_cents,
+        price_detail=f"1 person x {fmt_money(excursion.price_cents)}",
+    )
+
+
+def book_excursion(
+    session: Session,
+    passenger_id: str,
+    recommendation_id: int,
+    day: str | date,
+    now: datetime,
+) -> dict[str, Any]:
+    """Reserve a place on an excursion and charge it; raises what the quote raises.
+
+    Returns:
+        The quote's result: ``status``, ``booking_id``, ``excursion``, ``after``,
+        ``total``, ``charged`` and a ``summary`` sentence.
+    """
+    _excursion(session, recommendation_id, lock=True)
+    quote = quote_book_excursion(session, passenger_id, recommendation_id, day, now)
+    assert quote.after is not None
+    booking = ExcursionBooking(
+        passenger_id=passenger_id,
+        recommendation_id=recommendation_id,
+        date=date.fromisoformat(quote.after["date"]),
+        status="confirmed",
+        total_cents=quote.new_total_cents,
+        created_at=now,
+    )
+    session.add(booking)
+    session.flush()
+    _pay(session, quote, booking.id, now)
+    return quote.as_result(booking.id)
+
+
+def quote_update_excursion(
+    session: Session, passenger_id: str, booking_id: int, day: str | date, now: datetime
+) -> ReservationQuote:
+    """Price moving an excursion reservation to another date without writing.
+
+    Args:
+        session: An open session.
+        passenger_id: Who asks (must own the reservation).
+        booking_id: The excursion reservation id.
+        day: The new ``YYYY-MM-DD`` date.
+        now: The database clock's now.
+
+    Returns:
+        The quote of the change.
+
+    Raises:
+        NotFoundError: Unknown reservation.
+        OwnershipError: The reservation is another passenger's.
+        RuleViolationError: It is cancelled or has taken place, or the date is too far.
+        InvalidInputError: A malformed, past or unchanged date.
+        UnavailableError: No place is left on the new date.
+    """
+    booking = _owned_booking(session, passenger_id, booking_id)
+    require_not_started(booking.date, now, f"{KIND_LABEL} {booking_id}")
+    when = validate_excursion_date(day, now)
+    if when == booking.date:
+        raise InvalidInputError(
+            f"{KIND_LABEL} {booking_id} is already on {iso_date(when)}; nothing to change."
+        )
+    excursion = _excursion(session, booking.recommendation_id)
+    _require_place(session, excursion, when, exclude_booking_id=booking.id)
+    fee, note = _late_fee(booking, now)
+    return ReservationQuote(
+        action="update",
+        kind="excursion",
+        kind_label=KIND_LABEL,
+        passenger_id=passenger_id,
+        booking_id=booking.id,
+        item=excursion_view(excursion),
+        before={"date": iso_date(booking.date)},
+        after={"date": iso_date(when)},
+        before_text=iso_date(booking.date),
+        after_text=iso_date(when),
+        old_total_cents=booking.total_cents,
+        new_total_cents=excursion.price_cents,
+        price_detail=None,
+        fee_cents=fee,
+        fee_note=note,
+    )
+
+
+def update_excursion(
+    session: Session, passenger_id: str, booking_id: int, day: str | date, now: datetime
+) -> dict[str, Any]:
+    """Move an excursion reservation to another date; raises what the quote raises.
+
+    Returns:
+        The quote's result: ``before``, ``after``, ``total``, ``fee``, and what was
+        ``charged`` or ``refunded``.
+    """
+    booking = _owned_booking(session, passenger_id, booking_id, lock=True)
+    _excursion(session, booking.recommendation_id, lock=True)
+    quote = quote_update_excursion(session, passenger_id, booking_id, day, now)
+    assert quote.after is not None
+    booking.date = date.fromisoformat(quote.after["date"])
+    booking.total_cents = quote.new_total_cents
+    _pay(session, quote, booking.id, now)
+    session.flush()
+    return quote.as_result(booking.id)
+
+
+def quote_cancel_excursion(
+    session: Session, passenger_id: str, booking_id: int, now: datetime
+) -> ReservationQuote:
+    """Price the cancellation of an excursion reservation without writing.
+
+    Args:
+        session: An open session.
+        passenger_id: Who asks (must own the reservation).
+        booking_id: The excursion reservation id.
+        now: The database clock's now.
+
+    Returns:
+        The quote (its ``net_cents`` is minus the refund).
+
+    Raises:
+        NotFoundError: Unknown reservation.
+        OwnershipError: The reservation is another passenger's.
+        RuleViolationError: It is already cancelled or has taken place.
+    """
+    booking = _owned_booking(session, passenger_id, booking_id)
+    require_not_started(booking.date, now, f"{KIND_LABEL} {booking_id}")
+    excursion = _excursion(session, booking.recommendation_id)
+    fee, note = _late_fee(booking, now)
+    return ReservationQuote(
+        action="cancel",
+        kind="excursion",
+        kind_label=KIND_LABEL,
+        passenger_id=passenger_id,
+        booking_id=booking.id,
+        item=excursion_view(excursion),
+        before={"date": iso_date(booking.date)},
+        after=None,
+        before_text=iso_date(booking.date),
+        after_text=None,
+        old_total_cents=booking.total_cents,
+        new_total_cents=0,
+        price_detail=None,
+        fee_cents=min(fee, booking.total_cents),
+        fee_note=note,
+    )
+
+
+def cancel_excursion(
+    session: Session, passenger_id: str, booking_id: int, now: datetime
+) -> dict[str, Any]:
+    """Cancel an excursion reservation (kept, marked cancelled) and refund it.
+
+    Raises what ``quote_cancel_excursion`` raises.
+
+    Returns:
+        The quote's result: ``before``, ``fee`` and ``refunded``.
+    """
+    booking = _owned_booking(session, passenger_id, booking_id, lock=True)
+    quote = quote_cancel_excursion(session, passenger_id, booking_id, now)
+    booking.status = "cancelled"
+    _pay(session, quote, booking.id, now)
+    session.flush()
+    return quote.as_result(booking.id)
+
+
+def _pay(session: Session, quote: ReservationQuote, booking_id: int, now: datetime) -> None:
+    record_payment(
+        session,
+        passenger_id=quote.passenger_id,
+        amount_cents=quote.net_cents,
+        kind=f"excursion_{quote.action}",
+        reference=f"excursion-{booking_id}",
+        description=f"{quote.title}: {quote.item['name']}, {quote.after_text or quote.before_text}",
+        now=now,
+    )
