@@ -22,7 +22,7 @@ import json
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Union
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
@@ -151,6 +151,14 @@ def tool_error_message(error: TravelError | ToolInvocationError) -> str:
     if isinstance(error, ToolInvocationError):
         return f"Error: {error.message}"
     return f"Error: {error}"
+
+
+# ToolNode infers which exceptions the handler takes from its annotation, and cannot read
+# the string annotations this module's ``from __future__ import annotations`` produces.
+tool_error_message.__annotations__ = {
+    "error": Union[TravelError, ToolInvocationError],  # noqa: UP007 - ToolNode checks for Union
+    "return": str,
+}
 
 
 def _ordered(calls: Sequence[ToolCall], answers: Sequence[AnyMessage]) -> list[AnyMessage]:
@@ -536,10 +544,12 @@ def _add_specialist(
         return destinations[step]
 
     route_specialist.__name__ = f"route_{spec.name}"
-    targets = list(destinations.values())
-    builder.add_conditional_edges(spec.name, route_specialist, targets)
-    builder.add_conditional_edges(safe_node, route_specialist, targets)
-    builder.add_conditional_edges(sensitive_node, route_specialist, targets)
+    # The groups run in a fixed order, so a tool node only leads to the groups after it.
+    builder.add_conditional_edges(spec.name, route_specialist, list(destinations.values()))
+    builder.add_conditional_edges(
+        safe_node, route_specialist, [sensitive_node, LEAVE_SKILL, spec.name]
+    )
+    builder.add_conditional_edges(sensitive_node, route_specialist, [LEAVE_SKILL, spec.name])
 
 
 def drawing_model() -> BaseChatModel:

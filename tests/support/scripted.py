@@ -109,11 +109,21 @@ class ScriptedChatModel(BaseChatModel):
             }
             for i, c in enumerate(reply.tool_calls)
         ]
+        # Malformed calls stream as raw argument text, as a provider would send them.
+        tool_chunks += [
+            {
+                "name": c.get("name"),
+                "args": c.get("args"),
+                "id": c.get("id"),
+                "index": len(tool_chunks) + i,
+                "type": "tool_call_chunk",
+            }
+            for i, c in enumerate(reply.invalid_tool_calls)
+        ]
         yield ChatGenerationChunk(
             message=AIMessageChunk(
                 content="",
                 tool_call_chunks=tool_chunks,  # type: ignore[arg-type]
-                invalid_tool_calls=list(reply.invalid_tool_calls),
             )
         )
 
