@@ -651,7 +651,9 @@ def cmd_graph(console: Console) -> int:
 def main(argv: Sequence[str] | None = None, overrides: Overrides | None = None) -> int:
     """Run the program with ``argv``; return the exit code."""
     overrides = overrides or Overrides()
-    console = overrides.console or Console(color=sys.stderr.isatty())
+    console = overrides.console or Console(
+        color=sys.stderr.isatty() and not os.environ.get("NO_COLOR")
+    )
     parser = build_parser()
     args = parser.parse_args(argv)
     env_file = Path.cwd() / ".env"

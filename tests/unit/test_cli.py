@@ -48,6 +48,7 @@ def chat(argv: list[str], lines: list[str], model: ScriptedChatModel | None, hom
     out, err = io.StringIO(), io.StringIO()
     with create_pipe_input() as pipe:
         pipe.send_text("".join(line + "\n" for line in lines))
+        pipe.close()  # the end of the script is the end of input (Ctrl-D)
         overrides = Overrides(
             model_factory=(lambda _name: model) if model is not None else None,
             pt_input=pipe,

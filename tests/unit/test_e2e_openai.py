@@ -90,11 +90,11 @@ def test_e2e_delegation_approval_and_resume(tmp_path: Path) -> None:
         )
         first.expect(r"Session (\S+) for passenger")
         thread_id = first.match.group(1)
-        first.expect("you> ")
+        first.expect("you>")
         first.sendline("Please move my flight to tomorrow")
         first.expect("I will move you to tomorrow")
         first.expect("Approval needed")
-        first.expect(r"Approve this action\? \[y/N\]")
+        first.expect("Approve")
         first.terminate(force=True)  # the customer's terminal went away mid-approval
         assert ticket_flight(database) != new_flight
 
@@ -114,10 +114,10 @@ def test_e2e_delegation_approval_and_resume(tmp_path: Path) -> None:
             dimensions=(40, 200),
         )
         second.expect("Please move my flight to tomorrow")  # the last exchange is shown
-        second.expect(r"Approve this action\? \[y/N\]")
+        second.expect("Approve")
         second.sendline("y")
         second.expect("Done: your ticket is on tomorrow")
-        second.expect("you> ")
+        second.expect("you>")
         second.sendline("exit")
         second.expect(re.escape("--thread-id " + thread_id))
         second.expect(pexpect.EOF)
