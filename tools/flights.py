@@ -1,0 +1,181 @@
+"""Flight tools: the passenger's information, flight search, ticket changes and cancellation.
+
+``fetch_user_flight_information`` and ``search_flights`` are safe; the two ticket writes
+are sensitive (the graph asks the customer before they run). The rules live in
+``db.flights``; these tools only read the configured passenger, call it and shape the
+result.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool, InjectedToolCallId, tool
+
+from db import flights as flight_queries
+from db.engine import Database
+from db.passengers import passenger_summary
+from tools.common import passenger_id_from, read, with_rules, write_once
+
+
+@dataclass(frozen=True)
+class FlightTools:
+    """The flight tools of one database."""
+
+    fetch_user_flight_information: BaseTool
+    search_flights: BaseTool
+    update_ticket_to_new_flight: BaseTool
+    cancel_ticket: BaseTool
+
+    @property
+    def safe(self) -> tuple[BaseTool, ...]:
+        """Return the tools that run without approval."""
+        return (self.search_flights, self.fetch_user_flight_information)
+
+    @property
+    def sensitive(self) -> tuple[BaseTool, ...]:
+        """Return the tools that need the customer's approval."""
+        return (self.update_ticket_to_new_flight, self.cancel_ticket)
+
+
+def make_flight_tools(db: Database) -> FlightTools:
+    """Build the flight tools over ``db``.
+
+    Args:
+        db: The travel database; its clock defines "now" for every rule.
+
+    Returns:
+        The four flight tools.
+    """
+
+    @tool(parse_docstring=True)
+    def fetch_user_flight_information(config: RunnableConfig) -> dict[str, Any]:
+        """Fetch the customer's tickets, flights, seats and reservations.
+
+        Returns every ticket of the customer (cancelled ones marked as such) with its
+        flight segments: flight_id, flight number, route, local departure and arrival
+        times, flight status, fare class, seat, whether checked in and the amount paid;
+        and their hotel, car rental and excursion reservations with dates, totals and
+        status. The customer is the one this conversation is configured for.
+
+        Args:
+            config: Injected run config carrying the passenger id; never set by the model.
+        """
+        passenger_id = passenger_id_from(config)
+        return read(db, lambda session, now: passenger_summary(session, passenger_id, now))
+
+    @tool(parse_docstring=True)
+    def search_flights(
+        departure_airport: str | None = None,
+        arrival_airport: str | None = None,
+        start_time: str | None = None,
+        end_time: str | None = None,
+        limit: int = 20,
+    ) -> dict[str, Any]:
+        """Search flights by route and departure time, with prices and seats left.
+
+        Flights come ordered by departure. Each has a flight_id (use it to change a
+        ticket), local departure and arrival times, status, and per fare class (Economy,
+        Comfort, Business) the price and the number of seats left. Without start_time
+        only flights departing from now on are listed.
+
+        Args:
+            departure_airport: Departure airport as a 3-letter IATA code, e.g. "CDG".
+            arrival_airport: Arrival airport as a 3-letter IATA code, e.g. "BSL".
+            start_time: Earliest departure, "YYYY-MM-DD" or "YYYY-MM-DDTHH:MM" (UTC
+                unless an offset such as "+02:00" is given).
+            end_time: Latest departure, same format; a bare date includes that whole day.
+            limit: How many flights to return, 1 to 50.
+        """
+        result = read(
+            db,
+            lambda session, now: flight_queries.search_flights(
+                session,
+                now,
+                departure_airport=departure_airport,
+                arrival_airport=arrival_airport,
+                start_time=start_time,
+                end_time=end_time,
+                limit=limit,
+            ),
+        )
+        if not result["flights"]:
+            result["message"] = (
+                "No flight matches. Try other airports, or a wider or later time window."
+            )
+        return result
+
+    @tool(parse_docstring=True)
+    @with_rules
+    def update_ticket_to_new_flight(
+        ticket_no: str,
+        new_flight_id: int,
+        config: RunnableConfig,
+        tool_call_id: Annotated[str, InjectedToolCallId],
+    ) -> dict[str, Any]:
+        """Move the customer's ticket to another flight on the same route.
+
+        The segment of the ticket on the new flight's route moves, with a seat of the
+        same fare class. Allowed only to a flight with the same departure and arrival
+        airports leaving at least {change_hours} hours from now, while the current flight
+        is not checked in and leaves at least {cancel_hours} hours from now. A change fee
+        applies unless the ticket was bought within the last {free_hours} hours, plus any
+        fare increase (a lower fare is not refunded). Returns the old and new flight, the
+        new seat, the change fee, the fare difference and the total charged.
+
+        Args:
+            ticket_no: The 16-digit ticket number, e.g. "7240005432906569".
+            new_flight_id: The flight_id of the new flight, as returned by search_flights.
+            config: Injected run config carrying the passenger id; never set by the model.
+            tool_call_id: Injected id of this call; a repeated call takes effect once.
+        """
+        passenger_id = passenger_id_from(config)
+        return write_once(
+            db,
+            tool_name="update_ticket_to_new_flight",
+            tool_call_id=tool_call_id,
+            passenger_id=passenger_id,
+            write=lambda session, now: flight_queries.update_ticket_to_new_flight(
+                session, passenger_id, ticket_no, new_flight_id, now
+            ),
+        )
+
+    @tool(parse_docstring=True)
+    @with_rules
+    def cancel_ticket(
+        ticket_no: str,
+        config: RunnableConfig,
+        tool_call_id: Annotated[str, InjectedToolCallId],
+    ) -> dict[str, Any]:
+        """Cancel the customer's ticket and refund it.
+
+        Every flight of the ticket not yet flown is cancelled and its seat released.
+        Allowed only while none of those flights is checked in and each leaves at least
+        {cancel_hours} hours from now. A cancellation fee is kept unless the ticket was
+        bought within the last {free_hours} hours. Returns the cancelled flights, the
+        cancellation fee and the amount refunded.
+
+        Args:
+            ticket_no: The 16-digit ticket number, e.g. "7240005432906569".
+            config: Injected run config carrying the passenger id; never set by the model.
+            tool_call_id: Injected id of this call; a repeated call takes effect once.
+        """
+        passenger_id = passenger_id_from(config)
+        return write_once(
+            db,
+            tool_name="cancel_ticket",
+            tool_call_id=tool_call_id,
+            passenger_id=passenger_id,
+            write=lambda session, now: flight_queries.cancel_ticket(
+                session, passenger_id, ticket_no, now
+            ),
+        )
+
+    return FlightTools(
+        fetch_user_flight_information=fetch_user_flight_information,
+        search_flights=search_flights,
+        update_ticket_to_new_flight=update_ticket_to_new_flight,
+        cancel_ticket=cancel_ticket,
+    )
