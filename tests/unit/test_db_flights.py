@@ -530,7 +530,7 @@ def test_cancel_ticket_refunds_paid_minus_fee_and_releases_the_seat(travel_db: D
             for p in session.scalars(select(Payment).where(Payment.reference == FIXTURE_TICKET_NO))
         ]
         summary = passenger_summary(session, FIXTURE_PASSENGER_ID, NOW)
-    assert refunds == [-(paid - fee)]
+    assert refunds == ([-(paid - fee)] if paid > fee else [])
     ticket_view = next(t for t in summary["tickets"] if t["ticket_no"] == FIXTURE_TICKET_NO)
     assert ticket_view["status"] == "cancelled"
     assert [s["segment_status"] for s in ticket_view["segments"]] == ["cancelled"]

@@ -8,6 +8,8 @@ one-node graph, with the passenger in ``config["configurable"]``.
 from __future__ import annotations
 
 import json
+import sqlite3
+import uuid
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
@@ -16,7 +18,7 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import BaseTool
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode
-from sqlalchemy import func, select, text
+from sqlalchemy import func, select
 
 from db.engine import Database
 from db.fixtures import FIXTURE_DEPARTURE_IN, FIXTURE_FLIGHT_NO, FULL_FLIGHT_DAY_OFFSET
@@ -39,20 +41,43 @@ WRITE_TABLES = (
 )
 
 
-def dump(db: Database) -> dict[str, list[tuple[Any, ...]]]:
-    """Return every row of the written tables, in a stable order."""
-    with db.session() as session:
-        return {
-            table: [
-                tuple(row) for row in session.execute(text(f"SELECT * FROM {table} ORDER BY 1, 2"))
-            ]
-            for table in WRITE_TABLES
-        }
+def _watcher(db: Database) -> sqlite3.Connection:
+    """Return the long-lived connection that watches ``db`` (kept on the object itself,
+    so it is closed when the test's Database is collected)."""
+    connection: sqlite3.Connection | None = getattr(db, "_test_watcher", None)
+    if connection is None:
+        path = db.engine.url.database
+        assert path, "the tests use file databases"
+        connection = sqlite3.connect(path)
+        object.__setattr__(db, "_test_watcher", connection)
+    return connection
+
+
+def dump(db: Database) -> dict[str, int]:
+    """Return a snapshot that changes whenever anything is committed to the database.
+
+    ``PRAGMA data_version`` read on one long-lived connection changes when any other
+    connection commits a change, so equal snapshots before and after a refused write
+    prove that nothing was written at all (not even to a table nobody thought of). Row
+    counts of the written tables ride along so a failure shows what grew.
+    """
+    connection = _watcher(db)
+    # fetchall() finishes each statement: a half-read cursor would pin an old snapshot.
+    ((version,),) = connection.execute("PRAGMA data_version").fetchall()
+    snapshot = {"data_version": version}
+    for table in WRITE_TABLES:
+        ((snapshot[table],),) = connection.execute(f"SELECT count(*) FROM {table}").fetchall()
+    return snapshot
 
 
 def call(name: str, args: dict[str, Any], call_id: str | None = None) -> dict[str, Any]:
-    """Build one tool call as a model would emit it."""
-    return {"name": name, "args": args, "id": call_id or f"call-{name}", "type": "tool_call"}
+    """Build one tool call as a model would emit it (a fresh id unless one is given)."""
+    return {
+        "name": name,
+        "args": args,
+        "id": call_id or f"call-{name}-{uuid.uuid4().hex[:8]}",
+        "type": "tool_call",
+    }
 
 
 def run_calls(
