@@ -1,0 +1,476 @@
+"""Scenario evaluation, judged on the final database state (the method of tau-bench).
+
+A scenario (a TOML file in ``tests/scenarios/``) names a passenger, the customer's turns,
+the customer's answer to each approval prompt, and the *gold actions*: the writes a
+perfect assistant would make. The judge applies the gold actions to a fresh copy of the
+database and compares every business table with the database the assistant left
+behind: the rows that had to change changed, and nothing else did. Procedural checks
+come on top: every write was approved first, a denied action did not run, every tool
+call was answered once, and the facts the customer needed were said.
+
+Two ways to run a scenario:
+
+- offline, with the model's replies scripted in the scenario (``replies`` in each turn):
+  this proves the graph, the tools, the approvals and the database together, and is part
+  of the default test run;
+- live (``travel-assistant eval``), with a real model as the assistant and another model
+  playing the customer from the scenario's ``instructions``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import statistics
+import tempfile
+import time
+import tomllib
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, AnyMessage, ToolCall, ToolMessage
+from sqlalchemy import inspect, select, text
+
+from db.clock import Clock
+from db.engine import Database
+from db.fixtures import FIXTURE_FLIGHT_NO, FIXTURE_TICKET_NO
+from db.models import CarRental, Flight, Hotel, TicketFlight, TripRecommendation
+from graph import Decision, Thread, TravelAssistant, build_graph
+from tools import build_tools
+
+SCENARIO_DIR = Path(__file__).resolve().parent / "tests" / "scenarios"
+# Tables that record how a write happened rather than what the customer owns.
+BOOKKEEPING_TABLES = frozenset({"tool_call_records"})
+# Columns whose values depend on when a write ran, not on what it did.
+VOLATILE_COLUMNS = frozenset({"created_at", "checked_in_at"})
+_PLACEHOLDER = re.compile(r"\{(\w+)(?::([^{}]*))?\}")
+
+
+class ScenarioError(ValueError):
+    """A scenario file is malformed or names something that does not exist."""
+
+
+# --- scenarios -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One customer message, the scripted model replies, and the approval answers."""
+
+    customer: str
+    replies: tuple[dict[str, Any], ...] = ()
+    decisions: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One conversation to evaluate."""
+
+    id: str
+    category: str
+    passenger_id: str
+    description: str
+    instructions: str
+    turns: tuple[Turn, ...]
+    gold_actions: tuple[dict[str, Any], ...] = ()
+    must_say: tuple[str, ...] = ()
+    tool_facts: tuple[str, ...] = ()
+    resume_after_turn: int | None = None
+    path: Path | None = None
+
+
+def load_scenario(path: Path) -> Scenario:
+    """Read one scenario file."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        turns = tuple(
+            Turn(
+                customer=str(t["customer"]),
+                replies=tuple(t.get("replies", ())),
+                decisions=tuple(str(d) for d in t.get("decisions", ())),
+            )
+            for t in data["turns"]
+        )
+        return Scenario(
+            id=str(data.get("id", path.stem)),
+            category=str(data["category"]),
+            passenger_id=str(data["passenger_id"]),
+            description=str(data.get("description", "")),
+            instructions=str(data.get("instructions", "")),
+            turns=turns,
+            gold_actions=tuple(data.get("gold_actions", ())),
+            must_say=tuple(data.get("must_say", ())),
+            tool_facts=tuple(data.get("tool_facts", ())),
+            resume_after_turn=data.get("resume_after_turn"),
+            path=path,
+        )
+    except (KeyError, TypeError, tomllib.TOMLDecodeError) as error:
+        raise ScenarioError(f"{path}: {error}") from error
+
+
+def load_scenarios(folder: Path = SCENARIO_DIR) -> list[Scenario]:
+    """Read every ``*.toml`` scenario of ``folder``, sorted by file name."""
+    return [load_scenario(path) for path in sorted(folder.glob("*.toml"))]
+
+
+# --- placeholders ------------------------------------------------------------------------------
+
+
+class Resolver:
+    """Turn ``{kind:argument}`` placeholders into ids and dates of one database.
+
+    ``{flight:LX0112+1}`` is the LX0112 flight one day after the fixture passenger's
+    flight; ``{hotel:NAME}``, ``{car:NAME/CLASS}`` and ``{excursion:NAME}`` are catalogue
+    ids; ``{date:+3}`` is the date three days after today.
+    """
+
+    def __init__(self, db: Database) -> None:
+        """Resolve against ``db`` at its clock's "now"."""
+        self.db = db
+
+    def __call__(self, value: Any) -> Any:
+        """Resolve every placeholder inside ``value`` (strings, lists, dicts)."""
+        if isinstance(value, str):
+            whole = _PLACEHOLDER.fullmatch(value)
+            if whole:
+                return self._one(whole.group(1), whole.group(2) or "")
+            return _PLACEHOLDER.sub(lambda m: str(self._one(m.group(1), m.group(2) or "")), value)
+        if isinstance(value, list):
+            return [self(v) for v in value]
+        if isinstance(value, dict):
+            return {k: self(v) for k, v in value.items()}
+        return value
+
+    def _one(self, kind: str, argument: str) -> Any:
+        with self.db.session() as session:
+            if kind == "date":
+                return (self.db.clock().date() + timedelta(days=int(argument or 0))).isoformat()
+            if kind == "flight":
+                number, _, days = argument.partition("+")
+                base = session.scalars(
+                    select(Flight)
+                    .join(TicketFlight, TicketFlight.flight_id == Flight.flight_id)
+                    .where(TicketFlight.ticket_no == FIXTURE_TICKET_NO)
+                ).first()
+                if base is None:
+                    raise ScenarioError("the fixture ticket has no flight")
+                departure = base.scheduled_departure + timedelta(days=int(days or 0))
+                found = session.scalars(
+                    select(Flight.flight_id).where(
+                        Flight.flight_no == (number or FIXTURE_FLIGHT_NO),
+                        Flight.scheduled_departure == departure,
+                    )
+                ).first()
+            elif kind == "hotel":
+                found = session.scalars(select(Hotel.id).where(Hotel.name == argument)).first()
+            elif kind == "car":
+                name, _, car_class = argument.partition("/")
+                query = select(CarRental.id).where(CarRental.name == name)
+                if car_class:
+                    query = query.where(CarRental.price_tier == car_class)
+                found = session.scalars(query).first()
+            elif kind == "excursion":
+                found = session.scalars(
+                    select(TripRecommendation.id).where(TripRecommendation.name == argument)
+                ).first()
+            else:
+                raise ScenarioError(f"unknown placeholder kind {kind!r}")
+        if found is None:
+            raise ScenarioError(f"placeholder {{{kind}:{argument}}} matches nothing")
+        return found
+
+
+# --- the judge --------------------------------------------------------------------------------
+
+
+def dump_state(db: Database) -> dict[str, list[tuple[Any, ...]]]:
+    """Return every business table's rows, sorted, without volatile columns."""
+    state: dict[str, list[tuple[Any, ...]]] = {}
+    with db.engine.connect() as connection:
+        for table in sorted(inspect(connection).get_table_names()):
+            if table in BOOKKEEPING_TABLES:
+                continue
+            columns = [
+                c["name"]
+                for c in inspect(connection).get_columns(table)
+                if c["name"] not in VOLATILE_COLUMNS
+            ]
+            rows = connection.execute(text(f'SELECT {", ".join(columns)} FROM "{table}"')).all()
+            state[table] = sorted((tuple(r) for r in rows), key=repr)
+    return state
+
+
+def state_diff(expected: Mapping[str, list[Any]], actual: Mapping[str, list[Any]]) -> list[str]:
+    """Describe how two dumps differ, table by table (empty when equal)."""
+    problems = []
+    for table in sorted(set(expected) | set(actual)):
+        want, got = set(expected.get(table, [])), set(actual.get(table, []))
+        if want != got:
+            missing = sorted(want - got, key=repr)[:3]
+            extra = sorted(got - want, key=repr)[:3]
+            problems.append(f"{table}: expected rows missing {missing}, unexpected rows {extra}")
+    return problems
+
+
+def apply_gold_actions(
+    db: Database, passenger_id: str, actions: Sequence[Mapping[str, Any]]
+) -> None:
+    """Run the gold actions through the real tools, as an approved assistant would."""
+    tools = {t.name: t for t in build_tools(db).all_tools()}
+    resolve = Resolver(db)
+    for index, action in enumerate(actions):
+        name = str(action["name"])
+        if name not in tools:
+            raise ScenarioError(f"gold action {name!r} is not a tool")
+        call = ToolCall(
+            name=name,
+            args=resolve(dict(action.get("args", {}))),
+            id=f"gold-{index}",
+            type="tool_call",
+        )
+        result = tools[name].invoke(call, {"configurable": {"passenger_id": passenger_id}})
+        if isinstance(result, ToolMessage) and result.status == "error":
+            raise ScenarioError(f"gold action {name} failed: {result.content}")
+
+
+@dataclass
+class Transcript:
+    """What happened in one run: messages, decisions and timings."""
+
+    messages: list[AnyMessage] = field(default_factory=list)
+    decisions: dict[str, Decision] = field(default_factory=dict)
+    latencies: list[float] = field(default_factory=list)
+    model_calls: int = 0
+
+
+@dataclass(frozen=True)
+class ScenarioResult:
+    """The verdict on one run of one scenario."""
+
+    scenario: Scenario
+    failures: tuple[str, ...]
+    transcript: Transcript
+
+    @property
+    def passed(self) -> bool:
+        """Tell whether every check held."""
+        return not self.failures
+
+
+def judge(
+    scenario: Scenario,
+    transcript: Transcript,
+    actual: Mapping[str, list[Any]],
+    expected: Mapping[str, list[Any]],
+    sensitive_names: frozenset[str],
+    *,
+    check_words: bool = True,
+) -> tuple[str, ...]:
+    """Return every check the run failed."""
+    failures = [f"database: {p}" for p in state_diff(expected, actual)]
+    messages = transcript.messages
+    calls = {c["id"]: c for m in messages if isinstance(m, AIMessage) for c in m.tool_calls}
+    answers: dict[str, list[ToolMessage]] = {}
+    for message in messages:
+        if isinstance(message, ToolMessage):
+            answers.setdefault(message.tool_call_id, []).append(message)
+    for call_id, call in calls.items():
+        found = answers.get(call_id, [])
+        if len(found) != 1:
+            failures.append(f"tool call {call['name']} ({call_id}) answered {len(found)} times")
+            continue
+        if call["name"] in sensitive_names:
+            decision = transcript.decisions.get(call_id)
+            ran = found[0].status != "error" or "declined" not in str(found[0].content)
+            if ran and (decision is None or not decision.approved):
+                failures.append(f"{call['name']} ran without the customer's approval")
+            if (
+                decision is not None
+                and not decision.approved
+                and "declined" not in str(found[0].content)
+            ):
+                failures.append(f"{call['name']} was denied but not answered as declined")
+    if check_words:
+        said = " ".join(str(m.content) for m in messages if isinstance(m, AIMessage)).lower()
+        failures += [
+            f"never said {fact!r}" for fact in scenario.must_say if fact.lower() not in said
+        ]
+    shown = " ".join(str(m.content) for m in messages if isinstance(m, ToolMessage)).lower()
+    failures += [
+        f"no tool returned {fact!r}" for fact in scenario.tool_facts if fact.lower() not in shown
+    ]
+    return tuple(failures)
+
+
+# --- offline runs ------------------------------------------------------------------------------
+
+
+def _reply(resolve: Resolver, spec: Mapping[str, Any], counter: Iterator[int]) -> AIMessage:
+    calls = [
+        ToolCall(
+            name=str(c["name"]),
+            args=resolve(dict(c.get("args", {}))),
+            id=str(c.get("id") or f"call_{next(counter)}"),
+            type="tool_call",
+        )
+        for c in spec.get("calls", ())
+    ]
+    return AIMessage(content=resolve(str(spec.get("text", ""))), tool_calls=calls)
+
+
+def parse_decision(answer: str) -> Decision:
+    """Turn ``"y"`` or ``"n: reason"`` into a decision (anything but yes denies)."""
+    head, _, reason = answer.partition(":")
+    if head.strip().lower() in ("y", "yes"):
+        return Decision(True)
+    return Decision(False, reason.strip() or None)
+
+
+def copy_database(template: Path, folder: Path, name: str, clock: Clock) -> Database:
+    """Copy the template database into ``folder`` and open it at ``clock``."""
+    target = folder / name
+    shutil.copyfile(template, target)
+    return Database.from_url(str(target), clock=clock)
+
+
+def run_offline(
+    scenario: Scenario,
+    template: Path,
+    clock: Clock,
+    model_factory: Callable[[list[AIMessage]], BaseChatModel],
+) -> ScenarioResult:
+    """Run ``scenario`` with its scripted replies over a copy of ``template``.
+
+    ``model_factory`` turns the scripted replies into a chat model (the tests pass their
+    scripted model), so this module needs no test code.
+    """
+    with tempfile.TemporaryDirectory() as folder:
+        agent_db = copy_database(template, Path(folder), "agent.sqlite", clock)
+        gold_db = copy_database(template, Path(folder), "gold.sqlite", clock)
+        try:
+            resolve = Resolver(agent_db)
+            counter = iter(range(1, 1_000_000))
+            replies = [_reply(resolve, r, counter) for turn in scenario.turns for r in turn.replies]
+            model = model_factory(replies)
+            checkpoints = Path(folder) / "checkpoints.sqlite"
+            transcript = converse(scenario, agent_db, lambda: model, checkpoints)
+            apply_gold_actions(gold_db, scenario.passenger_id, scenario.gold_actions)
+            failures = judge(
+                scenario,
+                transcript,
+                dump_state(agent_db),
+                dump_state(gold_db),
+                build_tools(agent_db).sensitive_names,
+            )
+            leftover = getattr(model, "script", [])
+            if leftover:
+                failures += (f"{len(leftover)} scripted replies were never used",)
+            return ScenarioResult(scenario, failures, transcript)
+        finally:
+            agent_db.dispose()
+            gold_db.dispose()
+
+
+def converse(
+    scenario: Scenario,
+    db: Database,
+    make_model: Callable[[], BaseChatModel | Mapping[str, BaseChatModel]],
+    checkpoints: Path,
+    customer: Callable[[int, list[AnyMessage]], str | None] | None = None,
+) -> Transcript:
+    """Play the scenario's turns (or a simulated customer's) through the real graph.
+
+    With ``resume_after_turn`` set, the graph is rebuilt over the same SQLite checkpoint
+    file after that turn, as a new process would, and the conversation goes on.
+    """
+    import sqlite3
+
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    def open_assistant() -> TravelAssistant:
+        saver = SqliteSaver(sqlite3.connect(checkpoints, check_same_thread=False))
+        return TravelAssistant(build_graph(make_model(), saver, db=db), db)
+
+    assistant = open_assistant()
+    thread = Thread(f"eval-{scenario.id}", scenario.passenger_id)
+    transcript = Transcript()
+    decisions = [d for turn in scenario.turns for d in turn.decisions]
+    index = 0
+    while True:
+        if customer is None:
+            if index >= len(scenario.turns):
+                break
+            message: str | None = scenario.turns[index].customer
+        else:
+            message = customer(index, assistant.messages(thread))
+            if message is None:
+                break
+        started = time.perf_counter()
+        list(assistant.send(thread, message))
+        while pending := assistant.pending_actions(thread):
+            chosen = {
+                action.tool_call_id: parse_decision(
+                    decisions.pop(0) if decisions else "n: no answer"
+                )
+                for action in pending
+            }
+            transcript.decisions.update(chosen)
+            list(assistant.resolve(thread, chosen))
+        transcript.latencies.append(time.perf_counter() - started)
+        if scenario.resume_after_turn is not None and index + 1 == scenario.resume_after_turn:
+            assistant = open_assistant()
+        index += 1
+    transcript.messages = assistant.messages(thread)
+    return transcript
+
+
+# --- reports ------------------------------------------------------------------------------------
+
+
+def pass_hat_k(results: Mapping[str, Sequence[bool]], k: int) -> float:
+    """Return pass^k: the chance that k trials of a scenario all pass, averaged.
+
+    Estimated per scenario from n trials with c successes as C(c, k) / C(n, k).
+    """
+    from math import comb
+
+    values = []
+    for trials in results.values():
+        n, c = len(trials), sum(trials)
+        if n >= k:
+            values.append(comb(c, k) / comb(n, k))
+    return statistics.fmean(values) if values else 0.0
+
+
+def summarise(by_category: Mapping[str, Mapping[str, Sequence[bool]]], k: int) -> list[str]:
+    """Return report lines of pass^1 and pass^k per category and overall."""
+
+    def row(name: str, trials: Mapping[str, Sequence[bool]]) -> str:
+        one, many = pass_hat_k(trials, 1), pass_hat_k(trials, k)
+        return f"{name:<18} {len(trials):>9} {one:>7.2f} {many:>7.2f}"
+
+    lines = [f"{'category':<18} {'scenarios':>9} {'pass^1':>7} {f'pass^{k}':>7}"]
+    everything: dict[str, Sequence[bool]] = {}
+    for category in sorted(by_category):
+        everything.update(by_category[category])
+        lines.append(row(category, by_category[category]))
+    lines.append(row("all", everything))
+    return lines
+
+
+def to_json(result: ScenarioResult) -> str:
+    """Return a one-line JSON record of a result (for logs)."""
+    return json.dumps(
+        {
+            "id": result.scenario.id,
+            "category": result.scenario.category,
+            "passed": result.passed,
+            "failures": list(result.failures),
+        },
+        ensure_ascii=False,
+    )
