@@ -72,7 +72,7 @@ def make_flight_tools(db: Database) -> FlightTools:
         arrival_airport: str | None = None,
         start_time: str | None = None,
         end_time: str | None = None,
-        limit: int = 20,
+        limit: int | None = 20,
     ) -> dict[str, Any]:
         """Search flights by route and departure time, with prices and seats left.
 
@@ -98,7 +98,7 @@ def make_flight_tools(db: Database) -> FlightTools:
                 arrival_airport=arrival_airport,
                 start_time=start_time,
                 end_time=end_time,
-                limit=limit,
+                limit=flight_queries.DEFAULT_SEARCH_LIMIT if limit is None else limit,
             ),
         )
         if not result["flights"]:

@@ -373,3 +373,15 @@ def test_parallel_calls_get_one_answer_each(travel_db: Database, tools: list[Bas
     assert sorted(m.tool_call_id for m in messages) == ["a", "b", "c", "d"]
     status = {m.tool_call_id: m.status for m in messages}
     assert status == {"a": "success", "b": "success", "c": "error", "d": "success"}
+
+
+def test_search_flights_treats_null_arguments_as_left_out(tools: list[BaseTool]) -> None:
+    args = {
+        "departure_airport": "CDG",
+        "arrival_airport": None,
+        "start_time": None,
+        "end_time": None,
+        "limit": None,
+    }
+    data = payload(run_one(tools, "search_flights", args, FIXTURE_PASSENGER_ID))
+    assert 0 < data["count"] <= 20
