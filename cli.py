@@ -141,6 +141,18 @@ def build_parser() -> argparse.ArgumentParser:
     init.add_argument("--force", action="store_true", help="replace an existing database")
 
     commands.add_parser("graph", help="print the assistant graph as Mermaid")
+
+    evaluate = commands.add_parser(
+        "eval", help="run the scenario suite against a real model (needs a model endpoint)"
+    )
+    evaluate.add_argument("--model", help="the assistant's model (default: as for chat)")
+    evaluate.add_argument(
+        "--customer-model", help="the simulated customer's model (default: --model)"
+    )
+    evaluate.add_argument("--trials", type=int, default=1, help="runs per scenario, for pass^k")
+    evaluate.add_argument("--scenario", action="append", help="only this scenario id (repeatable)")
+    evaluate.add_argument("--price-in", type=float, help="USD per million input tokens")
+    evaluate.add_argument("--price-out", type=float, help="USD per million output tokens")
     return parser
 
 
@@ -170,10 +182,10 @@ def open_travel_db(
     path: Path, console: Console, *, build_if_missing: bool = True, clock: Any = None
 ) -> Any:
     """Open the travel database at ``path``, building it on first use."""
-    from db.generate import ensure_database
     from sqlalchemy.exc import DatabaseError
 
     from db.engine import Database
+    from db.generate import ensure_database
 
     if path.exists() and path.is_dir():
         raise CliError(f"{path} is a folder, not a database file. Pass a file path with --db.")
@@ -607,9 +619,8 @@ def cmd_sessions(args: argparse.Namespace, console: Console, overrides: Override
 
 def cmd_db_init(args: argparse.Namespace, console: Console) -> int:
     """Run ``travel-assistant db init``."""
-    from db.generate import MAX_SCALE, build_database
-
     from db.engine import Database
+    from db.generate import MAX_SCALE, build_database
 
     if not 1 <= args.scale <= MAX_SCALE:
         raise CliError(f"--scale must be between 1 and {MAX_SCALE}.", EXIT_USAGE)
@@ -637,6 +648,100 @@ def cmd_db_init(args: argparse.Namespace, console: Console) -> int:
         if t in ("flights", "tickets", "ticket_flights")
     )
     console.status(f"Done in {report.seconds:.1f} s: {counts}.")
+    return EXIT_OK
+
+
+def cmd_eval(args: argparse.Namespace, console: Console, overrides: Overrides) -> int:
+    """Run ``travel-assistant eval``: the scenarios against a real model."""
+    import statistics
+    import tempfile
+
+    import evaluation
+    from db.engine import Database
+    from db.generate import build_database
+
+    if args.trials < 1:
+        raise CliError("--trials must be at least 1.", EXIT_USAGE)
+    factory = overrides.model_factory or default_model_factory
+    models = factory(args.model)  # names what to set when no endpoint is configured
+    customer_models = factory(args.customer_model or args.model)
+    customer_model = (
+        customer_models
+        if isinstance(customer_models, BaseChatModel)
+        else customer_models["primary_assistant"]
+    )
+    scenarios = evaluation.load_scenarios()
+    if args.scenario:
+        wanted = set(args.scenario)
+        scenarios = [s for s in scenarios if s.id in wanted]
+        missing = wanted - {s.id for s in scenarios}
+        if missing:
+            raise CliError(f"No scenario named {sorted(missing)}.", EXIT_USAGE)
+    model_name = args.model or os.environ.get("TRAVEL_ASSISTANT_MODEL") or "gpt-4o-mini"
+    price = evaluation.PRICES_PER_MILLION.get(model_name)
+    if args.price_in is not None and args.price_out is not None:
+        price = (args.price_in, args.price_out)
+    by_category: dict[str, dict[str, list[bool]]] = {}
+    latencies: list[float] = []
+    spent = evaluation.Usage(0, 0)
+    with tempfile.TemporaryDirectory() as folder:
+        template = Path(folder) / "template.sqlite"
+        seed_db = (
+            Database.from_url(str(template), clock=overrides.clock)
+            if overrides.clock
+            else Database.from_url(str(template))
+        )
+        build_database(seed_db, seed=42)
+        clock = seed_db.clock
+        seed_db.dispose()
+        for scenario in scenarios:
+            for trial in range(args.trials):
+                work = Path(folder) / f"{scenario.id}-{trial}"
+                work.mkdir()
+                agent_db = evaluation.copy_database(template, work, "agent.sqlite", clock)
+                gold_db = evaluation.copy_database(template, work, "gold.sqlite", clock)
+                transcript = evaluation.converse(
+                    scenario,
+                    agent_db,
+                    lambda: models,
+                    work / "checkpoints.sqlite",
+                    customer=evaluation.simulated_customer(scenario, customer_model),
+                )
+                evaluation.apply_gold_actions(gold_db, scenario.passenger_id, scenario.gold_actions)
+                from tools import build_tools
+
+                failures = evaluation.judge(
+                    scenario,
+                    transcript,
+                    evaluation.dump_state(agent_db),
+                    evaluation.dump_state(gold_db),
+                    build_tools(agent_db).sensitive_names,
+                )
+                agent_db.dispose()
+                gold_db.dispose()
+                passed = not failures
+                by_category.setdefault(scenario.category, {}).setdefault(scenario.id, []).append(
+                    passed
+                )
+                latencies += transcript.latencies
+                used = evaluation.Usage.of(transcript.messages)
+                spent = evaluation.Usage(
+                    spent.input_tokens + used.input_tokens, spent.output_tokens + used.output_tokens
+                )
+                verdict = "pass" if passed else "FAIL: " + "; ".join(failures)
+                console.status(f"{scenario.id} trial {trial + 1}: {verdict}")
+    for line in evaluation.summarise(by_category, args.trials):
+        console.say(line)
+    cost = spent.cost(price)
+    estimate = f"USD {cost:.4f}" if cost is not None else "n/a (pass --price-in/--price-out)"
+    console.say(
+        f"tokens: {spent.input_tokens} in, {spent.output_tokens} out; cost estimate: {estimate}"
+    )
+    if latencies:
+        console.say(
+            f"latency per customer message: median {statistics.median(latencies):.2f} s, "
+            f"p95 {evaluation.percentile(latencies, 0.95):.2f} s"
+        )
     return EXIT_OK
 
 
@@ -670,6 +775,8 @@ def main(argv: Sequence[str] | None = None, overrides: Overrides | None = None) 
             return cmd_db_init(args, console)
         if args.command == "graph":
             return cmd_graph(console)
+        if args.command == "eval":
+            return cmd_eval(args, console, overrides)
         parser.print_help(sys.stderr)
         return EXIT_USAGE
     except CliError as error:

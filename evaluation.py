@@ -474,3 +474,90 @@ def to_json(result: ScenarioResult) -> str:
         },
         ensure_ascii=False,
     )
+
+
+# --- live runs --------------------------------------------------------------------------------
+
+CUSTOMER_PROMPT = """\
+You play a customer of Meridian Travel talking to its customer-service assistant in a chat.
+Your situation and goal:
+{instructions}
+
+Write only your next message to the assistant, in plain words, as the customer would. Give
+details only when asked. When your goal is reached, or the assistant says it is impossible,
+or the conversation goes in circles, reply with exactly {stop}."""
+STOP = "###STOP###"
+MAX_CUSTOMER_TURNS = 10
+# USD per million input and output tokens, for the cost estimate; --price-in/--price-out
+# override them and an unknown model has no estimate.
+PRICES_PER_MILLION: dict[str, tuple[float, float]] = {
+    "gpt-4o-mini": (0.15, 0.60),
+    "gpt-4o": (2.50, 10.00),
+    "gpt-4.1-mini": (0.40, 1.60),
+    "gpt-4.1": (2.00, 8.00),
+}
+
+
+def simulated_customer(
+    scenario: Scenario, model: BaseChatModel
+) -> Callable[[int, list[AnyMessage]], str | None]:
+    """Return a customer played by ``model`` from the scenario's instructions.
+
+    The first message is the scenario's first scripted turn, so every trial starts the
+    same way; later ones come from the model, which sees the conversation from the
+    customer's side.
+    """
+    from langchain_core.messages import HumanMessage, SystemMessage
+
+    system = SystemMessage(
+        content=CUSTOMER_PROMPT.format(instructions=scenario.instructions, stop=STOP)
+    )
+
+    def next_message(index: int, history: list[AnyMessage]) -> str | None:
+        if index == 0:
+            return scenario.turns[0].customer
+        if index >= MAX_CUSTOMER_TURNS:
+            return None
+        flipped: list[AnyMessage] = [system]
+        for message in history:
+            if isinstance(message, HumanMessage):
+                flipped.append(AIMessage(content=str(message.content)))
+            elif isinstance(message, AIMessage) and str(message.content).strip():
+                flipped.append(HumanMessage(content=str(message.content)))
+        reply = str(model.invoke(flipped).content).strip()
+        return None if not reply or STOP in reply else reply
+
+    return next_message
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Tokens the assistant used in one run."""
+
+    input_tokens: int
+    output_tokens: int
+
+    @classmethod
+    def of(cls, messages: Sequence[AnyMessage]) -> Usage:
+        """Add up the usage the provider reported on the assistant's messages."""
+        spent_in = spent_out = 0
+        for message in messages:
+            usage = getattr(message, "usage_metadata", None) or {}
+            spent_in += int(usage.get("input_tokens", 0))
+            spent_out += int(usage.get("output_tokens", 0))
+        return cls(spent_in, spent_out)
+
+    def cost(self, price: tuple[float, float] | None) -> float | None:
+        """Return the cost in USD at ``price`` (per million in, out), if known."""
+        if price is None:
+            return None
+        return (self.input_tokens * price[0] + self.output_tokens * price[1]) / 1_000_000
+
+
+def percentile(values: Sequence[float], share: float) -> float:
+    """Return the ``share`` percentile of ``values`` (nearest rank)."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    rank = max(0, min(len(ordered) - 1, round(share * (len(ordered) - 1))))
+    return ordered[rank]
