@@ -23,10 +23,12 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
+# LangChain is imported where it is used, so that --help and argument errors are fast.
+if TYPE_CHECKING:
+    from langchain_core.language_models import BaseChatModel
+    from langchain_core.messages import AnyMessage
 
 EXIT_WORDS = frozenset({"exit", "quit", "q", ":q", "/exit", "/quit"})
 MAX_MESSAGE_CHARS = 4000
@@ -34,7 +36,7 @@ EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_USAGE = 2
 
-ModelFactory = Callable[[str | None], Mapping[str, BaseChatModel] | BaseChatModel]
+ModelFactory = Callable[[str | None], "Mapping[str, BaseChatModel] | BaseChatModel"]
 
 HELP_TEXT = """\
 Talk to the assistant in your own words. Commands:
@@ -365,6 +367,8 @@ class ChatSession:
 
     def turn(self, run: Callable[[], Iterable[Any]]) -> None:
         """Stream one run of the graph to the terminal."""
+        from langchain_core.messages import AIMessage, ToolMessage
+
         from graph import MessageEvent, ModelProviderError, TokenEvent
 
         streaming_id: str | None = None
@@ -451,6 +455,8 @@ class ChatSession:
 
     def show_last_exchange(self) -> None:
         """Show the last customer message and what followed it."""
+        from langchain_core.messages import HumanMessage
+
         messages = self.assistant.messages(self.thread)
         last_human = max(
             (i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=None
@@ -463,6 +469,8 @@ class ChatSession:
 
     def show_message(self, message: AnyMessage) -> None:
         """Print one saved message the way the conversation showed it."""
+        from langchain_core.messages import AIMessage, HumanMessage
+
         if isinstance(message, HumanMessage):
             self.console.say(f"you> {_text(message)}")
         elif isinstance(message, AIMessage) and _text(message):
@@ -603,6 +611,8 @@ def cmd_sessions(args: argparse.Namespace, console: Console, overrides: Override
     database = open_travel_db(_db_path(args), console, clock=overrides.clock)
     assistant = TravelAssistant(build_graph(drawing_model(), saver, db=database), database)
 
+    from langchain_core.messages import ToolMessage
+
     def details(record: Any) -> tuple[str, bool]:
         thread = Thread(record.thread_id, record.passenger_id)
         messages = assistant.messages(thread)
@@ -655,6 +665,8 @@ def cmd_eval(args: argparse.Namespace, console: Console, overrides: Overrides) -
     """Run ``travel-assistant eval``: the scenarios against a real model."""
     import statistics
     import tempfile
+
+    from langchain_core.language_models import BaseChatModel
 
     import evaluation
     from db.engine import Database
