@@ -22,6 +22,7 @@ import traceback
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -330,7 +331,7 @@ class ChatSession:
             self.registry.touch(
                 self.thread.thread_id, self.thread.passenger_id, self.db.clock(), text
             )
-            self.turn(lambda message=text: self.assistant.send(self.thread, message))
+            self.turn(partial(self.assistant.send, self.thread, text))
             self.ask_pending_approvals()
 
     def leave(self) -> int:
@@ -419,7 +420,7 @@ class ChatSession:
             for index, action in enumerate(pending, start=1):
                 self.show_preview(action, index, len(pending))
                 decisions[action.tool_call_id] = self.ask_decision()
-            self.turn(lambda chosen=decisions: self.assistant.resolve(self.thread, chosen))
+            self.turn(partial(self.assistant.resolve, self.thread, decisions))
 
     def show_preview(self, action: Any, index: int, total: int) -> None:
         """Show what an action would do, before the customer decides."""

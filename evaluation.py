@@ -274,7 +274,7 @@ def judge(
     """Return every check the run failed."""
     failures = [f"database: {p}" for p in state_diff(expected, actual)]
     messages = transcript.messages
-    calls = {c["id"]: c for m in messages if isinstance(m, AIMessage) for c in m.tool_calls}
+    calls = {str(c["id"]): c for m in messages if isinstance(m, AIMessage) for c in m.tool_calls}
     answers: dict[str, list[ToolMessage]] = {}
     for message in messages:
         if isinstance(message, ToolMessage):
@@ -405,11 +405,12 @@ def converse(
         if customer is None:
             if index >= len(scenario.turns):
                 break
-            message: str | None = scenario.turns[index].customer
+            message = scenario.turns[index].customer
         else:
-            message = customer(index, assistant.messages(thread))
-            if message is None:
+            simulated = customer(index, assistant.messages(thread))
+            if simulated is None:
                 break
+            message = simulated
         started = time.perf_counter()
         list(assistant.send(thread, message))
         while pending := assistant.pending_actions(thread):

@@ -20,15 +20,16 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any, Protocol, Union
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
     AIMessage,
     AIMessageChunk,
     AnyMessage,
+    BaseMessage,
     HumanMessage,
     RemoveMessage,
     ToolCall,
@@ -86,6 +87,20 @@ APPROVALS_KEY = "approvals"
 DEFAULT_RECURSION_LIMIT = 40
 
 ModelsArg = BaseChatModel | Mapping[str, BaseChatModel]
+
+
+class ConfigNode(Protocol):
+    """A node that reads the run's config."""
+
+    def __call__(self, state: State, config: RunnableConfig) -> dict[str, Any]:
+        """Return the node's update."""
+
+
+class StateNode(Protocol):
+    """A node that reads only the state."""
+
+    def __call__(self, state: State) -> dict[str, Any]:
+        """Return the node's update."""
 
 
 class GraphConfigError(ValueError):
@@ -182,9 +197,7 @@ def _run_tools(
     return messages
 
 
-def make_safe_tools_node(
-    owner: str, tools: Sequence[BaseTool], groups: ToolGroups
-) -> Callable[[State, RunnableConfig], dict[str, Any]]:
+def make_safe_tools_node(owner: str, tools: Sequence[BaseTool], groups: ToolGroups) -> ConfigNode:
     """Return the node that answers ``owner``'s safe calls and calls to unknown tools."""
     tool_node = ToolNode(list(tools), handle_tool_errors=tool_error_message)
     known = {t.name for t in tools}
@@ -242,7 +255,7 @@ def denial_message(call: ToolCall, reason: str | None) -> ToolMessage:
 
 def make_sensitive_tools_node(
     owner: str, tools: Sequence[BaseTool], groups: ToolGroups
-) -> Callable[[State, RunnableConfig], dict[str, Any]]:
+) -> ConfigNode:
     """Return the node that runs approved sensitive calls and answers denied ones.
 
     Decisions travel in ``config["configurable"]["approvals"]``: a mapping of tool call
@@ -260,7 +273,7 @@ def make_sensitive_tools_node(
         answers: list[AnyMessage] = []
         # One call at a time, in the model's order: writes never race each other.
         for call in calls:
-            decision = None if decisions is None else decisions.get(call["id"])
+            decision = None if decisions is None else decisions.get(str(call["id"]))
             approved = decisions is None or (
                 isinstance(decision, Mapping) and decision.get("approved") is True
             )
@@ -275,7 +288,7 @@ def make_sensitive_tools_node(
     return run_sensitive_tools
 
 
-def create_entry_node(spec: SpecialistSpec) -> Callable[[State], dict[str, Any]]:
+def create_entry_node(spec: SpecialistSpec) -> StateNode:
     """Return the entry node of one specialist (one closure serves all four).
 
     It answers the routing call with a ToolMessage telling the specialist who it is and
@@ -328,7 +341,7 @@ def leave_skill(state: State) -> dict[str, Any]:
 # --- user info and the first node -------------------------------------------------------
 
 
-def make_fetch_user_info(db: Database) -> Callable[[State, RunnableConfig], dict[str, Any]]:
+def make_fetch_user_info(db: Database) -> ConfigNode:
     """Return the first node of every turn: it loads the passenger's bookings.
 
     It also closes any tool batch left unanswered (a new message sent while an approval
@@ -348,7 +361,7 @@ def make_fetch_user_info(db: Database) -> Callable[[State, RunnableConfig], dict
     return fetch_user_info
 
 
-def _close_abandoned_batch(messages: Sequence[AnyMessage]) -> list[AnyMessage]:
+def _close_abandoned_batch(messages: Sequence[AnyMessage]) -> list[BaseMessage]:
     """Answer calls of an earlier batch that a newer customer message left unanswered."""
     if not messages or not isinstance(messages[-1], HumanMessage):
         return []
@@ -367,7 +380,7 @@ def _close_abandoned_batch(messages: Sequence[AnyMessage]) -> list[AnyMessage]:
     ]
     # The answers must directly follow the calls, so the new message moves after them.
     moved = HumanMessage(content=latest.content, additional_kwargs=latest.additional_kwargs)
-    removal: list[AnyMessage] = [RemoveMessage(id=latest.id)] if latest.id else []
+    removal: list[BaseMessage] = [RemoveMessage(id=latest.id)] if latest.id else []
     return [*removal, *answers, moved]
 
 
@@ -393,9 +406,9 @@ def _model_for(models: ModelsArg, assistant: str) -> BaseChatModel:
 
 def _validate(primary_tools: Sequence[BaseTool], specs: Sequence[SpecialistSpec]) -> None:
     reserved = set(ROUTING_TOOLS) | {COMPLETE_OR_ESCALATE}
-    owners = [("primary_assistant", list(primary_tools), [])] + [
-        (s.name, list(s.safe_tools), list(s.sensitive_tools)) for s in specs
-    ]
+    owners: list[tuple[str, list[BaseTool], list[BaseTool]]] = [
+        ("primary_assistant", list(primary_tools), [])
+    ] + [(s.name, list(s.safe_tools), list(s.sensitive_tools)) for s in specs]
     for owner, safe, sensitive in owners:
         names = [t.name for t in [*safe, *sensitive]]
         duplicates = sorted({n for n in names if names.count(n) > 1})
@@ -508,7 +521,7 @@ def build_graph(
 
 
 def _add_specialist(
-    builder: StateGraph[Any, Any, Any, Any],
+    builder: StateGraph[State, None, State, State],
     spec: SpecialistSpec,
     model: BaseChatModel,
     db: Database,
@@ -688,7 +701,7 @@ class TravelAssistant:
         # unanswered here, routing calls aside, is exactly the sensitive group.
         routing = {*ROUTING_TOOLS, COMPLETE_OR_ESCALATE}
         return [
-            PendingAction(c["id"], c["name"], dict(c["args"]), owner)
+            PendingAction(str(c["id"]), c["name"], dict(c["args"]), owner)
             for c in pending
             if c["name"] not in routing
         ]

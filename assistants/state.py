@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Literal, TypedDict, get_args
 
 from langchain_core.messages import AnyMessage
@@ -50,7 +51,7 @@ class State(TypedDict):
     remaining_steps: RemainingSteps
 
 
-def active_assistant(dialog_state: list[str] | None) -> str:
+def active_assistant(dialog_state: Sequence[str] | None) -> str:
     """Return the name on top of the stack, or ``"primary_assistant"`` when it is empty."""
     if not dialog_state:
         return "primary_assistant"

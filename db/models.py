@@ -60,11 +60,10 @@ class UTCDateTime(TypeDecorator[datetime]):
         """Attach UTC to the stored naive value."""
         if value is None:
             return None
-        if isinstance(value, str):  # rows written by bulk loaders as ISO text
-            value = datetime.fromisoformat(value)
-        if value.tzinfo is None:
-            return value.replace(tzinfo=UTC)
-        return value.astimezone(UTC)
+        moment: datetime = datetime.fromisoformat(value) if isinstance(value, str) else value
+        if moment.tzinfo is None:  # rows written by bulk loaders come as ISO text, naive
+            return moment.replace(tzinfo=UTC)
+        return moment.astimezone(UTC)
 
 
 class Base(DeclarativeBase):

@@ -409,7 +409,7 @@ def test_graph_malformed_tool_call_is_asked_again(
         invalid_tool_calls=[
             {
                 "name": "search_flights",
-                "args": "{\"limit\": ]",
+                "args": '{"limit": ]',
                 "id": "c1",
                 "error": "bad json",
                 "type": "invalid_tool_call",
