@@ -396,7 +396,11 @@ class ChatSession:
                             self.console.say(self.console.label(event.node) + _text(message))
                         for call in message.tool_calls:
                             self.console.status(f"  … {_describe_call(call['name'])}")
-                    elif isinstance(message, ToolMessage) and message.status == "error":
+                    elif (
+                        isinstance(message, ToolMessage)
+                        and message.status == "error"
+                        and not str(message.content).startswith("The customer declined")
+                    ):
                         self.console.status(
                             f"  ! {message.name}: {_first_line(str(message.content))}"
                         )
