@@ -20,13 +20,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import pexpect  # noqa: E402
-from sqlalchemy import select  # noqa: E402
+import pexpect
+from sqlalchemy import select
 
-from db.engine import Database  # noqa: E402
-from db.fixtures import FIXTURE_FLIGHT_NO, FIXTURE_TICKET_NO  # noqa: E402
-from db.models import Flight, Hotel, TicketFlight  # noqa: E402
-from tests.support.fake_openai import FakeOpenAI, Reply  # noqa: E402
+from db.engine import Database
+from db.fixtures import FIXTURE_FLIGHT_NO, FIXTURE_TICKET_NO
+from db.models import Flight, Hotel, TicketFlight
+from tests.support.fake_openai import FakeOpenAI, Reply
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\r")
 
