@@ -60,8 +60,8 @@ def main() -> int:
                 tool_calls=[("ToFlightBookingAssistant", {"request": "Move to tomorrow's LX0112"})]
             ),
             Reply(
-                text=f"Tomorrow's {FIXTURE_FLIGHT_NO} leaves at the same time and has Economy seats. "
-                "The change fee for your Economy ticket is EUR 75.00. I'll move you now.",
+                text=f"Tomorrow's {FIXTURE_FLIGHT_NO} leaves at the same time and has Economy "
+                "seats. The change fee for your Economy ticket is EUR 75.00. I'll move you now.",
                 tool_calls=[
                     (
                         "update_ticket_to_new_flight",
