@@ -543,10 +543,11 @@ def _make_prompt(home: Path, overrides: Overrides) -> Callable[[str], str]:
     if overrides.pt_input is None and not sys.stdin.isatty():
         # Piped input: read plain lines, so scripts can drive the chat.
         def read_line(message: str) -> str:
-            line = sys.stdin.readline()
-            if not line:
+            raw = sys.stdin.buffer.readline()
+            if not raw:
                 raise EOFError
-            return line.rstrip("\n")
+            # Bytes that are not UTF-8 become "?" rather than an exception.
+            return raw.decode("utf-8", "replace").rstrip("\r\n")
 
         return read_line
     home.mkdir(parents=True, exist_ok=True)

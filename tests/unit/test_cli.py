@@ -282,3 +282,21 @@ def test_cli_graph_prints_mermaid(home: Path) -> None:
         == 0
     )
     assert "update_flight_sensitive_tools" in out.getvalue()
+
+
+def test_cli_provider_error_prints_one_line_and_goes_on(
+    db_path: Path, home: Path, model: ScriptedChatModel
+) -> None:
+    import httpx
+    import openai
+
+    response = httpx.Response(400, request=httpx.Request("POST", "http://127.0.0.1/v1/chat"))
+    model.extend(
+        openai.BadRequestError("context length exceeded", response=response, body=None),
+        say("Now it works."),
+    )
+    result = chat(chat_args(db_path), ["first try", "second try", "q"], model, home)
+    assert result.code == 0
+    errors = [line for line in result.err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "BadRequestError" in errors[0]
+    assert "Now it works." in result.out

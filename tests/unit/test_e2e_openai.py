@@ -146,3 +146,19 @@ def test_e2e_unreachable_endpoint_fails_before_prompt(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert "Cannot reach http://127.0.0.1:9/v1" in result.stderr
     assert "you>" not in result.stdout
+
+
+def test_e2e_piped_input_with_invalid_utf8(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    with FakeOpenAI([Reply(text="Hello! How can I help?")]) as server:
+        result = subprocess.run(
+            [*program(), "chat", "--passenger-id", FIXTURE_PASSENGER_ID],
+            env=env_for(home, server.base_url),
+            input=b"hi \xff\xfe there\nexit\n",
+            capture_output=True,
+            timeout=120,
+        )
+    assert result.returncode == 0, result.stderr
+    assert b"Hello! How can I help?" in result.stdout
+    sent = server.requests[0]["messages"][-1]["content"]
+    assert sent == "hi ?? there"
