@@ -88,7 +88,7 @@ LONG_HAUL_KM = 4000
 
 # Sales: the share of each cabin sold is a flight's base load times a booking curve that
 # fills up towards departure. Loads are modest so the default build stays fast.
-LOAD_RANGE = (0.09, 0.29)
+LOAD_RANGE = (0.10, 0.32)
 CABIN_LOAD_FACTOR: Mapping[str, float] = MappingProxyType(
     {"Economy": 1.0, "Comfort": 0.85, "Business": 0.7}
 )
