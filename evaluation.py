@@ -159,12 +159,16 @@ class Resolver:
                 ).first()
                 if base is None:
                     raise ScenarioError("the fixture ticket has no flight")
-                departure = base.scheduled_departure + timedelta(days=int(days or 0))
+                # Flights keep their local time, so a day later is not always 24 hours
+                # later in UTC (summer time): take the first one from 12 hours before.
+                earliest = base.scheduled_departure + timedelta(days=int(days or 0), hours=-12)
                 found = session.scalars(
-                    select(Flight.flight_id).where(
+                    select(Flight.flight_id)
+                    .where(
                         Flight.flight_no == (number or FIXTURE_FLIGHT_NO),
-                        Flight.scheduled_departure == departure,
+                        Flight.scheduled_departure >= earliest,
                     )
+                    .order_by(Flight.scheduled_departure)
                 ).first()
             elif kind == "hotel":
                 found = session.scalars(select(Hotel.id).where(Hotel.name == argument)).first()

@@ -45,11 +45,14 @@ def main() -> int:
             current = session.get(Flight, segment.flight_id)
             assert current is not None
             tomorrow = session.scalars(
-                select(Flight).where(
+                select(Flight)
+                .where(
                     Flight.flight_no == FIXTURE_FLIGHT_NO,
-                    Flight.scheduled_departure == current.scheduled_departure + timedelta(days=1),
+                    Flight.scheduled_departure >= current.scheduled_departure + timedelta(hours=12),
                 )
-            ).one()
+                .order_by(Flight.scheduled_departure)
+            ).first()
+            assert tomorrow is not None
             hotel = session.scalars(
                 select(Hotel).where(Hotel.name == "Grand Hotel Drei Rosen")
             ).one()
