@@ -28,7 +28,7 @@ import time
 import tomllib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +40,7 @@ from db.clock import Clock
 from db.engine import Database
 from db.fixtures import FIXTURE_FLIGHT_NO, FIXTURE_TICKET_NO
 from db.models import CarRental, Flight, Hotel, TicketFlight, TripRecommendation
-from graph import Decision, Thread, TravelAssistant, build_graph
+from graph import Decision, Thread, TravelAssistant, build_graph, was_executed
 from tools import build_tools
 
 SCENARIO_DIR = Path(__file__).resolve().parent / "tests" / "scenarios"
@@ -125,8 +125,9 @@ class Resolver:
     """Turn ``{kind:argument}`` placeholders into ids and dates of one database.
 
     ``{flight:LX0112+1}`` is the LX0112 flight one day after the fixture passenger's
-    flight; ``{hotel:NAME}``, ``{car:NAME/CLASS}`` and ``{excursion:NAME}`` are catalogue
-    ids; ``{date:+3}`` is the date three days after today.
+    flight; ``{flight:LX0318@9}`` is LX0318 on the date nine days from today;
+    ``{hotel:NAME}``, ``{car:NAME/CLASS}`` and ``{excursion:NAME}`` are catalogue ids;
+    ``{date:+3}`` is the date three days after today.
     """
 
     def __init__(self, db: Database) -> None:
@@ -150,7 +151,21 @@ class Resolver:
         with self.db.session() as session:
             if kind == "date":
                 return (self.db.clock().date() + timedelta(days=int(argument or 0))).isoformat()
-            if kind == "flight":
+            if kind == "flight" and "@" in argument:
+                # {flight:LX0318@9}: flight LX0318 on the (UTC) date nine days from today.
+                number, _, days = argument.partition("@")
+                day = self.db.clock().date() + timedelta(days=int(days))
+                start = datetime.combine(day, datetime.min.time(), tzinfo=UTC)
+                found = session.scalars(
+                    select(Flight.flight_id)
+                    .where(
+                        Flight.flight_no == number,
+                        Flight.scheduled_departure >= start,
+                        Flight.scheduled_departure < start + timedelta(days=1),
+                    )
+                    .order_by(Flight.scheduled_departure)
+                ).first()
+            elif kind == "flight":
                 number, _, days = argument.partition("+")
                 base = session.scalars(
                     select(Flight)
@@ -290,15 +305,11 @@ def judge(
             continue
         if call["name"] in sensitive_names:
             decision = transcript.decisions.get(call_id)
-            ran = found[0].status != "error" or "declined" not in str(found[0].content)
+            ran = was_executed(found[0])
             if ran and (decision is None or not decision.approved):
                 failures.append(f"{call['name']} ran without the customer's approval")
-            if (
-                decision is not None
-                and not decision.approved
-                and "declined" not in str(found[0].content)
-            ):
-                failures.append(f"{call['name']} was denied but not answered as declined")
+            if decision is not None and not decision.approved and ran:
+                failures.append(f"{call['name']} was denied but ran anyway")
     if check_words:
         said = " ".join(str(m.content) for m in messages if isinstance(m, AIMessage)).lower()
         failures += [
@@ -390,7 +401,8 @@ def converse(
     """Play the scenario's turns (or a simulated customer's) through the real graph.
 
     With ``resume_after_turn`` set, the graph is rebuilt over the same SQLite checkpoint
-    file after that turn, as a new process would, and the conversation goes on.
+    file right after that turn's message, before its approvals are answered, as a new
+    process would, and the conversation goes on.
     """
     import sqlite3
 
@@ -417,6 +429,9 @@ def converse(
             message = simulated
         started = time.perf_counter()
         list(assistant.send(thread, message))
+        if scenario.resume_after_turn is not None and index + 1 == scenario.resume_after_turn:
+            # A new process takes over, with any approval of this turn still pending.
+            assistant = open_assistant()
         while pending := assistant.pending_actions(thread):
             chosen = {
                 action.tool_call_id: parse_decision(
@@ -427,8 +442,6 @@ def converse(
             transcript.decisions.update(chosen)
             list(assistant.resolve(thread, chosen))
         transcript.latencies.append(time.perf_counter() - started)
-        if scenario.resume_after_turn is not None and index + 1 == scenario.resume_after_turn:
-            assistant = open_assistant()
         index += 1
     transcript.messages = assistant.messages(thread)
     return transcript

@@ -161,6 +161,26 @@ DEFAULT_RETRY_POLICY = RetryPolicy(
 # --- tool nodes ------------------------------------------------------------------------
 
 
+def not_run_answer(call: ToolCall, content: str, why: str) -> ToolMessage:
+    """Answer a call that the graph did not execute (denied, unknown, superseded).
+
+    The artifact (kept in the state, never sent to the model) says why, so callers and
+    the evaluation can tell a refusal by a tool from a call that never ran.
+    """
+    return ToolMessage(
+        content=content,
+        tool_call_id=call["id"],
+        name=call["name"],
+        status="error",
+        artifact={"not_run": why},
+    )
+
+
+def was_executed(message: ToolMessage) -> bool:
+    """Tell whether a tool answer comes from running the tool."""
+    return not (isinstance(message.artifact, dict) and "not_run" in message.artifact)
+
+
 def tool_error_message(error: TravelError | ToolInvocationError) -> str:
     """Turn a business failure or malformed arguments into the text the model reads."""
     if isinstance(error, ToolInvocationError):
@@ -208,11 +228,8 @@ def make_safe_tools_node(owner: str, tools: Sequence[BaseTool], groups: ToolGrou
         calls = groups.select(pending, "safe_tools")
         answers = _run_tools(tool_node, [c for c in calls if c["name"] in known], config)
         answers += [
-            ToolMessage(
-                content=UNKNOWN_TOOL_MESSAGE.format(name=c["name"], available=available),
-                tool_call_id=c["id"],
-                name=c["name"],
-                status="error",
+            not_run_answer(
+                c, UNKNOWN_TOOL_MESSAGE.format(name=c["name"], available=available), "unknown_tool"
             )
             for c in calls
             if c["name"] not in known
@@ -245,12 +262,7 @@ def denial_message(call: ToolCall, reason: str | None) -> ToolMessage:
     """Return the answer to a sensitive call the customer declined."""
     reason = (reason or "").strip()
     reason_text = f"Their reason: {reason!r}. " if reason else "They gave no reason. "
-    return ToolMessage(
-        content=DENIED_MESSAGE.format(reason_text=reason_text),
-        tool_call_id=call["id"],
-        name=call["name"],
-        status="error",
-    )
+    return not_run_answer(call, DENIED_MESSAGE.format(reason_text=reason_text), "declined")
 
 
 def make_sensitive_tools_node(
@@ -308,11 +320,8 @@ def create_entry_node(spec: SpecialistSpec) -> StateNode:
             )
         ]
         answers += [
-            ToolMessage(
-                content=ENTRY_NOT_STARTED.format(title=spec.title),
-                tool_call_id=c["id"],
-                name=c["name"],
-                status="error",
+            not_run_answer(
+                c, ENTRY_NOT_STARTED.format(title=spec.title), "one_specialist_at_a_time"
             )
             for c in routing
             if c is not chosen
@@ -370,11 +379,10 @@ def _close_abandoned_batch(messages: Sequence[AnyMessage]) -> list[BaseMessage]:
         return []
     latest = messages[-1]
     answers: list[AnyMessage] = [
-        ToolMessage(
-            content="Not run: the customer sent a new message instead of approving this action.",
-            tool_call_id=c["id"],
-            name=c["name"],
-            status="error",
+        not_run_answer(
+            c,
+            "Not run: the customer sent a new message instead of approving this action.",
+            "superseded",
         )
         for c in pending
     ]
@@ -735,10 +743,7 @@ class TravelAssistant:
         snapshot = self.graph.get_state(config)
         _, pending = last_tool_batch(snapshot.values.get("messages", []))
         closing: list[AnyMessage] = [
-            ToolMessage(
-                STEP_LIMIT_TOOL_MESSAGE, tool_call_id=c["id"], name=c["name"], status="error"
-            )
-            for c in pending
+            not_run_answer(c, STEP_LIMIT_TOOL_MESSAGE, "step_limit") for c in pending
         ]
         apology = AIMessage(content=STEP_LIMIT_APOLOGY)
         closing.append(apology)

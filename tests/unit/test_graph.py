@@ -37,6 +37,7 @@ from graph import (
     TravelAssistant,
     build_graph,
     draw_mermaid,
+    was_executed,
 )
 from tests.support.scripted import ScriptedChatModel, call, say
 
@@ -252,6 +253,7 @@ def test_graph_denial_keeps_db_and_tells_model_the_reason(
     assert fixture_segment(travel_db).flight_id == before
     denial = tool_answer(history(assistant), change["id"])
     assert denial.status == "error"
+    assert not was_executed(denial)
     assert "too expensive" in str(denial.content)
     assert any(
         isinstance(m, ToolMessage) and "too expensive" in str(m.content) for m in model.received[-1]
@@ -344,6 +346,7 @@ def test_graph_unknown_tool_is_an_error_not_an_approval(
     answer = tool_answer(history(assistant), bogus["id"])
     assert answer.status == "error"
     assert "delete_all_bookings is not a tool" in str(answer.content)
+    assert not was_executed(answer)
 
 
 def test_graph_business_error_reaches_model_as_error(
