@@ -17,20 +17,14 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from db.errors import (
-    InvalidInputError,
-    NotFoundError,
-    OwnershipError,
-    RuleViolationError,
-    UnavailableError,
-)
+from db import partners
+from db.errors import InvalidInputError, RuleViolationError, UnavailableError
 from db.models import CarRental, CarRentalBooking
 from db.partners import (
+    ReservationKind,
     ReservationQuote,
     daily_usage,
     first_full_day,
-    is_late,
-    late_fee_note,
     require_bookable_start,
     require_not_started,
     units_left,
@@ -38,7 +32,6 @@ from db.partners import (
 from db.passengers import require_passenger
 from db.rules import CAR_FREE_CANCEL_HOURS, MAX_CAR_RENTAL_DAYS
 from db.values import fmt_money, iso_date, money, parse_date
-from db.writes import record_payment
 
 SEARCH_LIMIT = 20
 KIND_LABEL = "Car rental reservation"
@@ -85,10 +78,6 @@ def _period_text(start: date, end: date) -> str:
     return f"{iso_date(start)} to {iso_date(end)} ({days} {plural})"
 
 
-def _period_dict(start: date, end: date) -> dict[str, str]:
-    return {"start_date": iso_date(start), "end_date": iso_date(end)}
-
-
 def rental_view(rental: CarRental) -> dict[str, Any]:
     """Return a car-rental offer as shown to the customer."""
     return {
@@ -100,6 +89,29 @@ def rental_view(rental: CarRental) -> dict[str, Any]:
         **money("daily_rate", rental.daily_rate_cents),
         "fleet_size": rental.fleet_size,
     }
+
+
+CAR_RENTAL = ReservationKind(
+    kind="car_rental",
+    label=KIND_LABEL,
+    payment_prefix="car",
+    booking_model=CarRentalBooking,
+    catalogue_model=CarRental,
+    catalogue_key="rental_id",
+    date_fields=("start_date", "end_date"),
+    free_hours=CAR_FREE_CANCEL_HOURS,
+    late_fee_what="one day's rate is charged",
+    late_fee_parts=lambda dates: (dates[1] - dates[0]).days + 1,
+    view=rental_view,
+    dates_text=lambda dates: _period_text(*dates),
+    missing_item=(
+        "No car-rental offer with id {id} exists. Use search_car_rentals to find the rental_id."
+    ),
+    missing_booking=(
+        "No car rental reservation with id {id} exists. The passenger's reservations are "
+        "listed in their information (fetch_user_flight_information)."
+    ),
+)
 
 
 def _usage(
@@ -184,7 +196,7 @@ def search_car_rentals(
             left = units_left(usage[rental.id], start, end + ONE_DAY, rental.fleet_size)
             view.update(
                 {
-                    **_period_dict(start, end),
+                    **CAR_RENTAL.dates_dict((start, end)),
                     "days": days,
                     **money("total", days * rental.daily_rate_cents),
                     "cars_left": left,
@@ -192,34 +204,6 @@ def search_car_rentals(
                 }
             )
     return {"car_rentals": views, "matches": matches}
-
-
-def _rental(session: Session, rental_id: int, *, lock: bool = False) -> CarRental:
-    rental = session.get(CarRental, rental_id, with_for_update=lock)
-    if rental is None:
-        raise NotFoundError(
-            f"No car-rental offer with id {rental_id} exists. Use search_car_rentals to "
-            "find the rental_id."
-        )
-    return rental
-
-
-def _owned_booking(
-    session: Session, passenger_id: str, booking_id: int, *, lock: bool = False
-) -> CarRentalBooking:
-    booking = session.get(CarRentalBooking, booking_id, with_for_update=lock)
-    if booking is None:
-        raise NotFoundError(
-            f"No car rental reservation with id {booking_id} exists. The passenger's "
-            "reservations are listed in their information (fetch_user_flight_information)."
-        )
-    if booking.passenger_id != passenger_id:
-        raise OwnershipError(
-            f"Car rental reservation {booking_id} does not belong to passenger {passenger_id}."
-        )
-    if booking.status != "confirmed":
-        raise RuleViolationError(f"Car rental reservation {booking_id} is already cancelled.")
-    return booking
 
 
 def _require_cars(
@@ -236,16 +220,6 @@ def _require_cars(
             f"{rental.name} ({rental.car_class}, {rental.location}) has no car left on "
             f"{iso_date(full)}. Try other dates or another offer in {rental.location}."
         )
-
-
-def _late_fee(booking: CarRentalBooking, now: datetime) -> tuple[int, str]:
-    days = (booking.end_date - booking.start_date).days + 1
-    late = is_late(booking.start_date, CAR_FREE_CANCEL_HOURS, now)
-    fee = booking.total_cents // days if late else 0
-    note = late_fee_note(
-        booking.start_date, CAR_FREE_CANCEL_HOURS, now, "one day's rate is charged"
-    )
-    return fee, note
 
 
 def quote_book_car_rental(
@@ -277,24 +251,17 @@ def quote_book_car_rental(
     """
     require_passenger(session, passenger_id)
     start, end = validate_rental_period(start_date, end_date, now)
-    rental = _rental(session, rental_id)
+    rental = partners.catalogue_entry(session, CAR_RENTAL, rental_id)
     _require_cars(session, rental, start, end)
     days = (end - start).days + 1
     total = days * rental.daily_rate_cents
-    return ReservationQuote(
-        action="book",
-        kind="car_rental",
-        kind_label=KIND_LABEL,
-        passenger_id=passenger_id,
-        booking_id=None,
-        item=rental_view(rental),
-        before=None,
-        after=_period_dict(start, end),
-        before_text=None,
-        after_text=_period_text(start, end),
-        old_total_cents=0,
-        new_total_cents=total,
-        price_detail=f"{days} x {fmt_money(rental.daily_rate_cents)} = {fmt_money(total)}",
+    return partners.quote_booking(
+        CAR_RENTAL,
+        passenger_id,
+        rental,
+        (start, end),
+        total,
+        f"{days} x {fmt_money(rental.daily_rate_cents)} = {fmt_money(total)}",
         extra_lines=(f"Car: {rental.car_class} ({rental.price_tier})",),
     )
 
@@ -313,22 +280,13 @@ def book_car_rental(
         The quote's result: ``status``, ``booking_id``, ``car_rental``, ``after``,
         ``total``, ``charged`` and a ``summary`` sentence.
     """
-    _rental(session, rental_id, lock=True)
-    quote = quote_book_car_rental(session, passenger_id, rental_id, start_date, end_date, now)
-    assert quote.after is not None
-    booking = CarRentalBooking(
-        passenger_id=passenger_id,
-        rental_id=rental_id,
-        start_date=date.fromisoformat(quote.after["start_date"]),
-        end_date=date.fromisoformat(quote.after["end_date"]),
-        status="confirmed",
-        total_cents=quote.new_total_cents,
-        created_at=now,
+    return partners.book(
+        session,
+        CAR_RENTAL,
+        rental_id,
+        now,
+        lambda: quote_book_car_rental(session, passenger_id, rental_id, start_date, end_date, now),
     )
-    session.add(booking)
-    session.flush()
-    _pay(session, quote, booking.id, now)
-    return quote.as_result(booking.id)
 
 
 def quote_update_car_rental(
@@ -363,7 +321,7 @@ def quote_update_car_rental(
         InvalidInputError: No new date, same dates, or malformed, past or reversed dates.
         UnavailableError: A new day has no car left.
     """
-    booking = _owned_booking(session, passenger_id, booking_id)
+    booking = partners.owned_booking(session, CAR_RENTAL, passenger_id, booking_id)
     if start_date is None and end_date is None:
         raise InvalidInputError("Give a new start_date, a new end_date or both (YYYY-MM-DD).")
     require_not_started(booking.start_date, now, f"{KIND_LABEL} {booking_id}")
@@ -376,26 +334,17 @@ def quote_update_car_rental(
         raise InvalidInputError(
             f"{KIND_LABEL} {booking_id} already runs {_period_text(start, end)}; nothing to change."
         )
-    rental = _rental(session, booking.rental_id)
+    rental = partners.catalogue_entry(session, CAR_RENTAL, booking.rental_id)
     _require_cars(session, rental, start, end, exclude_booking_id=booking.id)
     days = (end - start).days + 1
-    fee, note = _late_fee(booking, now)
-    return ReservationQuote(
-        action="update",
-        kind="car_rental",
-        kind_label=KIND_LABEL,
-        passenger_id=passenger_id,
-        booking_id=booking.id,
-        item=rental_view(rental),
-        before=_period_dict(booking.start_date, booking.end_date),
-        after=_period_dict(start, end),
-        before_text=_period_text(booking.start_date, booking.end_date),
-        after_text=_period_text(start, end),
-        old_total_cents=booking.total_cents,
-        new_total_cents=days * rental.daily_rate_cents,
-        price_detail=f"{days} x {fmt_money(rental.daily_rate_cents)}",
-        fee_cents=fee,
-        fee_note=note,
+    return partners.quote_change(
+        CAR_RENTAL,
+        booking,
+        rental,
+        (start, end),
+        days * rental.daily_rate_cents,
+        f"{days} x {fmt_money(rental.daily_rate_cents)}",
+        now,
     )
 
 
@@ -413,16 +362,16 @@ def update_car_rental(
         The quote's result: ``before``, ``after``, new ``total``, ``fee``, and what was
         ``charged`` or ``refunded``.
     """
-    booking = _owned_booking(session, passenger_id, booking_id, lock=True)
-    _rental(session, booking.rental_id, lock=True)
-    quote = quote_update_car_rental(session, passenger_id, booking_id, start_date, end_date, now)
-    assert quote.after is not None
-    booking.start_date = date.fromisoformat(quote.after["start_date"])
-    booking.end_date = date.fromisoformat(quote.after["end_date"])
-    booking.total_cents = quote.new_total_cents
-    _pay(session, quote, booking.id, now)
-    session.flush()
-    return quote.as_result(booking.id)
+    return partners.change(
+        session,
+        CAR_RENTAL,
+        passenger_id,
+        booking_id,
+        now,
+        lambda: quote_update_car_rental(
+            session, passenger_id, booking_id, start_date, end_date, now
+        ),
+    )
 
 
 def quote_cancel_car_rental(
@@ -444,27 +393,7 @@ def quote_cancel_car_rental(
         OwnershipError: The reservation is another passenger's.
         RuleViolationError: It is already cancelled or has started.
     """
-    booking = _owned_booking(session, passenger_id, booking_id)
-    require_not_started(booking.start_date, now, f"{KIND_LABEL} {booking_id}")
-    rental = _rental(session, booking.rental_id)
-    fee, note = _late_fee(booking, now)
-    return ReservationQuote(
-        action="cancel",
-        kind="car_rental",
-        kind_label=KIND_LABEL,
-        passenger_id=passenger_id,
-        booking_id=booking.id,
-        item=rental_view(rental),
-        before=_period_dict(booking.start_date, booking.end_date),
-        after=None,
-        before_text=_period_text(booking.start_date, booking.end_date),
-        after_text=None,
-        old_total_cents=booking.total_cents,
-        new_total_cents=0,
-        price_detail=None,
-        fee_cents=min(fee, booking.total_cents),
-        fee_note=note,
-    )
+    return partners.quote_cancellation(session, CAR_RENTAL, passenger_id, booking_id, now)
 
 
 def cancel_car_rental(
@@ -477,21 +406,4 @@ def cancel_car_rental(
     Returns:
         The quote's result: ``before``, ``fee`` and ``refunded``.
     """
-    booking = _owned_booking(session, passenger_id, booking_id, lock=True)
-    quote = quote_cancel_car_rental(session, passenger_id, booking_id, now)
-    booking.status = "cancelled"
-    _pay(session, quote, booking.id, now)
-    session.flush()
-    return quote.as_result(booking.id)
-
-
-def _pay(session: Session, quote: ReservationQuote, booking_id: int, now: datetime) -> None:
-    record_payment(
-        session,
-        passenger_id=quote.passenger_id,
-        amount_cents=quote.net_cents,
-        kind=f"car_rental_{quote.action}",
-        reference=f"car-{booking_id}",
-        description=f"{quote.title}: {quote.item['name']}, {quote.after_text or quote.before_text}",
-        now=now,
-    )
+    return partners.cancel(session, CAR_RENTAL, passenger_id, booking_id, now)

@@ -15,25 +15,18 @@ from typing import Any
 from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
-from db.errors import (
-    InvalidInputError,
-    NotFoundError,
-    OwnershipError,
-    RuleViolationError,
-    UnavailableError,
-)
+from db import partners
+from db.errors import InvalidInputError, UnavailableError
 from db.models import ExcursionBooking, TripRecommendation
 from db.partners import (
+    ReservationKind,
     ReservationQuote,
-    is_late,
-    late_fee_note,
     require_bookable_start,
     require_not_started,
 )
 from db.passengers import require_passenger
 from db.rules import EXCURSION_FREE_CANCEL_HOURS
 from db.values import fmt_money, iso_date, money, parse_date
-from db.writes import record_payment
 
 SEARCH_LIMIT = 20
 KIND_LABEL = "Excursion reservation"
@@ -69,6 +62,30 @@ def excursion_view(excursion: TripRecommendation) -> dict[str, Any]:
         **money("price", excursion.price_cents),
         "places_per_day": excursion.capacity_per_day,
     }
+
+
+EXCURSION = ReservationKind(
+    kind="excursion",
+    label=KIND_LABEL,
+    payment_prefix="excursion",
+    booking_model=ExcursionBooking,
+    catalogue_model=TripRecommendation,
+    catalogue_key="recommendation_id",
+    date_fields=("date",),
+    free_hours=EXCURSION_FREE_CANCEL_HOURS,
+    late_fee_what="the price paid is not refunded",
+    late_fee_parts=lambda dates: 1,
+    view=excursion_view,
+    dates_text=lambda dates: iso_date(dates[0]),
+    missing_item=(
+        "No excursion with id {id} exists. Use search_trip_recommendations to find the "
+        "recommendation_id."
+    ),
+    missing_booking=(
+        "No excursion reservation with id {id} exists. The passenger's reservations are "
+        "listed in their information (fetch_user_flight_information)."
+    ),
+)
 
 
 def search_trip_recommendations(
@@ -133,36 +150,6 @@ def places_left(
     return max(excursion.capacity_per_day - taken, 0)
 
 
-def _excursion(
-    session: Session, recommendation_id: int, *, lock: bool = False
-) -> TripRecommendation:
-    excursion = session.get(TripRecommendation, recommendation_id, with_for_update=lock)
-    if excursion is None:
-        raise NotFoundError(
-            f"No excursion with id {recommendation_id} exists. Use "
-            "search_trip_recommendations to find the recommendation_id."
-        )
-    return excursion
-
-
-def _owned_booking(
-    session: Session, passenger_id: str, booking_id: int, *, lock: bool = False
-) -> ExcursionBooking:
-    booking = session.get(ExcursionBooking, booking_id, with_for_update=lock)
-    if booking is None:
-        raise NotFoundError(
-            f"No excursion reservation with id {booking_id} exists. The passenger's "
-            "reservations are listed in their information (fetch_user_flight_information)."
-        )
-    if booking.passenger_id != passenger_id:
-        raise OwnershipError(
-            f"Excursion reservation {booking_id} does not belong to passenger {passenger_id}."
-        )
-    if booking.status != "confirmed":
-        raise RuleViolationError(f"Excursion reservation {booking_id} is already cancelled.")
-    return booking
-
-
 def _require_place(
     session: Session,
     excursion: TripRecommendation,
@@ -174,15 +161,6 @@ def _require_place(
             f"{excursion.name} ({excursion.location}) has no place left on {iso_date(day)}. "
             "Try another date or another excursion."
         )
-
-
-def _late_fee(booking: ExcursionBooking, now: datetime) -> tuple[int, str]:
-    late = is_late(booking.date, EXCURSION_FREE_CANCEL_HOURS, now)
-    fee = booking.total_cents if late else 0
-    note = late_fee_note(
-        booking.date, EXCURSION_FREE_CANCEL_HOURS, now, "the price paid is not refunded"
-    )
-    return fee, note
 
 
 def quote_book_excursion(
@@ -212,22 +190,15 @@ def quote_book_excursion(
     """
     require_passenger(session, passenger_id)
     when = validate_excursion_date(day, now)
-    excursion = _excursion(session, recommendation_id)
+    excursion = partners.catalogue_entry(session, EXCURSION, recommendation_id)
     _require_place(session, excursion, when)
-    return ReservationQuote(
-        action="book",
-        kind="excursion",
-        kind_label=KIND_LABEL,
-        passenger_id=passenger_id,
-        booking_id=None,
-        item=excursion_view(excursion),
-        before=None,
-        after={"date": iso_date(when)},
-        before_text=None,
-        after_text=iso_date(when),
-        old_total_cents=0,
-        new_total_cents=excursion.price_cents,
-        price_detail=f"1 person x {fmt_money(excursion.price_cents)}",
+    return partners.quote_booking(
+        EXCURSION,
+        passenger_id,
+        excursion,
+        (when,),
+        excursion.price_cents,
+        f"1 person x {fmt_money(excursion.price_cents)}",
     )
 
 
@@ -244,21 +215,13 @@ def book_excursion(
         The quote's result: ``status``, ``booking_id``, ``excursion``, ``after``,
         ``total``, ``charged`` and a ``summary`` sentence.
     """
-    _excursion(session, recommendation_id, lock=True)
-    quote = quote_book_excursion(session, passenger_id, recommendation_id, day, now)
-    assert quote.after is not None
-    booking = ExcursionBooking(
-        passenger_id=passenger_id,
-        recommendation_id=recommendation_id,
-        date=date.fromisoformat(quote.after["date"]),
-        status="confirmed",
-        total_cents=quote.new_total_cents,
-        created_at=now,
+    return partners.book(
+        session,
+        EXCURSION,
+        recommendation_id,
+        now,
+        lambda: quote_book_excursion(session, passenger_id, recommendation_id, day, now),
     )
-    session.add(booking)
-    session.flush()
-    _pay(session, quote, booking.id, now)
-    return quote.as_result(booking.id)
 
 
 def quote_update_excursion(
@@ -283,32 +246,17 @@ def quote_update_excursion(
         InvalidInputError: A malformed, past or unchanged date.
         UnavailableError: No place is left on the new date.
     """
-    booking = _owned_booking(session, passenger_id, booking_id)
+    booking = partners.owned_booking(session, EXCURSION, passenger_id, booking_id)
     require_not_started(booking.date, now, f"{KIND_LABEL} {booking_id}")
     when = validate_excursion_date(day, now)
     if when == booking.date:
         raise InvalidInputError(
             f"{KIND_LABEL} {booking_id} is already on {iso_date(when)}; nothing to change."
         )
-    excursion = _excursion(session, booking.recommendation_id)
+    excursion = partners.catalogue_entry(session, EXCURSION, booking.recommendation_id)
     _require_place(session, excursion, when, exclude_booking_id=booking.id)
-    fee, note = _late_fee(booking, now)
-    return ReservationQuote(
-        action="update",
-        kind="excursion",
-        kind_label=KIND_LABEL,
-        passenger_id=passenger_id,
-        booking_id=booking.id,
-        item=excursion_view(excursion),
-        before={"date": iso_date(booking.date)},
-        after={"date": iso_date(when)},
-        before_text=iso_date(booking.date),
-        after_text=iso_date(when),
-        old_total_cents=booking.total_cents,
-        new_total_cents=excursion.price_cents,
-        price_detail=None,
-        fee_cents=fee,
-        fee_note=note,
+    return partners.quote_change(
+        EXCURSION, booking, excursion, (when,), excursion.price_cents, None, now
     )
 
 
@@ -321,15 +269,14 @@ def update_excursion(
         The quote's result: ``before``, ``after``, ``total``, ``fee``, and what was
         ``charged`` or ``refunded``.
     """
-    booking = _owned_booking(session, passenger_id, booking_id, lock=True)
-    _excursion(session, booking.recommendation_id, lock=True)
-    quote = quote_update_excursion(session, passenger_id, booking_id, day, now)
-    assert quote.after is not None
-    booking.date = date.fromisoformat(quote.after["date"])
-    booking.total_cents = quote.new_total_cents
-    _pay(session, quote, booking.id, now)
-    session.flush()
-    return quote.as_result(booking.id)
+    return partners.change(
+        session,
+        EXCURSION,
+        passenger_id,
+        booking_id,
+        now,
+        lambda: quote_update_excursion(session, passenger_id, booking_id, day, now),
+    )
 
 
 def quote_cancel_excursion(
@@ -351,27 +298,7 @@ def quote_cancel_excursion(
         OwnershipError: The reservation is another passenger's.
         RuleViolationError: It is already cancelled or has taken place.
     """
-    booking = _owned_booking(session, passenger_id, booking_id)
-    require_not_started(booking.date, now, f"{KIND_LABEL} {booking_id}")
-    excursion = _excursion(session, booking.recommendation_id)
-    fee, note = _late_fee(booking, now)
-    return ReservationQuote(
-        action="cancel",
-        kind="excursion",
-        kind_label=KIND_LABEL,
-        passenger_id=passenger_id,
-        booking_id=booking.id,
-        item=excursion_view(excursion),
-        before={"date": iso_date(booking.date)},
-        after=None,
-        before_text=iso_date(booking.date),
-        after_text=None,
-        old_total_cents=booking.total_cents,
-        new_total_cents=0,
-        price_detail=None,
-        fee_cents=min(fee, booking.total_cents),
-        fee_note=note,
-    )
+    return partners.quote_cancellation(session, EXCURSION, passenger_id, booking_id, now)
 
 
 def cancel_excursion(
@@ -384,21 +311,4 @@ def cancel_excursion(
     Returns:
         The quote's result: ``before``, ``fee`` and ``refunded``.
     """
-    booking = _owned_booking(session, passenger_id, booking_id, lock=True)
-    quote = quote_cancel_excursion(session, passenger_id, booking_id, now)
-    booking.status = "cancelled"
-    _pay(session, quote, booking.id, now)
-    session.flush()
-    return quote.as_result(booking.id)
-
-
-def _pay(session: Session, quote: ReservationQuote, booking_id: int, now: datetime) -> None:
-    record_payment(
-        session,
-        passenger_id=quote.passenger_id,
-        amount_cents=quote.net_cents,
-        kind=f"excursion_{quote.action}",
-        reference=f"excursion-{booking_id}",
-        description=f"{quote.title}: {quote.item['name']}, {quote.after_text or quote.before_text}",
-        now=now,
-    )
+    return partners.cancel(session, EXCURSION, passenger_id, booking_id, now)

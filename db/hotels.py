@@ -17,20 +17,14 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from db.errors import (
-    InvalidInputError,
-    NotFoundError,
-    OwnershipError,
-    RuleViolationError,
-    UnavailableError,
-)
+from db import partners
+from db.errors import InvalidInputError, RuleViolationError, UnavailableError
 from db.models import Hotel, HotelBooking
 from db.partners import (
+    ReservationKind,
     ReservationQuote,
     daily_usage,
     first_full_day,
-    is_late,
-    late_fee_note,
     require_bookable_start,
     require_not_started,
     units_left,
@@ -38,7 +32,6 @@ from db.partners import (
 from db.passengers import require_passenger
 from db.rules import HOTEL_FREE_CANCEL_HOURS, MAX_HOTEL_NIGHTS
 from db.values import fmt_money, iso_date, money, parse_date
-from db.writes import record_payment
 
 SEARCH_LIMIT = 20
 KIND_LABEL = "Hotel reservation"
@@ -85,10 +78,6 @@ def _stay_text(checkin: date, checkout: date) -> str:
     return f"check-in {iso_date(checkin)}, check-out {iso_date(checkout)} ({nights} {plural})"
 
 
-def _stay_dict(checkin: date, checkout: date) -> dict[str, str]:
-    return {"checkin_date": iso_date(checkin), "checkout_date": iso_date(checkout)}
-
-
 def hotel_view(hotel: Hotel) -> dict[str, Any]:
     """Return a catalogue hotel as shown to the customer."""
     return {
@@ -99,6 +88,27 @@ def hotel_view(hotel: Hotel) -> dict[str, Any]:
         **money("nightly_rate", hotel.nightly_rate_cents),
         "rooms": hotel.rooms,
     }
+
+
+HOTEL = ReservationKind(
+    kind="hotel",
+    label=KIND_LABEL,
+    payment_prefix="hotel",
+    booking_model=HotelBooking,
+    catalogue_model=Hotel,
+    catalogue_key="hotel_id",
+    date_fields=("checkin_date", "checkout_date"),
+    free_hours=HOTEL_FREE_CANCEL_HOURS,
+    late_fee_what="the first night is charged",
+    late_fee_parts=lambda dates: max((dates[1] - dates[0]).days, 1),
+    view=hotel_view,
+    dates_text=lambda dates: _stay_text(*dates),
+    missing_item="No hotel with id {id} exists. Use search_hotels to find the hotel_id.",
+    missing_booking=(
+        "No hotel reservation with id {id} exists. The passenger's hotel reservations are "
+        "listed in their information (fetch_user_flight_information)."
+    ),
+)
 
 
 def _usage(
@@ -183,7 +193,7 @@ def search_hotels(
             left = units_left(usage[hotel.id], checkin, checkout, hotel.rooms)
             view.update(
                 {
-                    **_stay_dict(checkin, checkout),
+                    **HOTEL.dates_dict((checkin, checkout)),
                     "nights": nights,
                     **money("total", nights * hotel.nightly_rate_cents),
                     "rooms_left": left,
@@ -191,33 +201,6 @@ def search_hotels(
                 }
             )
     return {"hotels": views, "matches": matches}
-
-
-def _hotel(session: Session, hotel_id: int, *, lock: bool = False) -> Hotel:
-    hotel = session.get(Hotel, hotel_id, with_for_update=lock)
-    if hotel is None:
-        raise NotFoundError(
-            f"No hotel with id {hotel_id} exists. Use search_hotels to find the hotel_id."
-        )
-    return hotel
-
-
-def _owned_booking(
-    session: Session, passenger_id: str, booking_id: int, *, lock: bool = False
-) -> HotelBooking:
-    booking = session.get(HotelBooking, booking_id, with_for_update=lock)
-    if booking is None:
-        raise NotFoundError(
-            f"No hotel reservation with id {booking_id} exists. The passenger's hotel "
-            "reservations are listed in their information (fetch_user_flight_information)."
-        )
-    if booking.passenger_id != passenger_id:
-        raise OwnershipError(
-            f"Hotel reservation {booking_id} does not belong to passenger {passenger_id}."
-        )
-    if booking.status != "confirmed":
-        raise RuleViolationError(f"Hotel reservation {booking_id} is already cancelled.")
-    return booking
 
 
 def _require_rooms(
@@ -234,19 +217,6 @@ def _require_rooms(
             f"{hotel.name} ({hotel.location}) has no room left for the night of "
             f"{iso_date(full)}. Try other dates or another hotel in {hotel.location}."
         )
-
-
-def _late_fee(booking: HotelBooking, now: datetime) -> tuple[int, str]:
-    nights = max((booking.checkout_date - booking.checkin_date).days, 1)
-    fee = (
-        booking.total_cents // nights
-        if is_late(booking.checkin_date, HOTEL_FREE_CANCEL_HOURS, now)
-        else 0
-    )
-    note = late_fee_note(
-        booking.checkin_date, HOTEL_FREE_CANCEL_HOURS, now, "the first night is charged"
-    )
-    return fee, note
 
 
 def quote_book_hotel(
@@ -278,24 +248,17 @@ def quote_book_hotel(
     """
     require_passenger(session, passenger_id)
     checkin, checkout = validate_stay(checkin_date, checkout_date, now)
-    hotel = _hotel(session, hotel_id)
+    hotel = partners.catalogue_entry(session, HOTEL, hotel_id)
     _require_rooms(session, hotel, checkin, checkout)
     nights = (checkout - checkin).days
     total = nights * hotel.nightly_rate_cents
-    return ReservationQuote(
-        action="book",
-        kind="hotel",
-        kind_label=KIND_LABEL,
-        passenger_id=passenger_id,
-        booking_id=None,
-        item=hotel_view(hotel),
-        before=None,
-        after=_stay_dict(checkin, checkout),
-        before_text=None,
-        after_text=_stay_text(checkin, checkout),
-        old_total_cents=0,
-        new_total_cents=total,
-        price_detail=f"{nights} x {fmt_money(hotel.nightly_rate_cents)} = {fmt_money(total)}",
+    return partners.quote_booking(
+        HOTEL,
+        passenger_id,
+        hotel,
+        (checkin, checkout),
+        total,
+        f"{nights} x {fmt_money(hotel.nightly_rate_cents)} = {fmt_money(total)}",
     )
 
 
@@ -313,22 +276,13 @@ def book_hotel(
         The quote's result: ``status``, ``booking_id``, ``hotel``, ``after``, ``total``,
         ``charged`` and a ``summary`` sentence.
     """
-    _hotel(session, hotel_id, lock=True)
-    quote = quote_book_hotel(session, passenger_id, hotel_id, checkin_date, checkout_date, now)
-    assert quote.after is not None
-    booking = HotelBooking(
-        passenger_id=passenger_id,
-        hotel_id=hotel_id,
-        checkin_date=date.fromisoformat(quote.after["checkin_date"]),
-        checkout_date=date.fromisoformat(quote.after["checkout_date"]),
-        status="confirmed",
-        total_cents=quote.new_total_cents,
-        created_at=now,
+    return partners.book(
+        session,
+        HOTEL,
+        hotel_id,
+        now,
+        lambda: quote_book_hotel(session, passenger_id, hotel_id, checkin_date, checkout_date, now),
     )
-    session.add(booking)
-    session.flush()
-    _pay(session, quote, booking.id, now)
-    return quote.as_result(booking.id)
 
 
 def quote_update_hotel(
@@ -363,7 +317,7 @@ def quote_update_hotel(
         InvalidInputError: No new date, same dates, or malformed, past or reversed dates.
         UnavailableError: A new night is fully booked.
     """
-    booking = _owned_booking(session, passenger_id, booking_id)
+    booking = partners.owned_booking(session, HOTEL, passenger_id, booking_id)
     if checkin_date is None and checkout_date is None:
         raise InvalidInputError(
             "Give a new checkin_date, a new checkout_date or both (YYYY-MM-DD)."
@@ -379,27 +333,17 @@ def quote_update_hotel(
             f"{KIND_LABEL} {booking_id} already has these dates "
             f"({_stay_text(checkin, checkout)}); nothing to change."
         )
-    hotel = _hotel(session, booking.hotel_id)
+    hotel = partners.catalogue_entry(session, HOTEL, booking.hotel_id)
     _require_rooms(session, hotel, checkin, checkout, exclude_booking_id=booking.id)
     nights = (checkout - checkin).days
-    total = nights * hotel.nightly_rate_cents
-    fee, note = _late_fee(booking, now)
-    return ReservationQuote(
-        action="update",
-        kind="hotel",
-        kind_label=KIND_LABEL,
-        passenger_id=passenger_id,
-        booking_id=booking.id,
-        item=hotel_view(hotel),
-        before=_stay_dict(booking.checkin_date, booking.checkout_date),
-        after=_stay_dict(checkin, checkout),
-        before_text=_stay_text(booking.checkin_date, booking.checkout_date),
-        after_text=_stay_text(checkin, checkout),
-        old_total_cents=booking.total_cents,
-        new_total_cents=total,
-        price_detail=f"{nights} x {fmt_money(hotel.nightly_rate_cents)}",
-        fee_cents=fee,
-        fee_note=note,
+    return partners.quote_change(
+        HOTEL,
+        booking,
+        hotel,
+        (checkin, checkout),
+        nights * hotel.nightly_rate_cents,
+        f"{nights} x {fmt_money(hotel.nightly_rate_cents)}",
+        now,
     )
 
 
@@ -417,16 +361,16 @@ def update_hotel(
         The quote's result: ``before``, ``after``, new ``total``, ``fee``, and what was
         ``charged`` or ``refunded``.
     """
-    booking = _owned_booking(session, passenger_id, booking_id, lock=True)
-    _hotel(session, booking.hotel_id, lock=True)
-    quote = quote_update_hotel(session, passenger_id, booking_id, checkin_date, checkout_date, now)
-    assert quote.after is not None
-    booking.checkin_date = date.fromisoformat(quote.after["checkin_date"])
-    booking.checkout_date = date.fromisoformat(quote.after["checkout_date"])
-    booking.total_cents = quote.new_total_cents
-    _pay(session, quote, booking.id, now)
-    session.flush()
-    return quote.as_result(booking.id)
+    return partners.change(
+        session,
+        HOTEL,
+        passenger_id,
+        booking_id,
+        now,
+        lambda: quote_update_hotel(
+            session, passenger_id, booking_id, checkin_date, checkout_date, now
+        ),
+    )
 
 
 def quote_cancel_hotel(
@@ -448,27 +392,7 @@ def quote_cancel_hotel(
         OwnershipError: The reservation is another passenger's.
         RuleViolationError: It is already cancelled or has started.
     """
-    booking = _owned_booking(session, passenger_id, booking_id)
-    require_not_started(booking.checkin_date, now, f"{KIND_LABEL} {booking_id}")
-    hotel = _hotel(session, booking.hotel_id)
-    fee, note = _late_fee(booking, now)
-    return ReservationQuote(
-        action="cancel",
-        kind="hotel",
-        kind_label=KIND_LABEL,
-        passenger_id=passenger_id,
-        booking_id=booking.id,
-        item=hotel_view(hotel),
-        before=_stay_dict(booking.checkin_date, booking.checkout_date),
-        after=None,
-        before_text=_stay_text(booking.checkin_date, booking.checkout_date),
-        after_text=None,
-        old_total_cents=booking.total_cents,
-        new_total_cents=0,
-        price_detail=None,
-        fee_cents=min(fee, booking.total_cents),
-        fee_note=note,
-    )
+    return partners.quote_cancellation(session, HOTEL, passenger_id, booking_id, now)
 
 
 def cancel_hotel(
@@ -481,21 +405,4 @@ def cancel_hotel(
     Returns:
         The quote's result: ``before``, ``fee`` and ``refunded``.
     """
-    booking = _owned_booking(session, passenger_id, booking_id, lock=True)
-    quote = quote_cancel_hotel(session, passenger_id, booking_id, now)
-    booking.status = "cancelled"
-    _pay(session, quote, booking.id, now)
-    session.flush()
-    return quote.as_result(booking.id)
-
-
-def _pay(session: Session, quote: ReservationQuote, booking_id: int, now: datetime) -> None:
-    record_payment(
-        session,
-        passenger_id=quote.passenger_id,
-        amount_cents=quote.net_cents,
-        kind=f"hotel_{quote.action}",
-        reference=f"hotel-{booking_id}",
-        description=f"{quote.title}: {quote.item['name']}, {quote.after_text or quote.before_text}",
-        now=now,
-    )
+    return partners.cancel(session, HOTEL, passenger_id, booking_id, now)

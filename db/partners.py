@@ -11,19 +11,27 @@ Date rules (the same for searches and writes, so a price shown is a price bookab
 
 Every partner write is priced by a ``ReservationQuote``. Its ``net_cents`` is what the
 write moves: positive is charged, negative refunded (new total - old total + fee).
+
+A ``ReservationKind`` describes what tells one kind of reservation from another (tables,
+date columns, labels, late-fee rule); the functions below it look up, quote and write a
+reservation of any kind, so the three kinds share one implementation of ownership,
+late fees, payments and the write lock order.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
-from typing import Any, Literal
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
-from db.errors import InvalidInputError, RuleViolationError
+from sqlalchemy.orm import Session
+
+from db.errors import InvalidInputError, NotFoundError, OwnershipError, RuleViolationError
 from db.rules import MAX_DAYS_AHEAD, hours
 from db.values import fmt_money, iso_date, money, start_of_day, today, utc_time
+from db.writes import record_payment
 
 Action = Literal["book", "update", "cancel"]
 RESULT_STATUS: dict[Action, str] = {"book": "booked", "update": "changed", "cancel": "cancelled"}
@@ -266,3 +274,319 @@ def late_fee_note(start: date, free_hours: int, now: datetime, what: str) -> str
     if not is_late(start, free_hours, now):
         return f"free until {deadline}"
     return f"{what}: the free window ended {deadline}"
+
+
+class BookingRow(Protocol):
+    """The columns every reservation table has (a mapped class takes them as keywords)."""
+
+    def __init__(self, **columns: Any) -> None: ...
+
+    id: int
+    passenger_id: str
+    status: str
+    total_cents: int
+
+
+BookingT = TypeVar("BookingT", bound=BookingRow)
+CatalogueT = TypeVar("CatalogueT")
+Dates = tuple[date, ...]
+
+
+@dataclass(frozen=True)
+class ReservationKind(Generic[BookingT, CatalogueT]):
+    """What tells one kind of partner reservation from another.
+
+    Attributes:
+        kind: ``"hotel"``, ``"car_rental"`` or ``"excursion"``: the quote's kind, the key
+            of the catalogue entry in results and the prefix of payment kinds.
+        label: The kind for people, e.g. ``"Hotel reservation"``.
+        payment_prefix: The prefix of payment references, e.g. ``"hotel"`` (``hotel-4``).
+        booking_model: The reservation table.
+        catalogue_model: The partner's catalogue table.
+        catalogue_key: The reservation column holding the catalogue id, e.g. ``"hotel_id"``.
+        date_fields: The reservation's date columns, first day first; they are also the
+            keys of a quote's ``before``/``after``.
+        free_hours: The free change/cancellation window before the first day, in hours.
+        late_fee_what: What the late fee is, for the fee note.
+        late_fee_parts: How many parts the price paid splits into for the late fee (one
+            part is kept), from the reservation's dates.
+        view: The catalogue entry as shown to the customer.
+        dates_text: The dates for people.
+        missing_item: The not-found message for a catalogue id (``{id}`` is filled in).
+        missing_booking: The not-found message for a reservation id (``{id}``).
+    """
+
+    kind: str
+    label: str
+    payment_prefix: str
+    booking_model: type[BookingT]
+    catalogue_model: type[CatalogueT]
+    catalogue_key: str
+    date_fields: tuple[str, ...]
+    free_hours: int
+    late_fee_what: str
+    late_fee_parts: Callable[[Dates], int]
+    view: Callable[[CatalogueT], dict[str, Any]]
+    dates_text: Callable[[Dates], str]
+    missing_item: str
+    missing_booking: str
+
+    def dates_of(self, booking: BookingT) -> Dates:
+        """Return a reservation's dates, in ``date_fields`` order."""
+        return tuple(getattr(booking, name) for name in self.date_fields)
+
+    def dates_dict(self, dates: Dates) -> dict[str, str]:
+        """Return dates as a quote's ``before``/``after``: ``{column: "YYYY-MM-DD"}``."""
+        return {name: iso_date(day) for name, day in zip(self.date_fields, dates, strict=True)}
+
+    def catalogue_id(self, booking: BookingT) -> int:
+        """Return the id of the catalogue entry a reservation is for."""
+        value: int = getattr(booking, self.catalogue_key)
+        return value
+
+
+def catalogue_entry(
+    session: Session,
+    kind: ReservationKind[BookingT, CatalogueT],
+    item_id: int,
+    *,
+    lock: bool = False,
+) -> CatalogueT:
+    """Return a catalogue entry, locked ``FOR UPDATE`` when ``lock`` is set.
+
+    Raises:
+        NotFoundError: No entry has that id.
+    """
+    item = session.get(kind.catalogue_model, item_id, with_for_update=lock)
+    if item is None:
+        raise NotFoundError(kind.missing_item.format(id=item_id))
+    return item
+
+
+def owned_booking(
+    session: Session,
+    kind: ReservationKind[BookingT, CatalogueT],
+    passenger_id: str,
+    booking_id: int,
+    *,
+    lock: bool = False,
+) -> BookingT:
+    """Return a confirmed reservation of the passenger, locked when ``lock`` is set.
+
+    Raises:
+        NotFoundError: No reservation has that id.
+        OwnershipError: It is another passenger's.
+        RuleViolationError: It is cancelled.
+    """
+    booking = session.get(kind.booking_model, booking_id, with_for_update=lock)
+    if booking is None:
+        raise NotFoundError(kind.missing_booking.format(id=booking_id))
+    if booking.passenger_id != passenger_id:
+        raise OwnershipError(
+            f"{kind.label} {booking_id} does not belong to passenger {passenger_id}."
+        )
+    if booking.status != "confirmed":
+        raise RuleViolationError(f"{kind.label} {booking_id} is already cancelled.")
+    return booking
+
+
+def late_fee(
+    kind: ReservationKind[BookingT, CatalogueT], booking: BookingT, now: datetime
+) -> tuple[int, str]:
+    """Return the fee of changing or cancelling a reservation now, and its note."""
+    dates = kind.dates_of(booking)
+    late = is_late(dates[0], kind.free_hours, now)
+    fee = booking.total_cents // kind.late_fee_parts(dates) if late else 0
+    return fee, late_fee_note(dates[0], kind.free_hours, now, kind.late_fee_what)
+
+
+def quote_booking(
+    kind: ReservationKind[BookingT, CatalogueT],
+    passenger_id: str,
+    item: CatalogueT,
+    dates: Dates,
+    total_cents: int,
+    price_detail: str,
+    extra_lines: tuple[str, ...] = (),
+) -> ReservationQuote:
+    """Return the quote of a new reservation, checked and priced by the caller."""
+    return ReservationQuote(
+        action="book",
+        kind=kind.kind,
+        kind_label=kind.label,
+        passenger_id=passenger_id,
+        booking_id=None,
+        item=kind.view(item),
+        before=None,
+        after=kind.dates_dict(dates),
+        before_text=None,
+        after_text=kind.dates_text(dates),
+        old_total_cents=0,
+        new_total_cents=total_cents,
+        price_detail=price_detail,
+        extra_lines=extra_lines,
+    )
+
+
+def quote_change(
+    kind: ReservationKind[BookingT, CatalogueT],
+    booking: BookingT,
+    item: CatalogueT,
+    dates: Dates,
+    total_cents: int,
+    price_detail: str | None,
+    now: datetime,
+) -> ReservationQuote:
+    """Return the quote of moving a reservation to ``dates``, checked and priced by the caller.
+
+    The late fee of the current dates is added.
+    """
+    before = kind.dates_of(booking)
+    fee, note = late_fee(kind, booking, now)
+    return ReservationQuote(
+        action="update",
+        kind=kind.kind,
+        kind_label=kind.label,
+        passenger_id=booking.passenger_id,
+        booking_id=booking.id,
+        item=kind.view(item),
+        before=kind.dates_dict(before),
+        after=kind.dates_dict(dates),
+        before_text=kind.dates_text(before),
+        after_text=kind.dates_text(dates),
+        old_total_cents=booking.total_cents,
+        new_total_cents=total_cents,
+        price_detail=price_detail,
+        fee_cents=fee,
+        fee_note=note,
+    )
+
+
+def quote_cancellation(
+    session: Session,
+    kind: ReservationKind[BookingT, CatalogueT],
+    passenger_id: str,
+    booking_id: int,
+    now: datetime,
+) -> ReservationQuote:
+    """Price the cancellation of a reservation without writing.
+
+    Raises:
+        NotFoundError: Unknown reservation.
+        OwnershipError: The reservation is another passenger's.
+        RuleViolationError: It is already cancelled or has started.
+    """
+    booking = owned_booking(session, kind, passenger_id, booking_id)
+    before = kind.dates_of(booking)
+    require_not_started(before[0], now, f"{kind.label} {booking_id}")
+    item = catalogue_entry(session, kind, kind.catalogue_id(booking))
+    fee, note = late_fee(kind, booking, now)
+    return ReservationQuote(
+        action="cancel",
+        kind=kind.kind,
+        kind_label=kind.label,
+        passenger_id=passenger_id,
+        booking_id=booking.id,
+        item=kind.view(item),
+        before=kind.dates_dict(before),
+        after=None,
+        before_text=kind.dates_text(before),
+        after_text=None,
+        old_total_cents=booking.total_cents,
+        new_total_cents=0,
+        price_detail=None,
+        fee_cents=min(fee, booking.total_cents),
+        fee_note=note,
+    )
+
+
+def book(
+    session: Session,
+    kind: ReservationKind[BookingT, CatalogueT],
+    item_id: int,
+    now: datetime,
+    quote: Callable[[], ReservationQuote],
+) -> dict[str, Any]:
+    """Lock the catalogue entry, then write and charge the booking ``quote()`` prices.
+
+    Returns:
+        The quote's result with the new reservation id.
+    """
+    catalogue_entry(session, kind, item_id, lock=True)
+    applied = quote()
+    assert applied.after is not None
+    booking = kind.booking_model(
+        passenger_id=applied.passenger_id,
+        **{kind.catalogue_key: item_id},
+        **{name: date.fromisoformat(applied.after[name]) for name in kind.date_fields},
+        status="confirmed",
+        total_cents=applied.new_total_cents,
+        created_at=now,
+    )
+    session.add(booking)
+    session.flush()
+    _pay(session, kind, applied, booking.id, now)
+    return applied.as_result(booking.id)
+
+
+def change(
+    session: Session,
+    kind: ReservationKind[BookingT, CatalogueT],
+    passenger_id: str,
+    booking_id: int,
+    now: datetime,
+    quote: Callable[[], ReservationQuote],
+) -> dict[str, Any]:
+    """Lock the reservation and its catalogue entry, then apply the change ``quote()`` prices.
+
+    Returns:
+        The quote's result.
+    """
+    booking = owned_booking(session, kind, passenger_id, booking_id, lock=True)
+    catalogue_entry(session, kind, kind.catalogue_id(booking), lock=True)
+    applied = quote()
+    assert applied.after is not None
+    for name in kind.date_fields:
+        setattr(booking, name, date.fromisoformat(applied.after[name]))
+    booking.total_cents = applied.new_total_cents
+    _pay(session, kind, applied, booking.id, now)
+    session.flush()
+    return applied.as_result(booking.id)
+
+
+def cancel(
+    session: Session,
+    kind: ReservationKind[BookingT, CatalogueT],
+    passenger_id: str,
+    booking_id: int,
+    now: datetime,
+) -> dict[str, Any]:
+    """Lock the reservation, mark it cancelled and refund it as quoted.
+
+    Returns:
+        The quote's result.
+    """
+    booking = owned_booking(session, kind, passenger_id, booking_id, lock=True)
+    applied = quote_cancellation(session, kind, passenger_id, booking_id, now)
+    booking.status = "cancelled"
+    _pay(session, kind, applied, booking.id, now)
+    session.flush()
+    return applied.as_result(booking.id)
+
+
+def _pay(
+    session: Session,
+    kind: ReservationKind[BookingT, CatalogueT],
+    quote: ReservationQuote,
+    booking_id: int,
+    now: datetime,
+) -> None:
+    record_payment(
+        session,
+        passenger_id=quote.passenger_id,
+        amount_cents=quote.net_cents,
+        kind=f"{kind.kind}_{quote.action}",
+        reference=f"{kind.payment_prefix}-{booking_id}",
+        description=f"{quote.title}: {quote.item['name']}, {quote.after_text or quote.before_text}",
+        now=now,
+    )
