@@ -709,7 +709,7 @@ def cmd_eval(args: argparse.Namespace, console: Console, overrides: Overrides) -
             if overrides.clock
             else Database.from_url(str(template))
         )
-        build_database(seed_db, seed=42)
+        build_database(seed_db, seed=evaluation.SCENARIO_SEED)
         clock = seed_db.clock
         seed_db.dispose()
         for scenario in scenarios:

@@ -44,6 +44,9 @@ from graph import Decision, Thread, TravelAssistant, build_graph, was_executed
 from tools import build_tools
 
 SCENARIO_DIR = Path(__file__).resolve().parent / "tests" / "scenarios"
+# The seed of the database the scenarios were written against (the tests use it too):
+# fares and amounts in their expected facts come from it.
+SCENARIO_SEED = 7
 # Tables that record how a write happened rather than what the customer owns.
 BOOKKEEPING_TABLES = frozenset({"tool_call_records"})
 # Columns whose values depend on when a write ran, not on what it did.
