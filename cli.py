@@ -192,6 +192,8 @@ def open_travel_db(
 
     if path.exists() and path.is_dir():
         raise CliError(f"{path} is a folder, not a database file. Pass a file path with --db.")
+    if build_if_missing:
+        path.parent.mkdir(parents=True, exist_ok=True)
     database = Database.from_url(str(path), clock=clock) if clock else Database.from_url(str(path))
     try:
         if not database.has_schema():

@@ -300,3 +300,15 @@ def test_cli_provider_error_prints_one_line_and_goes_on(
     errors = [line for line in result.err.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "BadRequestError" in errors[0]
     assert "Now it works." in result.out
+
+
+def test_cli_first_use_builds_the_database_in_a_new_home(
+    tmp_path: Path, model: ScriptedChatModel
+) -> None:
+    home = tmp_path / "new" / "home"
+    model.extend(say("Welcome!"))
+    result = chat(["chat", "--passenger-id", FIXTURE_PASSENGER_ID], ["hello", "exit"], model, home)
+    assert result.code == 0, result.err
+    assert (home / "travel.sqlite").exists()
+    assert "Building the travel database" in result.err
+    assert "Welcome!" in result.out
