@@ -718,28 +718,16 @@ def cmd_eval(args: argparse.Namespace, console: Console, overrides: Overrides) -
             for trial in range(args.trials):
                 work = Path(folder) / f"{scenario.id}-{trial}"
                 work.mkdir()
-                agent_db = evaluation.copy_database(template, work, "agent.sqlite", clock)
-                gold_db = evaluation.copy_database(template, work, "gold.sqlite", clock)
-                transcript = evaluation.converse(
+                result = evaluation.run_scenario(
                     scenario,
-                    agent_db,
-                    lambda: models,
-                    work / "checkpoints.sqlite",
+                    template,
+                    clock,
+                    work,
+                    lambda _db: models,
                     customer=evaluation.simulated_customer(scenario, customer_model),
                 )
-                evaluation.apply_gold_actions(gold_db, scenario.passenger_id, scenario.gold_actions)
-                from tools import build_tools
-
-                failures = evaluation.judge(
-                    scenario,
-                    transcript,
-                    evaluation.dump_state(agent_db),
-                    evaluation.dump_state(gold_db),
-                    build_tools(agent_db).sensitive_names,
-                )
-                agent_db.dispose()
-                gold_db.dispose()
-                passed = not failures
+                transcript, failures = result.transcript, result.failures
+                passed = result.passed
                 by_category.setdefault(scenario.category, {}).setdefault(scenario.id, []).append(
                     passed
                 )

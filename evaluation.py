@@ -41,7 +41,7 @@ from db.engine import Database
 from db.fixtures import FIXTURE_FLIGHT_NO, FIXTURE_TICKET_NO
 from db.models import CarRental, Flight, Hotel, TicketFlight, TripRecommendation
 from graph import Decision, Thread, TravelAssistant, build_graph, was_executed
-from tools import build_tools
+from tools import SENSITIVE_TOOL_NAMES, build_tools
 
 SCENARIO_DIR = Path(__file__).resolve().parent / "tests" / "scenarios"
 # The seed of the database the scenarios were written against (the tests use it too):
@@ -356,6 +356,39 @@ def copy_database(template: Path, folder: Path, name: str, clock: Clock) -> Data
     return Database.from_url(str(target), clock=clock)
 
 
+def run_scenario(
+    scenario: Scenario,
+    template: Path,
+    clock: Clock,
+    folder: Path,
+    make_model: Callable[[Database], BaseChatModel | Mapping[str, BaseChatModel]],
+    customer: Callable[[int, list[AnyMessage]], str | None] | None = None,
+) -> ScenarioResult:
+    """Run one scenario in ``folder`` over copies of ``template`` and judge it.
+
+    ``make_model`` gets the assistant's database (scripted replies resolve their
+    placeholders against it); ``customer`` replaces the scripted turns when given.
+    """
+    agent_db = copy_database(template, folder, "agent.sqlite", clock)
+    gold_db = copy_database(template, folder, "gold.sqlite", clock)
+    try:
+        models = make_model(agent_db)
+        checkpoints = folder / "checkpoints.sqlite"
+        transcript = converse(scenario, agent_db, lambda: models, checkpoints, customer)
+        apply_gold_actions(gold_db, scenario.passenger_id, scenario.gold_actions)
+        failures = judge(
+            scenario,
+            transcript,
+            dump_state(agent_db),
+            dump_state(gold_db),
+            SENSITIVE_TOOL_NAMES,
+        )
+        return ScenarioResult(scenario, failures, transcript)
+    finally:
+        agent_db.dispose()
+        gold_db.dispose()
+
+
 def run_offline(
     scenario: Scenario,
     template: Path,
@@ -367,31 +400,22 @@ def run_offline(
     ``model_factory`` turns the scripted replies into a chat model (the tests pass their
     scripted model), so this module needs no test code.
     """
+    built: list[BaseChatModel] = []
+
+    def scripted(db: Database) -> BaseChatModel:
+        resolve = Resolver(db)
+        counter = iter(range(1, 1_000_000))
+        replies = [_reply(resolve, r, counter) for turn in scenario.turns for r in turn.replies]
+        built.append(model_factory(replies))
+        return built[-1]
+
     with tempfile.TemporaryDirectory() as folder:
-        agent_db = copy_database(template, Path(folder), "agent.sqlite", clock)
-        gold_db = copy_database(template, Path(folder), "gold.sqlite", clock)
-        try:
-            resolve = Resolver(agent_db)
-            counter = iter(range(1, 1_000_000))
-            replies = [_reply(resolve, r, counter) for turn in scenario.turns for r in turn.replies]
-            model = model_factory(replies)
-            checkpoints = Path(folder) / "checkpoints.sqlite"
-            transcript = converse(scenario, agent_db, lambda: model, checkpoints)
-            apply_gold_actions(gold_db, scenario.passenger_id, scenario.gold_actions)
-            failures = judge(
-                scenario,
-                transcript,
-                dump_state(agent_db),
-                dump_state(gold_db),
-                build_tools(agent_db).sensitive_names,
-            )
-            leftover = getattr(model, "script", [])
-            if leftover:
-                failures += (f"{len(leftover)} scripted replies were never used",)
-            return ScenarioResult(scenario, failures, transcript)
-        finally:
-            agent_db.dispose()
-            gold_db.dispose()
+        result = run_scenario(scenario, template, clock, Path(folder), scripted)
+    leftover = getattr(built[0], "script", []) if built else []
+    if leftover:
+        failures = (*result.failures, f"{len(leftover)} scripted replies were never used")
+        return ScenarioResult(scenario, failures, result.transcript)
+    return result
 
 
 def converse(
