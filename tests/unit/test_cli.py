@@ -7,7 +7,6 @@ import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 from langgraph.checkpoint.sqlite import SqliteSaver
@@ -24,7 +23,7 @@ from db.sessions import SessionRegistry
 from graph import Thread, TravelAssistant, build_graph
 from tests.conftest import FIXED_NOW
 from tests.support.scripted import ScriptedChatModel, call, say
-from tests.unit.test_graph import later_fixture_flight
+from tests.unit.test_graph import change_call
 
 
 @dataclass
@@ -79,14 +78,6 @@ def fixed_db(db_path: Path) -> Iterator[Database]:
     database = Database.from_url(str(db_path), clock=fixed_clock(FIXED_NOW))
     yield database
     database.dispose()
-
-
-def change_call(database: Database, days: int = 1) -> dict[str, Any]:
-    flight = later_fixture_flight(database, days)
-    return call(
-        "update_ticket_to_new_flight",
-        {"ticket_no": FIXTURE_TICKET_NO, "new_flight_id": flight.flight_id},
-    )
 
 
 def test_cli_full_conversation_approve_and_deny(

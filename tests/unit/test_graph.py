@@ -108,8 +108,9 @@ def later_fixture_flight(db: Database, days: int = 1) -> Flight:
         ).one()
 
 
-def change_call(db: Database) -> dict[str, Any]:
-    flight = later_fixture_flight(db)
+def change_call(db: Database, days: int = 1) -> dict[str, Any]:
+    """A call moving the fixture ticket to the LX0112 ``days`` days later."""
+    flight = later_fixture_flight(db, days)
     return call(
         "update_ticket_to_new_flight",
         {"ticket_no": FIXTURE_TICKET_NO, "new_flight_id": flight.flight_id},
