@@ -2,58 +2,69 @@
 
 Commands::
 
-    travel-assistant chat --passenger-id ID [--thread-id ID] [--model NAME] [--db PATH]
+    travel-assistant chat --passenger-id ID [--thread-id ID | --continue] [--model NAME]
     travel-assistant sessions [--passenger-id ID]
-    travel-assistant db init [--scale N] [--seed N] [--db PATH] [--force]
+    travel-assistant sessions delete ID
+    travel-assistant db init [--scale N] [--seed N] [--force]
     travel-assistant graph
+    travel-assistant serve [--host 127.0.0.1] [--port 8000]
+    travel-assistant token --passenger-id ID [--hours N]
+
+``--home DIR``, ``--db PATH`` and ``--debug`` go before or after the command.
 
 Only the assistant's words go to stdout; status lines, warnings and errors go to stderr.
 Expected failures are one line naming the fix and a non-zero exit code; ``--debug``
-brings the traceback back.
+brings the traceback back. How things look on the terminal lives in ``terminal``.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
+import shlex
+import signal
 import sqlite3
 import sys
+import threading
 import traceback
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
+
+from customer_words import MAX_MESSAGE_CHARS, NOT_DONE_WORDS, TOOL_ACTIVITY, refusal_text
+from terminal import Console
 
 # LangChain is imported where it is used, so that --help and argument errors are fast.
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
     from langchain_core.messages import AnyMessage
 
+__all__ = ["CliError", "Console", "Overrides", "main", "run"]
+
 EXIT_WORDS = frozenset({"exit", "quit", "q", ":q", "/exit", "/quit"})
-MAX_MESSAGE_CHARS = 4000
 EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_USAGE = 2
+# The time limit of one trial of ``eval`` (seconds): a few minutes of a slow local model.
+DEFAULT_EVAL_SECONDS = 600.0
 
 ModelFactory = Callable[[str | None], "Mapping[str, BaseChatModel] | BaseChatModel"]
 
 HELP_TEXT = """\
-Talk to the assistant in your own words. Commands:
+Talk to the assistant in your own words. Ctrl-C while it works cancels that turn.
+Commands:
   /help       this help
   /new        start a new conversation (the current one stays saved)
-  /sessions   list your saved conversations
-  /history    show this conversation so far
+  /sessions   list your saved conversations, numbered
+  /switch N   continue conversation N of /sessions
+  /history    show this conversation so far, with every approval and its amount
+  /details    show the tool calls of the last turn and their results (for a supervisor)
   /exit       leave (so do exit, quit, q, Ctrl-D and Ctrl-C); the conversation is kept"""
-
-SPECIALIST_LABELS = {
-    "primary_assistant": "",
-    "update_flight": "flights",
-    "book_car_rental": "car rental",
-    "book_hotel": "hotels",
-    "book_excursion": "excursions",
-}
 
 
 class CliError(Exception):
@@ -65,40 +76,64 @@ class CliError(Exception):
         self.code = code
 
 
-@dataclass
-class Console:
-    """Where the program writes: stdout for the assistant, stderr for the rest."""
-
-    out: TextIO = field(default_factory=lambda: sys.stdout)
-    err: TextIO = field(default_factory=lambda: sys.stderr)
-    color: bool = False
-
-    def _paint(self, code: str, text: str) -> str:
-        return f"\x1b[{code}m{text}\x1b[0m" if self.color else text
-
-    def say(self, text: str = "", end: str = "\n") -> None:
-        """Write the assistant's words."""
-        self.out.write(text + end)
-        self.out.flush()
-
-    def status(self, text: str) -> None:
-        """Write a discreet status line."""
-        self.err.write(self._paint("2", text) + "\n")
-        self.err.flush()
-
-    def error(self, text: str) -> None:
-        """Write one red error line."""
-        self.err.write(self._paint("31", f"error: {text}") + "\n")
-        self.err.flush()
-
-    def label(self, assistant: str) -> str:
-        """Return the prefix of an assistant's reply, naming a specialist discreetly."""
-        specialist = SPECIALIST_LABELS.get(assistant, assistant)
-        suffix = f" ({specialist})" if specialist else ""
-        return self._paint("1;36", "assistant") + self._paint("2", suffix) + "> "
-
-
 # --- argument parsing --------------------------------------------------------------------
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("travel-assistant")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def _add_global_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
+    """Add ``--home``, ``--db`` and ``--debug``, accepted before or after the command.
+
+    On a command's parser they default to ``SUPPRESS``, so that a value given before
+    the command is kept when it is not repeated after it.
+    """
+
+    def default(value: Any) -> Any:
+        return value if top else argparse.SUPPRESS
+
+    parser.add_argument(
+        "--debug", action="store_true", default=default(False), help="show tracebacks of errors"
+    )
+    parser.add_argument(
+        "--home",
+        type=Path,
+        default=default(None),
+        help="folder of the travel database, saved sessions and input history "
+        "(default: $TRAVEL_ASSISTANT_HOME or ~/.local/share/travel-assistant)",
+    )
+    parser.add_argument(
+        "--db",
+        type=Path,
+        default=default(None),
+        help="travel database file (default: $TRAVEL_ASSISTANT_DB or <home>/travel.sqlite)",
+    )
+
+
+def _command_parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
+    """Yield the parser of every command and sub-command under ``parser``."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for command in action.choices.values():
+                yield command
+                yield from _command_parsers(command)
+
+
+class _VersionAction(argparse.Action):
+    """Print the installed version and exit (read only when asked, to keep start-up fast)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        sys.stdout.write(f"travel-assistant {_version()}\n")
+        parser.exit()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -107,36 +142,53 @@ def build_parser() -> argparse.ArgumentParser:
         prog="travel-assistant",
         description="Meridian Travel's customer-service assistant in your terminal.",
     )
-    parser.add_argument("--debug", action="store_true", help="show tracebacks of errors")
-    parser.add_argument(
-        "--home",
-        type=Path,
-        help="folder of the travel database and saved sessions "
-        "(default: $TRAVEL_ASSISTANT_HOME or ~/.local/share/travel-assistant)",
-    )
+    parser.add_argument("--version", action=_VersionAction, help="print the version and exit")
+    _add_global_options(parser, top=True)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     chat = commands.add_parser("chat", help="talk to the assistant (the main job)")
-    chat.add_argument("--passenger-id", required=True, help='your passenger id, e.g. "3442 587242"')
-    chat.add_argument("--thread-id", help="resume a saved conversation")
+    chat.add_argument(
+        "--passenger-id",
+        required=True,
+        help='your passenger id, e.g. "3442 587242" (the space is optional)',
+    )
+    resume = chat.add_mutually_exclusive_group()
+    resume.add_argument("--thread-id", help="resume a saved conversation")
+    resume.add_argument(
+        "--continue",
+        dest="continue_latest",
+        action="store_true",
+        help="resume your latest conversation",
+    )
     chat.add_argument(
         "--model", help="chat model name (default: $TRAVEL_ASSISTANT_MODEL or gpt-4o-mini)"
     )
     chat.add_argument(
-        "--db", type=Path, help="travel database file (default: <home>/travel.sqlite)"
+        "--create-db",
+        action="store_true",
+        help="build the travel database named by --db when it does not exist",
     )
     chat.add_argument(
         "--no-check", action="store_true", help="skip the check that the model endpoint answers"
     )
+    chat.add_argument(
+        "--max-tokens",
+        type=_positive_int,
+        metavar="N",
+        help="longest reply in tokens (default: $TRAVEL_ASSISTANT_MAX_TOKENS or 1024)",
+    )
 
     sessions = commands.add_parser("sessions", help="list saved conversations")
     sessions.add_argument("--passenger-id", help="only this passenger's conversations")
-    sessions.add_argument("--db", type=Path, help="travel database file")
+    sessions_commands = sessions.add_subparsers(dest="sessions_command", metavar="ACTION")
+    delete = sessions_commands.add_parser("delete", help="delete a saved conversation")
+    delete.add_argument(
+        "thread_id", metavar="ID", help="the session (see: travel-assistant sessions)"
+    )
 
     db = commands.add_parser("db", help="manage the travel database")
     db_commands = db.add_subparsers(dest="db_command", metavar="DB_COMMAND")
-    init = db_commands.add_parser("init", help="(re)build the travel database")
-    init.add_argument("--db", type=Path, help="database file (default: <home>/travel.sqlite)")
+    init = db_commands.add_parser("init", help="(re)build the travel database (at --db)")
     init.add_argument(
         "--scale", type=int, default=1, help="size of the generated schedule (1 to 25)"
     )
@@ -144,6 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
     init.add_argument("--force", action="store_true", help="replace an existing database")
 
     commands.add_parser("graph", help="print the assistant graph as Mermaid")
+    _add_server_commands(commands)
 
     evaluate = commands.add_parser(
         "eval", help="run the scenario suite against a real model (needs a model endpoint)"
@@ -153,9 +206,42 @@ def build_parser() -> argparse.ArgumentParser:
         "--customer-model", help="the simulated customer's model (default: --model)"
     )
     evaluate.add_argument("--trials", type=int, default=1, help="runs per scenario, for pass^k")
-    evaluate.add_argument("--scenario", action="append", help="only this scenario id (repeatable)")
+    evaluate.add_argument(
+        "--scenario",
+        action="append",
+        metavar="NAME",
+        help="only this scenario, by id or shell pattern such as 'flight_*' (repeatable)",
+    )
+    evaluate.add_argument(
+        "--category", action="append", metavar="NAME", help="only this category (repeatable)"
+    )
+    evaluate.add_argument(
+        "--list", action="store_true", help="list the scenarios selected, and run none"
+    )
+    evaluate.add_argument(
+        "--max-tokens",
+        type=_positive_int,
+        metavar="N",
+        help="longest reply in tokens (default: $TRAVEL_ASSISTANT_MAX_TOKENS or 1024)",
+    )
+    evaluate.add_argument(
+        "--time-limit",
+        type=_positive_float,
+        default=DEFAULT_EVAL_SECONDS,
+        metavar="SECONDS",
+        help=f"time limit of one trial of a scenario (default: {DEFAULT_EVAL_SECONDS:g})",
+    )
+    evaluate.add_argument(
+        "--jsonl",
+        type=Path,
+        metavar="PATH",
+        help="append every trial to PATH as a JSON line (scenario, passed, reasons, tokens, "
+        "latency), to compare runs",
+    )
     evaluate.add_argument("--price-in", type=float, help="USD per million input tokens")
     evaluate.add_argument("--price-out", type=float, help="USD per million output tokens")
+    for command in _command_parsers(parser):
+        _add_global_options(command, top=False)
     return parser
 
 
@@ -230,15 +316,38 @@ def open_checkpointer(path: Path) -> tuple[Any, Any]:
     return saver, registry
 
 
-def default_model_factory(model: str | None) -> Mapping[str, BaseChatModel]:
-    """Build the chat models from the environment and ``--model``."""
+def default_model_factory(
+    model: str | None, max_tokens: int | None = None
+) -> Mapping[str, BaseChatModel]:
+    """Build the chat models from the environment, ``--model`` and ``--max-tokens``."""
     from assistants.models import ModelConfigError, ModelSettings, build_chat_models
 
-    settings = ModelSettings.from_env(model)
     try:
-        return build_chat_models(settings)
+        return build_chat_models(ModelSettings.from_env(model, max_tokens=max_tokens))
     except ModelConfigError as error:
         raise CliError(str(error), EXIT_USAGE) from error
+
+
+def _positive_int(text: str) -> int:
+    """Parse a positive whole number (an argparse type)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive whole number, not {text!r}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    """Parse a positive number (an argparse type)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number, not {text!r}")
+    return value
 
 
 def check_endpoint(model: str | None) -> None:
@@ -277,6 +386,101 @@ def _clean(text: str) -> str:
     return text.encode("utf-8", "replace").decode("utf-8").replace("\ufffd", "?").strip()
 
 
+def canonical_passenger_id(raw: str) -> str:
+    """Return a passenger id as the database writes it: ``3442587242`` -> ``3442 587242``."""
+    collapsed = " ".join(raw.split())
+    compact = collapsed.replace(" ", "")
+    if compact.isdigit() and len(compact) == 10:
+        return f"{compact[:4]} {compact[4:]}"
+    return collapsed
+
+
+@dataclass
+class Prompter:
+    """How the chat reads the customer.
+
+    Attributes:
+        message: Reads a message at ``you>``; kept in the passenger's input history.
+        answer: Reads an approval answer or a reason; never kept anywhere.
+    """
+
+    message: Callable[[str], str]
+    answer: Callable[[str], str]
+
+
+@dataclass
+class _TurnView:
+    """What one run of the graph has shown so far: the reply streaming, the spinner."""
+
+    session: ChatSession
+    specialist: str
+    writer: Any = None
+    streaming_id: str | None = None
+    streamed: set[str] = field(default_factory=set)
+
+    @property
+    def console(self) -> Console:
+        return self.session.console
+
+    def think(self) -> None:
+        self.console.thinking.start(self.session.assistant.label(self.specialist))
+
+    def finish_reply(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+            self.streaming_id = None
+
+    def end(self) -> None:
+        self.finish_reply()
+        self.console.thinking.stop()
+
+    def show(self, event: Any) -> None:
+        from langchain_core.messages import AIMessage, ToolMessage
+
+        from assistants.approvals import facts_of
+        from conversations import TokenEvent
+
+        if isinstance(event, TokenEvent):
+            if event.message_id != self.streaming_id or self.writer is None:
+                self.finish_reply()
+                self.writer = self.console.begin_reply(
+                    self.session.assistant.label(event.assistant)
+                )
+                self.streaming_id = event.message_id
+            self.writer.feed(event.text)
+            if event.message_id:
+                self.streamed.add(event.message_id)
+            return
+        message = event.message
+        if isinstance(message, AIMessage):
+            if message.id in self.streamed:
+                self.finish_reply()
+            elif _text(message):
+                self.finish_reply()
+                self.console.reply(self.session.assistant.label(event.node), _text(message))
+            for call in message.tool_calls:
+                line = self.session.describe_call(call["name"])
+                if line:
+                    self.console.status(line)
+            if message.tool_calls:
+                self.think()
+        elif isinstance(message, ToolMessage):
+            self.finish_reply()
+            facts = facts_of(message)
+            if facts.hand_over == "enter" and facts.specialist:
+                self.specialist = facts.specialist
+            elif facts.hand_over == "leave":
+                self.specialist = PRIMARY
+            line = self.session.describe_answer(message)
+            if line:
+                self.console.status(line)
+            self.think()
+
+
+PRIMARY = "primary_assistant"
+
+
 class ChatSession:
     """One interactive conversation in the terminal."""
 
@@ -286,69 +490,114 @@ class ChatSession:
         thread: Any,
         registry: Any,
         console: Console,
-        prompt: Callable[[str], str],
+        prompter: Prompter,
         *,
         db: Any,
+        resume_options: Sequence[str] = (),
     ) -> None:
-        """Drive ``assistant`` on ``thread``; ``prompt`` reads one line (raises EOFError)."""
+        """Drive ``assistant`` on ``thread``; ``prompter`` reads the customer.
+
+        ``resume_options`` are the options the resume command must repeat (``--home``,
+        ``--db``).
+        """
         self.assistant = assistant
         self.thread = thread
         self.registry = registry
         self.console = console
-        self.prompt = prompt
+        self.prompter = prompter
         self.db = db
+        self.resume_options = list(resume_options)
+        self.listed: list[Any] = []
 
     # The conversation loop -------------------------------------------------------------
 
     def run(self, resumed: bool) -> int:
         """Talk until the customer leaves; return the exit code."""
-        if resumed:
-            self.show_last_exchange()
-            self.ask_pending_approvals()
-        else:
-            self.console.status(
-                f"Session {self.thread.thread_id} for passenger {self.thread.passenger_id}. "
-                "Type /help for commands, exit to leave."
-            )
-        while True:
-            try:
-                text = _clean(self.prompt("you> "))
-            except (EOFError, KeyboardInterrupt):
-                return self.leave()
-            if not text:
-                continue
-            if text.lower() in EXIT_WORDS:
-                return self.leave()
-            if text.startswith("/"):
-                if self.command(text):
-                    continue
-                return self.leave()
-            if len(text) > MAX_MESSAGE_CHARS:
-                self.console.error(
-                    f"Your message is {len(text)} characters long; "
-                    f"the limit is {MAX_MESSAGE_CHARS}. Please shorten it "
-                    "(it is kept in your input history: press Up)."
+        try:
+            if resumed:
+                self.open_saved()
+            else:
+                self.console.status(
+                    f"Session {self.thread.thread_id} for passenger {self.thread.passenger_id}. "
+                    "Type /help for commands, exit to leave."
                 )
-                continue
-            self.registry.touch(
-                self.thread.thread_id, self.thread.passenger_id, self.db.clock(), text
+            while True:
+                try:
+                    text = _clean(self.prompter.message("you> "))
+                except (EOFError, KeyboardInterrupt):
+                    return self.leave()
+                if not text:
+                    continue
+                if text.lower() in EXIT_WORDS:
+                    return self.leave()
+                if text.startswith("/"):
+                    if self.command(text):
+                        continue
+                    return self.leave()
+                if len(text) > MAX_MESSAGE_CHARS:
+                    self.console.error(
+                        f"Your message is {len(text)} characters long; "
+                        f"the limit is {MAX_MESSAGE_CHARS}. Please shorten it "
+                        "(it is kept in your input history: press Up)."
+                    )
+                    continue
+                self.registry.touch(
+                    self.thread.thread_id, self.thread.passenger_id, self.db.clock(), text
+                )
+                if self.turn(partial(self.assistant.send, self.thread, text)):
+                    self.ask_pending_approvals()
+        except KeyboardInterrupt:  # between two prompts: leave as at the prompt
+            self.console.thinking.stop()
+            return self.leave()
+
+    def open_saved(self) -> None:
+        """Show where a saved conversation stopped, close a cut turn, re-ask approvals."""
+        self.show_last_exchange()
+        if self.assistant.interrupted(self.thread):
+            self.assistant.cancel_turn(self.thread)
+            self.console.status(
+                "Your last message was not answered: the assistant was interrupted. "
+                "Send it again if you still need it."
             )
-            self.turn(partial(self.assistant.send, self.thread, text))
-            self.ask_pending_approvals()
+        self.ask_pending_approvals()
+
+    def has_messages(self) -> bool:
+        """Tell whether the current conversation has anything saved."""
+        return bool(self.assistant.messages(self.thread))
+
+    def resume_command(self) -> str:
+        """Return the command that resumes the current conversation."""
+        words = [
+            "travel-assistant",
+            "chat",
+            "--passenger-id",
+            self.thread.passenger_id,
+            "--thread-id",
+            self.thread.thread_id,
+            *self.resume_options,
+        ]
+        return " ".join(shlex.quote(word) for word in words)
 
     def leave(self) -> int:
         """Say how to come back, and leave."""
-        self.console.status(
-            "Conversation saved. Resume it with: travel-assistant chat "
-            f"--passenger-id '{self.thread.passenger_id}' --thread-id {self.thread.thread_id}"
-        )
+        if not self.has_messages():
+            self.console.status(
+                "Nothing to resume: this conversation has no message. Your earlier "
+                "conversations are listed by: travel-assistant sessions --passenger-id "
+                + shlex.quote(self.thread.passenger_id)
+            )
+        else:
+            self.console.status(
+                f"Conversation saved. Resume it with: {self.resume_command()}", wrap=False
+            )
         return EXIT_OK
 
     def command(self, text: str) -> bool:
         """Run a slash command; return ``False`` when the customer leaves."""
-        from graph import Thread
+        from conversations import Thread
 
-        name = text.split()[0].lower()
+        name, _, rest = text.partition(" ")
+        name = name.lower()
         if name in ("/exit", "/quit"):
             return False
         if name == "/help":
@@ -357,106 +606,198 @@ class ChatSession:
             self.thread = Thread(str(uuid.uuid4()), self.thread.passenger_id)
             self.console.status(f"New conversation {self.thread.thread_id}.")
         elif name == "/sessions":
-            for line in format_sessions(self.registry.list(self.thread.passenger_id), None):
-                self.console.status(line)
+            self.list_sessions()
+        elif name == "/switch":
+            self.switch(rest.strip())
         elif name == "/history":
             for message in self.assistant.messages(self.thread):
                 self.show_message(message)
+        elif name == "/details":
+            self.show_details()
         else:
             self.console.error(f"Unknown command {name}. Type /help for the list.")
         return True
 
+    def list_sessions(self) -> None:
+        """List the passenger's saved conversations, numbered for ``/switch``."""
+        self.listed = self.registry.list(self.thread.passenger_id)
+        if not self.listed:
+            self.console.status("No saved conversations yet.")
+            return
+        headers, rows, wrap = session_table(
+            self.assistant, self.listed, numbered=True, passenger_column=False
+        )
+        self.console.table(headers, rows, err=True, wrap=wrap)
+        self.console.status("Switch to one with /switch N.")
+
+    def switch(self, which: str) -> None:
+        """Switch to the conversation numbered ``which`` in ``/sessions`` (or its id)."""
+        from conversations import Thread
+
+        records = self.listed or self.registry.list(self.thread.passenger_id)
+        chosen = None
+        if which.isdigit() and 1 <= int(which) <= len(records):
+            chosen = records[int(which) - 1]
+        elif which:
+            chosen = next((r for r in records if r.thread_id == which), None)
+        if chosen is None:
+            self.console.error(
+                f"No conversation {which or '(none given)'} to switch to: "
+                "type /sessions, then /switch N with a number from the list."
+            )
+            return
+        if chosen.thread_id == self.thread.thread_id:
+            self.console.status("That is this conversation.")
+            return
+        self.thread = Thread(chosen.thread_id, self.thread.passenger_id)
+        self.open_saved()
+
     # Turns and approvals ------------------------------------------------------------------
 
-    def turn(self, run: Callable[[], Iterable[Any]]) -> None:
-        """Stream one run of the graph to the terminal."""
-        from langchain_core.messages import AIMessage, ToolMessage
-
-        from graph import MessageEvent, ModelProviderError, TokenEvent
-
-        streaming_id: str | None = None
-        streamed: set[str] = set()
-        try:
-            for event in run():
-                if isinstance(event, TokenEvent):
-                    if event.message_id != streaming_id:
-                        if streaming_id is not None:
-                            self.console.say()
-                        self.console.say(self.console.label(event.assistant), end="")
-                        streaming_id = event.message_id
-                    self.console.say(event.text, end="")
-                    if event.message_id:
-                        streamed.add(event.message_id)
-                elif isinstance(event, MessageEvent):
-                    message = event.message
-                    if isinstance(message, AIMessage):
-                        if message.id in streamed:
-                            if streaming_id is not None:
-                                self.console.say()
-                                streaming_id = None
-                        elif _text(message):
-                            self.console.say(self.console.label(event.node) + _text(message))
-                        for call in message.tool_calls:
-                            self.console.status(f"  … {_describe_call(call['name'])}")
-                    elif (
-                        isinstance(message, ToolMessage)
-                        and message.status == "error"
-                        and not str(message.content).startswith("The customer declined")
-                    ):
-                        self.console.status(
-                            f"  ! {message.name}: {_first_line(str(message.content))}"
-                        )
-        except ModelProviderError as error:
-            if streaming_id is not None:
-                self.console.say()
-            self.console.error(f"{error} Your conversation is saved; send your message again.")
+    @contextmanager
+    def _ctrl_c_cancels(self, cancel: threading.Event) -> Iterator[None]:
+        """While a turn runs, Ctrl-C cancels it; a second Ctrl-C leaves at once."""
+        if threading.current_thread() is not threading.main_thread():
+            yield
             return
-        if streaming_id is not None:
-            self.console.say()
+        resume = self.resume_command()
+
+        def on_interrupt(signum: int, frame: Any) -> None:
+            if cancel.is_set():
+                # The model server does not answer; do not keep the customer waiting.
+                _write_now(
+                    self.console.err,
+                    f"\nLeft without waiting. Resume the conversation with: {resume}\n",
+                )
+                os._exit(130)
+            cancel.set()
+            self.console.thinking.cancelling()
+
+        previous = signal.signal(signal.SIGINT, on_interrupt)
+        try:
+            with _quiet_ctrl_c():
+                yield
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+    def turn(self, start: Callable[..., Iterable[Any]]) -> bool:
+        """Show one run of the graph as it streams; return whether it ran to its end.
+
+        ``start(cancel=event)`` starts the run (``TravelAssistant.send`` or ``resolve``).
+
+        Ctrl-C while it runs cancels the turn (not the program): the run stops at the
+        next token or step, the conversation is closed as cancelled, and the prompt
+        comes back.
+        """
+        from conversations import ModelProviderError, TurnCancelledError
+
+        cancel = threading.Event()
+        view = _TurnView(self, self.assistant.active_assistant(self.thread))
+        with self._ctrl_c_cancels(cancel):
+            try:
+                view.think()
+                for event in start(cancel=cancel):
+                    view.show(event)
+            except TurnCancelledError:
+                view.end()
+                self.console.status(
+                    "Turn cancelled: the assistant stopped and nothing more was done. "
+                    "Your message stays in the conversation."
+                )
+                return False
+            except ModelProviderError as error:
+                view.end()
+                self.console.error(f"{error} Your conversation is saved.")
+                return False
+            finally:
+                view.end()
+        return True
 
     def ask_pending_approvals(self) -> None:
         """Ask the customer about every pending sensitive action, until none is left."""
-        from graph import Decision
-
         while True:
             pending = self.assistant.pending_actions(self.thread)
             if not pending:
                 return
-            decisions: dict[str, Decision] = {}
-            for index, action in enumerate(pending, start=1):
-                self.show_preview(action, index, len(pending))
-                decisions[action.tool_call_id] = self.ask_decision()
-            self.turn(partial(self.assistant.resolve, self.thread, decisions))
+            decisions = {
+                action.tool_call_id: self.decide(action, index, len(pending))
+                for index, action in enumerate(pending, start=1)
+            }
+            if not self.turn(partial(self.assistant.resolve, self.thread, decisions)):
+                return
 
-    def show_preview(self, action: Any, index: int, total: int) -> None:
-        """Show what an action would do, before the customer decides."""
-        from tools import describe_action
+    def decide(self, action: Any, index: int, total: int) -> Any:
+        """Show what an action would do and get the customer's decision on it.
 
-        preview = describe_action(self.db, self.thread.passenger_id, action.name, action.args)
+        An action that would be refused is not put to the customer: they are told why,
+        and the assistant gets the refusal, so it can offer what is possible instead.
+        """
+        from conversations import Decision
+
+        preview = self.assistant.preview(self.thread, action)
         counter = f" ({index} of {total})" if total > 1 else ""
-        self.console.say(f"┌ Approval needed{counter}: {preview.title}")
-        for line in preview.lines:
-            self.console.say(f"│ {line}")
         if preview.error:
-            self.console.say(f"│ Note: this will probably be refused: {preview.error}")
-        self.console.say("└")
+            explanation = refusal_text(preview)
+            self.console.refusal_box(f"Not possible{counter}: {preview.title}", explanation)
+            self.console.status(
+                "  Nothing was changed; the assistant is told why and can suggest something else."
+            )
+            return Decision(False, preview.error, (explanation,), refused=True)
+        self.console.approval_box(f"Approval needed{counter}: {preview.title}", preview.lines)
+        return self.ask_decision(tuple(preview.lines))
 
-    def ask_decision(self) -> Any:
+    def ask_decision(self, shown: tuple[str, ...] = ()) -> Any:
         """Ask y/n; only an explicit yes approves. A no asks for a reason."""
-        from graph import Decision
+        from conversations import Decision
 
         try:
-            answer = _clean(self.prompt("Approve this action? [y/N] ")).lower()
+            answer = _clean(self.prompter.answer("Approve this action? [y/N] ")).lower()
         except (EOFError, KeyboardInterrupt):
             self.console.status("No answer: the action is declined.")
-            return Decision(False, "The customer did not answer the approval prompt.")
+            return Decision(False, "The customer did not answer the approval prompt.", shown)
         if answer in ("y", "yes"):
-            return Decision(True)
+            return Decision(True, None, shown)
         try:
-            reason = _clean(self.prompt("Why not? (optional, passed to the assistant) "))
+            reason = _clean(self.prompter.answer("Why not? (optional, passed to the assistant) "))
         except (EOFError, KeyboardInterrupt):
             reason = ""
-        return Decision(False, reason or None)
+        return Decision(False, reason or None, shown)
+
+    # Words for what the assistant does ----------------------------------------------------
+
+    def action_title(self, tool_name: str) -> str:
+        """Return the title of a sensitive action ("Change flight")."""
+        preview = self.assistant.crew.previews.get(tool_name)
+        return str(preview.title) if preview is not None else "The action"
+
+    def specialist_title(self, name: str) -> str:
+        """Return how a specialist is named ("flights specialist")."""
+        member = self.assistant.crew.member(name)
+        return str(member.specialist.title) if member is not None else "specialist"
+
+    def describe_call(self, name: str) -> str | None:
+        """Return the status line of a tool call the assistant just made, if any."""
+        if self.assistant.call_kind(name) != "safe":
+            return None  # hand-overs show when they happen, actions in their box
+        return f"  … {TOOL_ACTIVITY.get(name, 'working on it')}"
+
+    def describe_answer(self, message: Any) -> str | None:
+        """Return the status line of a tool answer, if the customer should see one."""
+        from assistants.approvals import facts_of
+
+        facts = facts_of(message)
+        if facts.hand_over == "enter" and facts.specialist:
+            return f"  … the {self.specialist_title(facts.specialist)} takes over"
+        if self.assistant.call_kind(message.name or "") != "sensitive":
+            return None
+        title = self.action_title(message.name or "")
+        if facts.ran:
+            if message.status == "error":
+                return f"  ! {title}: it did not go through; the assistant will explain."
+            return f"  ✓ {title}: done."
+        if facts.not_run == "superseded":
+            return f"  · {title}: not done ({NOT_DONE_WORDS['superseded']})."
+        return None
 
     # Showing history ----------------------------------------------------------------------
 
@@ -475,15 +816,136 @@ class ChatSession:
             self.show_message(message)
 
     def show_message(self, message: AnyMessage) -> None:
-        """Print one saved message the way the conversation showed it."""
-        from langchain_core.messages import AIMessage, HumanMessage
+        """Print one saved message the way the conversation showed it.
+
+        Approvals show as one line each: approved or declined, the amount shown, the
+        reason or the result.
+        """
+        from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+        from conversations import is_cancel_note
 
         if isinstance(message, HumanMessage):
-            self.console.say(f"you> {_text(message)}")
+            self.console.line(f"you> {_text(message)}")
+        elif isinstance(message, AIMessage) and is_cancel_note(message):
+            self.console.line("  (turn cancelled)")
         elif isinstance(message, AIMessage) and _text(message):
-            self.console.say(
-                self.console.label(message.name or "primary_assistant") + _text(message)
+            self.console.reply(self.assistant.label(message.name or PRIMARY), _text(message))
+        elif isinstance(message, ToolMessage):
+            line = self.approval_record(message)
+            if line:
+                self.console.line(line)
+
+    def approval_record(self, message: Any) -> str | None:
+        """Return the /history line of a sensitive call's answer."""
+        from assistants.approvals import facts_of
+
+        if self.assistant.call_kind(message.name or "") != "sensitive":
+            return None
+        facts = facts_of(message)
+        title = self.action_title(message.name or "")
+        amount = f" ({facts.shown[-1]})" if facts.shown else ""
+        if facts.ran:
+            outcome = (
+                "it did not go through"
+                if message.status == "error"
+                else _result_summary(message) or "done"
             )
+            return f"  ✓ Approved: {title}{amount}. {outcome}"
+        if facts.declined:
+            reason = f" Reason: {facts.reason}" if facts.reason else " No reason given."
+            return f"  ✗ Declined: {title}{amount}.{reason}"
+        if facts.not_run == "refused":
+            return f"  ✗ Not possible: {title}{amount}"
+        why = NOT_DONE_WORDS.get(facts.not_run or "", "it was not run")
+        return f"  · Not done: {title} ({why})."
+
+    def show_details(self) -> None:
+        """Show the tool calls of the last turn and their results, for a supervisor."""
+        import json
+
+        from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+        messages = self.assistant.messages(self.thread)
+        start = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=0)
+        turn = messages[start:]
+        answers = {m.tool_call_id: m for m in turn if isinstance(m, ToolMessage)}
+        calls = [c for m in turn if isinstance(m, AIMessage) for c in m.tool_calls]
+        if not calls:
+            self.console.status("The last turn made no tool calls.")
+            return
+        self.console.status(f"Tool calls of the last turn ({len(calls)}):")
+        for call in calls:
+            arguments = json.dumps(call["args"], ensure_ascii=False, default=str)
+            self.console.status(f"→ {call['name']} {arguments}")
+            answer = answers.get(str(call["id"]))
+            if answer is None:
+                self.console.status("  ← (no answer yet: waiting for approval)")
+                continue
+            from assistants.approvals import facts_of
+
+            facts = facts_of(answer)
+            how = "error" if answer.status == "error" else "ok"
+            if facts.not_run:
+                how = f"not run: {facts.not_run}"
+            content = " ".join(str(answer.content).split())
+            if len(content) > DETAIL_CHARS:
+                content = content[:DETAIL_CHARS] + "…"
+            self.console.status(f"  ← [{how}] {content}")
+
+
+DETAIL_CHARS = 600
+
+
+@contextmanager
+def _quiet_ctrl_c() -> Iterator[None]:
+    """While a turn streams, keep Ctrl-C from garbling the screen.
+
+    By default the terminal echoes ``^C`` and throws away output not yet shown when
+    Ctrl-C is pressed, which cuts the cursor movements of the live reply in half.
+    """
+    try:
+        import termios
+    except ImportError:  # no POSIX terminal (Windows)
+        yield
+        return
+    try:
+        descriptor = sys.stdin.fileno()
+        if not os.isatty(descriptor):
+            raise OSError("not a terminal")
+        saved = termios.tcgetattr(descriptor)
+        quiet = list(saved)
+        quiet[3] = (quiet[3] | termios.NOFLSH) & ~termios.ECHOCTL
+        termios.tcsetattr(descriptor, termios.TCSANOW, quiet)
+    except (AttributeError, ValueError, OSError, termios.error):
+        yield
+        return
+    try:
+        yield
+    finally:
+        with suppress(OSError, termios.error):
+            termios.tcsetattr(descriptor, termios.TCSANOW, saved)
+
+
+def _write_now(stream: TextIO, text: str) -> None:
+    """Write from a signal handler: straight to the file descriptor when there is one."""
+    try:
+        os.write(stream.fileno(), text.encode("utf-8", "replace"))
+    except (AttributeError, OSError, ValueError):
+        stream.write(text)
+        stream.flush()
+
+
+def _result_summary(message: Any) -> str:
+    """Return the customer-facing summary a write tool put in its result, if any."""
+    import json
+
+    try:
+        result = json.loads(str(message.content))
+    except ValueError:
+        return ""
+    summary = result.get("summary") if isinstance(result, dict) else None
+    return str(summary) if summary else ""
 
 
 def _text(message: AnyMessage) -> str:
@@ -500,27 +962,45 @@ def _first_line(text: str) -> str:
     return line[:160]
 
 
-def _describe_call(name: str) -> str:
-    if name.startswith("To") or name == "CompleteOrEscalate":
-        return "handing over"
-    return name.replace("_", " ") + "..."
+def session_table(
+    assistant: Any, records: Sequence[Any], *, numbered: bool, passenger_column: bool
+) -> tuple[list[str], list[list[str]], int]:
+    """Return the headers and rows of a table of saved sessions, and its wrapping column.
+
+    Most recent first; times are local; the title is the first customer message; turns
+    count customer messages; "pending" marks an approval still waiting.
+    """
+    from langchain_core.messages import HumanMessage
+
+    from conversations import Thread
+
+    headers = ["#"] if numbered else []
+    headers.append("Last used")
+    if passenger_column:
+        headers.append("Passenger")
+    headers += ["Turns", "Approval", "Title", "Session"]
+    rows = []
+    for number, record in enumerate(records, start=1):
+        thread = Thread(record.thread_id, record.passenger_id)
+        humans = [m for m in assistant.messages(thread) if isinstance(m, HumanMessage)]
+        title = _first_line(_text(humans[0])) if humans else record.title
+        if len(title) > TITLE_CHARS:
+            title = title[: TITLE_CHARS - 1] + "…"
+        row = [str(number)] if numbered else []
+        row.append(record.updated_at.astimezone().strftime("%Y-%m-%d %H:%M"))
+        if passenger_column:
+            row.append(record.passenger_id)
+        row += [
+            str(len(humans)),
+            "pending" if assistant.pending_actions(thread) else "",
+            title or "(no message)",
+            record.thread_id,
+        ]
+        rows.append(row)
+    return headers, rows, headers.index("Title")
 
 
-def format_sessions(
-    records: Sequence[Any], details: Callable[[Any], tuple[str, bool]] | None
-) -> list[str]:
-    """Return one line per saved session, most recent first."""
-    if not records:
-        return ["No saved sessions."]
-    lines = []
-    for record in records:
-        last, pending = details(record) if details else (record.title, False)
-        flag = "  [approval pending]" if pending else ""
-        when = record.updated_at.strftime("%Y-%m-%d %H:%M UTC")
-        lines.append(
-            f"{record.thread_id}  {record.passenger_id}  {when}  {_first_line(last)[:60]}{flag}"
-        )
-    return lines
+TITLE_CHARS = 40
 
 
 # --- commands ------------------------------------------------------------------------------
@@ -538,9 +1018,26 @@ class Overrides:
     clock: Any = None
 
 
-def _make_prompt(home: Path, overrides: Overrides) -> Callable[[str], str]:
+def history_file(home: Path, passenger_id: str) -> Path:
+    """Return the passenger's input-history file, private to the user (0600 in a 0700 folder).
+
+    One file per passenger, so that on a shared desk terminal one customer's questions
+    never come back under Up in another customer's session.
+    """
+    folder = home / "history"
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    folder.chmod(0o700)
+    name = re.sub(r"[^0-9A-Za-z]+", "_", passenger_id).strip("_") or "unknown"
+    path = folder / name
+    os.close(os.open(path, os.O_CREAT | os.O_WRONLY | os.O_APPEND, 0o600))
+    path.chmod(0o600)
+    return path
+
+
+def _make_prompter(home: Path, passenger_id: str, overrides: Overrides) -> Prompter:
     from prompt_toolkit import PromptSession
-    from prompt_toolkit.history import FileHistory
+    from prompt_toolkit.history import DummyHistory, FileHistory
+    from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 
     if overrides.pt_input is None and not sys.stdin.isatty():
         # Piped input: read plain lines, so scripts can drive the chat.
@@ -551,33 +1048,71 @@ def _make_prompt(home: Path, overrides: Overrides) -> Callable[[str], str]:
             # Bytes that are not UTF-8 become "?" rather than an exception.
             return raw.decode("utf-8", "replace").rstrip("\r\n")
 
-        return read_line
-    home.mkdir(parents=True, exist_ok=True)
-    session: PromptSession[str] = PromptSession(
-        history=FileHistory(str(home / "input_history")),
+        return Prompter(read_line, read_line)
+
+    keys = KeyBindings()
+
+    @keys.add("c-c")
+    def _clear_or_leave(event: KeyPressEvent) -> None:
+        # Ctrl-C clears a half-typed line; at an empty prompt it leaves.
+        buffer = event.app.current_buffer
+        if buffer.text:
+            buffer.reset()
+        else:
+            event.app.exit(exception=KeyboardInterrupt, style="class:aborting")
+
+    messages: PromptSession[str] = PromptSession(
+        history=FileHistory(str(history_file(home, passenger_id))),
+        key_bindings=keys,
         input=overrides.pt_input,
         output=overrides.pt_output,
     )
-    return lambda message: session.prompt(message)
+    # Approval answers and reasons are never kept: they are not messages to recall.
+    answers: PromptSession[str] = PromptSession(
+        history=DummyHistory(), input=overrides.pt_input, output=overrides.pt_output
+    )
+    return Prompter(lambda text: messages.prompt(text), lambda text: answers.prompt(text))
+
+
+def _resume_options(args: argparse.Namespace) -> list[str]:
+    """Return the options a resume command must repeat to find the same files."""
+    options: list[str] = []
+    if args.home:
+        options += ["--home", str(args.home.expanduser().absolute())]
+    if args.db:
+        options += ["--db", str(args.db.expanduser().absolute())]
+    return options
+
+
+def _open_chat_db(args: argparse.Namespace, console: Console, overrides: Overrides) -> Any:
+    """Open the travel database; one named by --db (or the environment) must exist."""
+    path = _db_path(args)
+    named = bool(args.db or os.environ.get("TRAVEL_ASSISTANT_DB"))
+    if named and not path.exists() and not args.create_db:
+        raise CliError(
+            f"No travel database at {path}. Build it with: travel-assistant db init --db "
+            f"{shlex.quote(str(path))} (or add --create-db to build it now).",
+            EXIT_USAGE,
+        )
+    return open_travel_db(path, console, clock=overrides.clock)
 
 
 def cmd_chat(args: argparse.Namespace, console: Console, overrides: Overrides) -> int:
     """Run ``travel-assistant chat``."""
-    from graph import Thread, TravelAssistant, build_graph
+    from conversations import Thread, TravelAssistant
 
-    passenger_id = " ".join(args.passenger_id.split())
+    passenger_id = canonical_passenger_id(args.passenger_id)
     if not passenger_id:
         raise CliError(
             "--passenger-id is empty. Pass your passenger id, e.g. '3442 587242'.", EXIT_USAGE
         )
-    factory = overrides.model_factory or default_model_factory
+    factory = overrides.model_factory or partial(default_model_factory, max_tokens=args.max_tokens)
     models = factory(args.model)  # fails here, before the first prompt, without an endpoint
     if overrides.model_factory is None and overrides.check_endpoint and not args.no_check:
         check_endpoint(args.model)
-    database = open_travel_db(_db_path(args), console, clock=overrides.clock)
+    database = _open_chat_db(args, console, overrides)
     saver, registry = open_checkpointer(_sessions_path(args))
-    graph = build_graph(models, saver, db=database)
-    assistant = TravelAssistant(graph, database)
+    assistant = TravelAssistant.build(models, saver, db=database)
     if not assistant.check_passenger(passenger_id):
         raise CliError(
             f"No passenger with id {passenger_id!r} in {_db_path(args)}. "
@@ -600,38 +1135,70 @@ def cmd_chat(args: argparse.Namespace, console: Console, overrides: Overrides) -
             )
         thread = Thread(args.thread_id, passenger_id)
         resumed = True
+    elif args.continue_latest and (latest := registry.list(passenger_id, limit=1)):
+        thread = Thread(latest[0].thread_id, passenger_id)
+        resumed = True
     else:
+        if args.continue_latest:
+            console.status("No saved conversation to continue: starting a new one.")
         thread = Thread(str(uuid.uuid4()), passenger_id)
-    prompt = _make_prompt(_home(args), overrides)
-    session = ChatSession(assistant, thread, registry, console, prompt, db=database)
+    prompter = _make_prompter(_home(args), passenger_id, overrides)
+    session = ChatSession(
+        assistant,
+        thread,
+        registry,
+        console,
+        prompter,
+        db=database,
+        resume_options=_resume_options(args),
+    )
     return session.run(resumed)
 
 
-def cmd_sessions(args: argparse.Namespace, console: Console, overrides: Overrides) -> int:
-    """Run ``travel-assistant sessions``."""
-    from graph import Thread, TravelAssistant, build_graph, drawing_model
+def _session_reader(saver: Any) -> Any:
+    """Return a ``TravelAssistant`` that only reads saved conversations."""
+    from conversations import TravelAssistant
+    from db.engine import Database
+    from graph import drawing_model
 
+    # Listing reads the checkpoints only: no travel database is opened or built for it.
+    return TravelAssistant.build(drawing_model(), saver, db=Database.from_url("sqlite://"))
+
+
+def cmd_sessions(args: argparse.Namespace, console: Console, overrides: Overrides) -> int:
+    """Run ``travel-assistant sessions`` (a table) and ``sessions delete ID``."""
+    if getattr(args, "sessions_command", None) == "delete":
+        return cmd_sessions_delete(args, console)
     path = _sessions_path(args)
+    passenger_id = canonical_passenger_id(args.passenger_id) if args.passenger_id else None
     if not path.exists():
         console.say("No saved sessions.")
         return EXIT_OK
     saver, registry = open_checkpointer(path)
-    database = open_travel_db(_db_path(args), console, clock=overrides.clock)
-    assistant = TravelAssistant(build_graph(drawing_model(), saver, db=database), database)
+    records = registry.list(passenger_id)
+    if not records:
+        console.say("No saved sessions.")
+        return EXIT_OK
+    headers, rows, wrap = session_table(
+        _session_reader(saver), records, numbered=False, passenger_column=passenger_id is None
+    )
+    console.table(headers, rows, err=False, wrap=wrap)
+    return EXIT_OK
 
-    from langchain_core.messages import ToolMessage
 
-    def details(record: Any) -> tuple[str, bool]:
-        thread = Thread(record.thread_id, record.passenger_id)
-        messages = assistant.messages(thread)
-        last = next(
-            (_text(m) for m in reversed(messages) if _text(m) and not isinstance(m, ToolMessage)),
-            "",
+def cmd_sessions_delete(args: argparse.Namespace, console: Console) -> int:
+    """Run ``travel-assistant sessions delete ID``."""
+    path = _sessions_path(args)
+    saver, registry = open_checkpointer(path) if path.exists() else (None, None)
+    record = registry.get(args.thread_id) if registry is not None else None
+    if saver is None or registry is None or record is None:
+        raise CliError(
+            f"No saved session {args.thread_id!r}. List them with: travel-assistant sessions",
+            EXIT_USAGE,
         )
-        return last or record.title, bool(assistant.pending_actions(thread))
-
-    for line in format_sessions(registry.list(args.passenger_id), details):
-        console.say(line)
+    saver.delete_thread(args.thread_id)
+    registry.delete(args.thread_id)
+    console.status(f"Deleted session {args.thread_id} (passenger {record.passenger_id}).")
     return EXIT_OK
 
 
@@ -669,10 +1236,96 @@ def cmd_db_init(args: argparse.Namespace, console: Console) -> int:
     return EXIT_OK
 
 
+class _EvalProgress:
+    """What ``eval`` shows while it runs: one line per trial, and on a terminal a bar.
+
+    The bar advances per trial and shows the scenario and customer message under way and
+    the pass rate so far; a real model takes minutes per scenario, so silence would look
+    like a hang.
+    """
+
+    def __init__(self, console: Console, total: int) -> None:
+        from rich.console import Console as RichConsole
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
+        self.console = console
+        self.total = total
+        self.finished = self.passed = 0
+        self.current = ""
+        terminal = RichConsole(file=console.err, no_color=not console.color)
+        self.live = terminal.is_terminal
+        self.bar = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[rate]}"),
+            TimeElapsedColumn(),
+            console=terminal,
+            disable=not self.live,
+        )
+        self.task = self.bar.add_task("eval", total=total, rate="")
+
+    def __enter__(self) -> _EvalProgress:
+        self.bar.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.bar.stop()
+
+    def _line(self, text: str) -> None:
+        if self.live:
+            self.bar.console.print(text, markup=False, highlight=False, style="dim")
+        else:
+            self.console.status(text)
+
+    def begin(self, scenario: str, trial: int) -> None:
+        """A trial starts."""
+        self.current = f"{scenario} trial {trial}"
+        self.bar.update(self.task, description=self.current)
+        if not self.live:
+            self._line(f"{self.current}: running ({self.finished + 1} of {self.total})")
+
+    def turn(self, index: int) -> None:
+        """The customer sends message ``index`` (from 0) of the current trial."""
+        self.bar.update(self.task, description=f"{self.current}, message {index + 1}")
+
+    def end(self, passed: bool, verdict: str) -> None:
+        """The current trial ended with ``verdict``."""
+        self.finished += 1
+        self.passed += passed
+        rate = f"pass {self.passed}/{self.finished} ({self.passed / self.finished:.0%})"
+        self.bar.update(self.task, advance=1, rate=rate)
+        self._line(f"{self.current}: {verdict}")
+
+
+def _open_records(path: Path | None) -> TextIO | None:
+    if path is None:
+        return None
+    try:
+        path.expanduser().parent.mkdir(parents=True, exist_ok=True)
+        return path.expanduser().open("a", encoding="utf-8")
+    except OSError as error:
+        raise CliError(f"Cannot write the trial records to {path}: {error}.", EXIT_USAGE) from error
+
+
 def cmd_eval(args: argparse.Namespace, console: Console, overrides: Overrides) -> int:
-    """Run ``travel-assistant eval``: the scenarios against a real model."""
+    """Run ``travel-assistant eval``: the scenarios against a real model.
+
+    Each trial has a time limit; a provider error or the time limit ends that trial as
+    an error and the suite goes on. With ``--jsonl`` every trial is appended to a file
+    as soon as it ends, so nothing is lost when the run is stopped.
+    """
+    import json
     import statistics
     import tempfile
+    import time
+    from datetime import UTC, datetime
 
     from langchain_core.language_models import BaseChatModel
 
@@ -682,7 +1335,17 @@ def cmd_eval(args: argparse.Namespace, console: Console, overrides: Overrides) -
 
     if args.trials < 1:
         raise CliError("--trials must be at least 1.", EXIT_USAGE)
-    factory = overrides.model_factory or default_model_factory
+    try:
+        scenarios = evaluation.select_scenarios(
+            evaluation.load_scenarios(), args.scenario or (), args.category or ()
+        )
+    except evaluation.ScenarioError as error:
+        raise CliError(str(error), EXIT_USAGE) from error
+    if args.list:
+        for scenario in scenarios:
+            console.say(f"{scenario.id:<40} {scenario.category:<12} {scenario.description}")
+        return EXIT_OK
+    factory = overrides.model_factory or partial(default_model_factory, max_tokens=args.max_tokens)
     models = factory(args.model)  # names what to set when no endpoint is configured
     customer_models = factory(args.customer_model or args.model)
     customer_model = (
@@ -690,54 +1353,85 @@ def cmd_eval(args: argparse.Namespace, console: Console, overrides: Overrides) -
         if isinstance(customer_models, BaseChatModel)
         else customer_models["primary_assistant"]
     )
-    scenarios = evaluation.load_scenarios()
-    if args.scenario:
-        wanted = set(args.scenario)
-        scenarios = [s for s in scenarios if s.id in wanted]
-        missing = wanted - {s.id for s in scenarios}
-        if missing:
-            raise CliError(f"No scenario named {sorted(missing)}.", EXIT_USAGE)
     model_name = args.model or os.environ.get("TRAVEL_ASSISTANT_MODEL") or "gpt-4o-mini"
     price = evaluation.PRICES_PER_MILLION.get(model_name)
     if args.price_in is not None and args.price_out is not None:
         price = (args.price_in, args.price_out)
+    records = _open_records(args.jsonl)
+    run_context = {
+        "run": datetime.now(UTC).isoformat(timespec="seconds"),
+        "model": model_name,
+        "customer_model": args.customer_model or model_name,
+        "max_tokens": args.max_tokens,
+    }
     by_category: dict[str, dict[str, list[bool]]] = {}
     latencies: list[float] = []
+    errors = 0
     spent = evaluation.Usage(0, 0)
-    with tempfile.TemporaryDirectory() as folder:
-        template = Path(folder) / "template.sqlite"
-        seed_db = (
-            Database.from_url(str(template), clock=overrides.clock)
-            if overrides.clock
-            else Database.from_url(str(template))
-        )
-        build_database(seed_db, seed=evaluation.SCENARIO_SEED)
-        clock = seed_db.clock
-        seed_db.dispose()
-        for scenario in scenarios:
-            for trial in range(args.trials):
-                work = Path(folder) / f"{scenario.id}-{trial}"
-                work.mkdir()
-                result = evaluation.run_scenario(
-                    scenario,
-                    template,
-                    clock,
-                    work,
-                    lambda _db: models,
-                    customer=evaluation.simulated_customer(scenario, customer_model),
-                )
-                transcript, failures = result.transcript, result.failures
-                passed = result.passed
-                by_category.setdefault(scenario.category, {}).setdefault(scenario.id, []).append(
-                    passed
-                )
-                latencies += transcript.latencies
-                used = evaluation.Usage.of(transcript.messages)
-                spent = evaluation.Usage(
-                    spent.input_tokens + used.input_tokens, spent.output_tokens + used.output_tokens
-                )
-                verdict = "pass" if passed else "FAIL: " + "; ".join(failures)
-                console.status(f"{scenario.id} trial {trial + 1}: {verdict}")
+    try:
+        with (
+            tempfile.TemporaryDirectory() as folder,
+            _EvalProgress(console, len(scenarios) * args.trials) as progress,
+        ):
+            template = Path(folder) / "template.sqlite"
+            seed_db = (
+                Database.from_url(str(template), clock=overrides.clock)
+                if overrides.clock
+                else Database.from_url(str(template))
+            )
+            build_database(seed_db, seed=evaluation.SCENARIO_SEED)
+            clock = seed_db.clock
+            seed_db.dispose()
+            for scenario in scenarios:
+                for trial in range(1, args.trials + 1):
+                    progress.begin(scenario.id, trial)
+                    started = time.monotonic()
+                    work = Path(folder) / f"{scenario.id}-{trial}"
+                    work.mkdir()
+                    try:
+                        result = evaluation.run_scenario(
+                            scenario,
+                            template,
+                            clock,
+                            work,
+                            lambda _db: models,
+                            customer=evaluation.simulated_customer(scenario, customer_model),
+                            seconds=args.time_limit,
+                            on_turn=progress.turn,
+                        )
+                    except Exception as error:  # a bug in one trial must not lose the others
+                        if args.debug:
+                            traceback.print_exc()
+                        result = evaluation.ScenarioResult(
+                            scenario,
+                            (),
+                            evaluation.Transcript(),
+                            error=f"{type(error).__name__}: {error}",
+                        )
+                    errors += result.error is not None
+                    by_category.setdefault(scenario.category, {}).setdefault(
+                        scenario.id, []
+                    ).append(result.passed)
+                    latencies += result.transcript.latencies
+                    used = evaluation.Usage.of(result.transcript.messages)
+                    spent = evaluation.Usage(
+                        spent.input_tokens + used.input_tokens,
+                        spent.output_tokens + used.output_tokens,
+                    )
+                    if records is not None:
+                        record = evaluation.trial_record(
+                            result,
+                            trial,
+                            **run_context,
+                            seconds=round(time.monotonic() - started, 3),
+                        )
+                        records.write(json.dumps(record, ensure_ascii=False) + "\n")
+                        records.flush()
+                    verdict = "pass" if result.passed else "FAIL: " + "; ".join(result.reasons)
+                    progress.end(result.passed, verdict)
+    finally:
+        if records is not None:
+            records.close()
     for line in evaluation.summarise(by_category, args.trials):
         console.say(line)
     cost = spent.cost(price)
@@ -750,6 +1444,14 @@ def cmd_eval(args: argparse.Namespace, console: Console, overrides: Overrides) -
             f"latency per customer message: median {statistics.median(latencies):.2f} s, "
             f"p95 {evaluation.percentile(latencies, 0.95):.2f} s"
         )
+    if args.jsonl:
+        console.status(f"Trial records appended to {args.jsonl}.")
+    if errors:
+        console.error(
+            f"{errors} of {len(scenarios) * args.trials} trials ended in an error (see above); "
+            "they count as failed."
+        )
+        return EXIT_ERROR
     return EXIT_OK
 
 
@@ -758,6 +1460,105 @@ def cmd_graph(console: Console) -> int:
     from graph import draw_mermaid
 
     console.say(draw_mermaid())
+    return EXIT_OK
+
+
+# --- the HTTP service (server/) ------------------------------------------------------------
+
+
+def _add_server_commands(commands: Any) -> None:
+    """Add ``serve`` and ``token``."""
+    serve = commands.add_parser("serve", help="run the HTTP API and the web chat")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    serve.add_argument("--port", type=int, default=8000, help="port to listen on")
+    serve.add_argument("--model", help="chat model name (default: as for chat)")
+    serve.add_argument(
+        "--create-db",
+        action="store_true",
+        help="build the travel database named by --db when it does not exist",
+    )
+    serve.add_argument(
+        "--no-check", action="store_true", help="skip the check that the model endpoint answers"
+    )
+    token = commands.add_parser("token", help="issue a passenger's access token for the service")
+    token.add_argument("--passenger-id", required=True, help='e.g. "3442 587242"')
+    token.add_argument(
+        "--hours", type=float, default=24.0, help="how long the token is valid (default 24)"
+    )
+
+
+def _signer(args: argparse.Namespace) -> Any:
+    from server.auth import SecretError, TokenSigner, load_secret
+
+    try:
+        return TokenSigner(load_secret(_home(args)))
+    except SecretError as error:
+        raise CliError(str(error), EXIT_USAGE) from error
+
+
+def cmd_serve(args: argparse.Namespace, console: Console, overrides: Overrides) -> int:
+    """Run ``travel-assistant serve``: the HTTP API and the web chat, until Ctrl-C."""
+    from conversations import TravelAssistant
+    from db.sessions import SessionRegistry
+    from server.app import create_app, serve
+    from server.service import ConversationService
+
+    if not 1 <= args.port <= 65535:
+        raise CliError("--port must be between 1 and 65535.", EXIT_USAGE)
+    factory = overrides.model_factory or default_model_factory
+    models = factory(args.model)
+    if overrides.model_factory is None and overrides.check_endpoint and not args.no_check:
+        check_endpoint(args.model)
+    signer = _signer(args)
+    database = _open_chat_db(args, console, overrides)
+    saver, _ = open_checkpointer(_sessions_path(args))
+    # The conversation list gets its own connection: the service uses it from many threads.
+    registry = SessionRegistry.open(_sessions_path(args))
+    service = ConversationService(TravelAssistant.build(models, saver, db=database), registry)
+    if args.host not in ("127.0.0.1", "localhost", "::1"):
+        console.status(
+            "Listening beyond this machine: put the service behind HTTPS, since tokens "
+            "travel in every request."
+        )
+    console.status(
+        f"The web chat: http://{args.host}:{args.port}/ (Ctrl-C stops). "
+        "Get a token with: travel-assistant token --passenger-id ID"
+    )
+    serve(create_app(service, signer), args.host, args.port)
+    return EXIT_OK
+
+
+def cmd_token(args: argparse.Namespace, console: Console, overrides: Overrides) -> int:
+    """Run ``travel-assistant token``: print a passenger's token on stdout."""
+    from datetime import timedelta
+
+    from db.passengers import passenger_exists
+    from server.auth import MAX_LIFETIME
+
+    passenger_id = canonical_passenger_id(args.passenger_id)
+    if not passenger_id:
+        raise CliError("--passenger-id is empty, e.g. --passenger-id '3442 587242'.", EXIT_USAGE)
+    lifetime = timedelta(hours=args.hours)
+    if not timedelta(minutes=1) <= lifetime <= MAX_LIFETIME:
+        raise CliError(
+            f"--hours must be between 1/60 and {MAX_LIFETIME.days * 24} hours.", EXIT_USAGE
+        )
+    database = open_travel_db(_db_path(args), console, clock=overrides.clock)
+    with database.session() as session:
+        known = passenger_exists(session, passenger_id)
+    if not known:
+        raise CliError(
+            f"No passenger with id {passenger_id!r} in {_db_path(args)}. "
+            "Check the id on the ticket (it looks like '3442 587242').",
+            EXIT_USAGE,
+        )
+    token = _signer(args).issue(passenger_id, lifetime)
+    console.say(token)
+    console.status(
+        f"Token for passenger {passenger_id}, valid for {args.hours:g} hours. Send it as "
+        "'Authorization: Bearer <token>', paste it on the web chat page, or open "
+        "http://127.0.0.1:8000/#token=<token>."
+    )
     return EXIT_OK
 
 
@@ -785,6 +1586,10 @@ def main(argv: Sequence[str] | None = None, overrides: Overrides | None = None) 
             return cmd_graph(console)
         if args.command == "eval":
             return cmd_eval(args, console, overrides)
+        if args.command == "serve":
+            return cmd_serve(args, console, overrides)
+        if args.command == "token":
+            return cmd_token(args, console, overrides)
         parser.print_help(sys.stderr)
         return EXIT_USAGE
     except CliError as error:

@@ -1,6 +1,6 @@
 """Scenario evaluation, judged on the final database state (the method of tau-bench).
 
-A scenario (a TOML file in ``tests/scenarios/``) names a passenger, the customer's turns,
+A scenario (a TOML file in ``data/scenarios/``) names a passenger, the customer's turns,
 the customer's answer to each approval prompt, and the *gold actions*: the writes a
 perfect assistant would make. The judge applies the gold actions to a fresh copy of the
 database and compares every business table with the database the assistant left
@@ -19,6 +19,8 @@ Two ways to run a scenario:
 
 from __future__ import annotations
 
+import contextlib
+import fnmatch
 import json
 import re
 import shutil
@@ -36,14 +38,21 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AnyMessage, ToolCall, ToolMessage
 from sqlalchemy import inspect, select, text
 
+from assistants.approvals import Decision, facts_of
+from assistants.providers import (
+    ModelProviderError,
+    describe_provider_error,
+    is_provider_error,
+    time_limit,
+)
+from assistants.specialists import build_crew
+from conversations import Thread, TravelAssistant
 from db.clock import Clock
-from db.engine import Database
+from db.engine import Database, packaged_data_dir
 from db.fixtures import FIXTURE_FLIGHT_NO, FIXTURE_TICKET_NO
 from db.models import CarRental, Flight, Hotel, TicketFlight, TripRecommendation
-from graph import Decision, Thread, TravelAssistant, build_graph, was_executed
-from tools import SENSITIVE_TOOL_NAMES, build_tools
 
-SCENARIO_DIR = Path(__file__).resolve().parent / "tests" / "scenarios"
+SCENARIO_DIR = packaged_data_dir() / "scenarios"
 # The seed of the database the scenarios were written against (the tests use it too):
 # fares and amounts in their expected facts come from it.
 SCENARIO_SEED = 7
@@ -83,6 +92,7 @@ class Scenario:
     gold_actions: tuple[dict[str, Any], ...] = ()
     must_say: tuple[str, ...] = ()
     tool_facts: tuple[str, ...] = ()
+    expected_errors: tuple[str, ...] = ()
     resume_after_turn: int | None = None
     path: Path | None = None
 
@@ -109,6 +119,7 @@ def load_scenario(path: Path) -> Scenario:
             gold_actions=tuple(data.get("gold_actions", ())),
             must_say=tuple(data.get("must_say", ())),
             tool_facts=tuple(data.get("tool_facts", ())),
+            expected_errors=tuple(str(e) for e in data.get("expected_errors", ())),
             resume_after_turn=data.get("resume_after_turn"),
             path=path,
         )
@@ -243,7 +254,7 @@ def apply_gold_actions(
     db: Database, passenger_id: str, actions: Sequence[Mapping[str, Any]]
 ) -> None:
     """Run the gold actions through the real tools, as an approved assistant would."""
-    tools = {t.name: t for t in build_tools(db).all_tools()}
+    tools = {t.name: t for t in build_crew(db).all_tools()}
     resolve = Resolver(db)
     for index, action in enumerate(actions):
         name = str(action["name"])
@@ -266,6 +277,8 @@ class Transcript:
 
     messages: list[AnyMessage] = field(default_factory=list)
     decisions: dict[str, Decision] = field(default_factory=dict)
+    unused_decisions: list[str] = field(default_factory=list)
+    user_info: str = ""
     latencies: list[float] = field(default_factory=list)
     model_calls: int = 0
 
@@ -277,24 +290,46 @@ class ScenarioResult:
     scenario: Scenario
     failures: tuple[str, ...]
     transcript: Transcript
+    # Why the run stopped before its end (a provider error, the time limit): not judged.
+    error: str | None = None
 
     @property
     def passed(self) -> bool:
-        """Tell whether every check held."""
-        return not self.failures
+        """Tell whether the run finished and every check held."""
+        return not self.failures and self.error is None
+
+    @property
+    def reasons(self) -> tuple[str, ...]:
+        """Return why the run failed: its error, or the checks it failed."""
+        return (f"error: {self.error}",) if self.error is not None else self.failures
+
+
+# A must_say entry with a digit in it is a fact (an amount, a time, a flight number): a
+# model can only know it from a tool, the customer or the bookings, never by itself.
+_FACT = re.compile(r"\d")
+# Answers that record the procedure, not a failing tool: judged by their own checks.
+_PROCEDURAL_NOT_RUN = frozenset({"declined", "superseded", "one_specialist_at_a_time"})
 
 
 def judge(
     scenario: Scenario,
     transcript: Transcript,
-    actual: Mapping[str, list[Any]],
-    expected: Mapping[str, list[Any]],
+    database_problems: Sequence[str],
     sensitive_names: frozenset[str],
     *,
-    check_words: bool = True,
+    offline: bool = False,
 ) -> tuple[str, ...]:
-    """Return every check the run failed."""
-    failures = [f"database: {p}" for p in state_diff(expected, actual)]
+    """Return every check the run failed.
+
+    Args:
+        scenario: What was asked and expected.
+        transcript: What happened.
+        database_problems: How the final database differs from the gold one.
+        sensitive_names: The tools that need the customer's approval.
+        offline: The assistant's words were scripted, so they prove nothing: facts it
+            had to say must come from a tool result, the customer or the bookings.
+    """
+    failures = [f"database: {p}" for p in database_problems]
     messages = transcript.messages
     calls = {str(c["id"]): c for m in messages if isinstance(m, AIMessage) for c in m.tool_calls}
     answers: dict[str, list[ToolMessage]] = {}
@@ -306,23 +341,95 @@ def judge(
         if len(found) != 1:
             failures.append(f"tool call {call['name']} ({call_id}) answered {len(found)} times")
             continue
+        answer = found[0]
+        facts = facts_of(answer)
         if call["name"] in sensitive_names:
             decision = transcript.decisions.get(call_id)
-            ran = was_executed(found[0])
-            if ran and (decision is None or not decision.approved):
+            if facts.ran and (decision is None or not decision.approved):
                 failures.append(f"{call['name']} ran without the customer's approval")
-            if decision is not None and not decision.approved and ran:
+            if decision is not None and not decision.approved and facts.ran:
                 failures.append(f"{call['name']} was denied but ran anyway")
-    if check_words:
-        said = " ".join(str(m.content) for m in messages if isinstance(m, AIMessage)).lower()
-        failures += [
-            f"never said {fact!r}" for fact in scenario.must_say if fact.lower() not in said
-        ]
+        failing = answer.status == "error" and facts.not_run not in _PROCEDURAL_NOT_RUN
+        if failing and call["name"] not in scenario.expected_errors:
+            failures.append(
+                f"unexpected tool error from {call['name']}: {_first_line(str(answer.content))}"
+            )
+    if transcript.unused_decisions:
+        failures.append(
+            f"{len(transcript.unused_decisions)} scripted approval answers were never used: "
+            f"{transcript.unused_decisions}"
+        )
+    said = " ".join(str(m.content) for m in messages if isinstance(m, AIMessage)).lower()
+    failures += [f"never said {fact!r}" for fact in scenario.must_say if fact.lower() not in said]
     shown = " ".join(str(m.content) for m in messages if isinstance(m, ToolMessage)).lower()
     failures += [
         f"no tool returned {fact!r}" for fact in scenario.tool_facts if fact.lower() not in shown
     ]
+    if offline:
+        heard = " ".join(
+            [shown, transcript.user_info.lower()]
+            + [str(m.content).lower() for m in messages if m.type == "human"]
+        )
+        failures += [
+            f"{fact!r} was said, but no tool, customer message or booking gave it"
+            for fact in scenario.must_say
+            if _FACT.search(fact) and fact.lower() not in heard
+        ]
     return tuple(failures)
+
+
+def _first_line(text: str) -> str:
+    return (text.strip().splitlines() or [""])[0][:200]
+
+
+def database_problems(actual: Database, expected: Database) -> list[str]:
+    """Describe how two databases' business tables differ (empty when equal).
+
+    Two SQLite files are compared inside SQLite (``EXCEPT`` both ways per table, over
+    the columns that do not depend on when a write ran): a fraction of a second, where
+    dumping and sorting every row in Python took seconds. Other engines fall back to
+    comparing dumps.
+    """
+    if actual.engine.dialect.name != "sqlite" or expected.engine.dialect.name != "sqlite":
+        return state_diff(dump_state(expected), dump_state(actual))
+    gold_path = expected.engine.url.database
+    if not gold_path:
+        return state_diff(dump_state(expected), dump_state(actual))
+    problems = []
+    with actual.engine.connect() as connection:
+        connection.exec_driver_sql("ATTACH DATABASE ? AS gold", (gold_path,))
+        try:
+            inspector = inspect(connection)
+            tables = sorted(set(inspector.get_table_names()) - BOOKKEEPING_TABLES)
+            gold_tables = set(
+                connection.exec_driver_sql(
+                    "SELECT name FROM gold.sqlite_master WHERE type = 'table'"
+                ).scalars()
+            )
+            for table in tables:
+                if table not in gold_tables:
+                    problems.append(f"{table}: missing from the gold database")
+                    continue
+                columns = ", ".join(
+                    f'"{c["name"]}"'
+                    for c in inspector.get_columns(table)
+                    if c["name"] not in VOLATILE_COLUMNS
+                )
+                missing = _rows(connection, columns, f'gold."{table}"', f'main."{table}"')
+                extra = _rows(connection, columns, f'main."{table}"', f'gold."{table}"')
+                if missing or extra:
+                    problems.append(
+                        f"{table}: expected rows missing {missing}, unexpected rows {extra}"
+                    )
+        finally:
+            connection.exec_driver_sql("DETACH DATABASE gold")
+    return problems
+
+
+def _rows(connection: Any, columns: str, left: str, right: str) -> list[tuple[Any, ...]]:
+    """Return up to three rows of ``left`` that ``right`` lacks."""
+    query = f"SELECT {columns} FROM {left} EXCEPT SELECT {columns} FROM {right} LIMIT 3"
+    return [tuple(row) for row in connection.exec_driver_sql(query).all()]
 
 
 # --- offline runs ------------------------------------------------------------------------------
@@ -363,25 +470,53 @@ def run_scenario(
     folder: Path,
     make_model: Callable[[Database], BaseChatModel | Mapping[str, BaseChatModel]],
     customer: Callable[[int, list[AnyMessage]], str | None] | None = None,
+    *,
+    offline: bool = False,
+    seconds: float | None = None,
+    on_turn: Callable[[int], None] | None = None,
 ) -> ScenarioResult:
     """Run one scenario in ``folder`` over copies of ``template`` and judge it.
 
     ``make_model`` gets the assistant's database (scripted replies resolve their
-    placeholders against it); ``customer`` replaces the scripted turns when given.
+    placeholders against it); ``customer`` replaces the scripted turns when given;
+    ``offline`` says the model's replies are scripted (see ``judge``). ``seconds``
+    limits the whole run (every model call in it, the simulated customer's too);
+    ``on_turn`` hears the index of each customer message as it is sent.
+
+    A provider error, or the time limit, ends the run: the result carries it as its
+    ``error``, with the transcript so far, and the run is not judged.
     """
     agent_db = copy_database(template, folder, "agent.sqlite", clock)
     gold_db = copy_database(template, folder, "gold.sqlite", clock)
     try:
         models = make_model(agent_db)
         checkpoints = folder / "checkpoints.sqlite"
-        transcript = converse(scenario, agent_db, lambda: models, checkpoints, customer)
+        transcript = Transcript()
+        try:
+            with time_limit(seconds) if seconds is not None else contextlib.nullcontext():
+                converse(
+                    scenario,
+                    agent_db,
+                    lambda: models,
+                    checkpoints,
+                    customer,
+                    transcript=transcript,
+                    on_turn=on_turn,
+                )
+        except Exception as failure:
+            if isinstance(failure, ModelProviderError):
+                return ScenarioResult(scenario, (), transcript, error=str(failure))
+            if is_provider_error(failure):  # the simulated customer's model call
+                error = f"(the simulated customer) {describe_provider_error(failure)}"
+                return ScenarioResult(scenario, (), transcript, error=error)
+            raise
         apply_gold_actions(gold_db, scenario.passenger_id, scenario.gold_actions)
         failures = judge(
             scenario,
             transcript,
-            dump_state(agent_db),
-            dump_state(gold_db),
-            SENSITIVE_TOOL_NAMES,
+            database_problems(agent_db, gold_db),
+            build_crew(agent_db).sensitive_names,
+            offline=offline,
         )
         return ScenarioResult(scenario, failures, transcript)
     finally:
@@ -410,7 +545,7 @@ def run_offline(
         return built[-1]
 
     with tempfile.TemporaryDirectory() as folder:
-        result = run_scenario(scenario, template, clock, Path(folder), scripted)
+        result = run_scenario(scenario, template, clock, Path(folder), scripted, offline=True)
     leftover = getattr(built[0], "script", []) if built else []
     if leftover:
         failures = (*result.failures, f"{len(leftover)} scripted replies were never used")
@@ -424,12 +559,18 @@ def converse(
     make_model: Callable[[], BaseChatModel | Mapping[str, BaseChatModel]],
     checkpoints: Path,
     customer: Callable[[int, list[AnyMessage]], str | None] | None = None,
+    *,
+    transcript: Transcript | None = None,
+    on_turn: Callable[[int], None] | None = None,
 ) -> Transcript:
     """Play the scenario's turns (or a simulated customer's) through the real graph.
 
     With ``resume_after_turn`` set, the graph is rebuilt over the same SQLite checkpoint
     file right after that turn's message, before its approvals are answered, as a new
     process would, and the conversation goes on.
+
+    The conversation is recorded in ``transcript`` (a new one by default), also when a
+    model call fails part-way; ``on_turn`` hears the index of each customer message.
     """
     import sqlite3
 
@@ -437,40 +578,47 @@ def converse(
 
     def open_assistant() -> TravelAssistant:
         saver = SqliteSaver(sqlite3.connect(checkpoints, check_same_thread=False))
-        return TravelAssistant(build_graph(make_model(), saver, db=db), db)
+        return TravelAssistant.build(make_model(), saver, db=db)
 
     assistant = open_assistant()
     thread = Thread(f"eval-{scenario.id}", scenario.passenger_id)
-    transcript = Transcript()
+    transcript = transcript if transcript is not None else Transcript()
     decisions = [d for turn in scenario.turns for d in turn.decisions]
     index = 0
-    while True:
-        if customer is None:
-            if index >= len(scenario.turns):
-                break
-            message = scenario.turns[index].customer
-        else:
-            simulated = customer(index, assistant.messages(thread))
-            if simulated is None:
-                break
-            message = simulated
-        started = time.perf_counter()
-        list(assistant.send(thread, message))
-        if scenario.resume_after_turn is not None and index + 1 == scenario.resume_after_turn:
-            # A new process takes over, with any approval of this turn still pending.
-            assistant = open_assistant()
-        while pending := assistant.pending_actions(thread):
-            chosen = {
-                action.tool_call_id: parse_decision(
-                    decisions.pop(0) if decisions else "n: no answer"
-                )
-                for action in pending
-            }
-            transcript.decisions.update(chosen)
-            list(assistant.resolve(thread, chosen))
-        transcript.latencies.append(time.perf_counter() - started)
-        index += 1
-    transcript.messages = assistant.messages(thread)
+    try:
+        while True:
+            if customer is None:
+                if index >= len(scenario.turns):
+                    break
+                message = scenario.turns[index].customer
+            else:
+                simulated = customer(index, assistant.messages(thread))
+                if simulated is None:
+                    break
+                message = simulated
+            if on_turn is not None:
+                on_turn(index)
+            started = time.perf_counter()
+            list(assistant.send(thread, message))
+            if scenario.resume_after_turn is not None and index + 1 == scenario.resume_after_turn:
+                # A new process takes over, with any approval of this turn still pending.
+                assistant = open_assistant()
+            while pending := assistant.pending_actions(thread):
+                chosen = {
+                    action.tool_call_id: parse_decision(
+                        decisions.pop(0) if decisions else "n: no answer"
+                    )
+                    for action in pending
+                }
+                transcript.decisions.update(chosen)
+                list(assistant.resolve(thread, chosen))
+            transcript.latencies.append(time.perf_counter() - started)
+            index += 1
+    finally:
+        # Kept when a model call fails part-way too: what happened so far, and its tokens.
+        transcript.messages = assistant.messages(thread)
+        transcript.user_info = assistant.user_info(thread)
+        transcript.unused_decisions = list(decisions)
     return transcript
 
 
@@ -508,17 +656,62 @@ def summarise(by_category: Mapping[str, Mapping[str, Sequence[bool]]], k: int) -
     return lines
 
 
-def to_json(result: ScenarioResult) -> str:
-    """Return a one-line JSON record of a result (for logs)."""
-    return json.dumps(
-        {
-            "id": result.scenario.id,
-            "category": result.scenario.category,
-            "passed": result.passed,
-            "failures": list(result.failures),
+def trial_record(result: ScenarioResult, trial: int, **context: Any) -> dict[str, Any]:
+    """Return one trial as plain data: one line of ``travel-assistant eval --jsonl``.
+
+    ``context`` adds fields that identify the run (its start, the model).
+    """
+    used = Usage.of(result.transcript.messages)
+    latencies = result.transcript.latencies
+    return {
+        **context,
+        "scenario": result.scenario.id,
+        "category": result.scenario.category,
+        "trial": trial,
+        "passed": result.passed,
+        "reasons": list(result.reasons),
+        "error": result.error,
+        "tokens": {"input": used.input_tokens, "output": used.output_tokens},
+        "latency": {
+            "per_message": [round(seconds, 3) for seconds in latencies],
+            "median": round(statistics.median(latencies), 3) if latencies else None,
+            "total": round(sum(latencies), 3),
         },
-        ensure_ascii=False,
-    )
+    }
+
+
+def to_json(result: ScenarioResult, trial: int = 1, **context: Any) -> str:
+    """Return a one-line JSON record of a result (see ``trial_record``)."""
+    return json.dumps(trial_record(result, trial, **context), ensure_ascii=False)
+
+
+def select_scenarios(
+    scenarios: Sequence[Scenario],
+    names: Sequence[str] = (),
+    categories: Sequence[str] = (),
+) -> list[Scenario]:
+    """Return the scenarios named (ids or shell patterns such as ``flight_*``) or in a category.
+
+    With neither, every scenario; with both, those that match both.
+
+    Raises:
+        ScenarioError: A name or category matches no scenario.
+    """
+    chosen = list(scenarios)
+    if names:
+        unknown = [n for n in names if not any(fnmatch.fnmatchcase(s.id, n) for s in scenarios)]
+        if unknown:
+            raise ScenarioError(f"No scenario named {sorted(unknown)}.")
+        chosen = [s for s in chosen if any(fnmatch.fnmatchcase(s.id, n) for n in names)]
+    if categories:
+        known = sorted({s.category for s in scenarios})
+        unknown = [c for c in categories if c not in known]
+        if unknown:
+            raise ScenarioError(f"No category {sorted(unknown)}; the categories are {known}.")
+        chosen = [s for s in chosen if s.category in categories]
+    if not chosen:
+        raise ScenarioError("No scenario matches both the names and the categories given.")
+    return chosen
 
 
 # --- live runs --------------------------------------------------------------------------------
@@ -532,6 +725,7 @@ Write only your next message to the assistant, in plain words, as the customer w
 details only when asked. When your goal is reached, or the assistant says it is impossible,
 or the conversation goes in circles, reply with exactly {stop}."""
 STOP = "###STOP###"
+CUSTOMER_OPENING = "(You are connected to the assistant. Write your first message.)"
 MAX_CUSTOMER_TURNS = 10
 # USD per million input and output tokens, for the cost estimate; --price-in/--price-out
 # override them and an unknown model has no estimate.
@@ -563,12 +757,30 @@ def simulated_customer(
             return scenario.turns[0].customer
         if index >= MAX_CUSTOMER_TURNS:
             return None
-        flipped: list[AnyMessage] = [system]
+        # The customer's own messages are the assistant side of this chat. Strict chat
+        # templates want a user message first and the roles alternating, so the chat
+        # opens with a cue and messages of one side in a row are merged.
+        flipped: list[AnyMessage] = [system, HumanMessage(content=CUSTOMER_OPENING)]
         for message in history:
-            if isinstance(message, HumanMessage):
-                flipped.append(AIMessage(content=str(message.content)))
-            elif isinstance(message, AIMessage) and str(message.content).strip():
-                flipped.append(HumanMessage(content=str(message.content)))
+            text = str(message.content).strip()
+            if isinstance(message, HumanMessage) and text:
+                turn: AnyMessage = AIMessage(content=text)
+            elif isinstance(message, AIMessage) and text:
+                turn = HumanMessage(content=text)
+            else:
+                continue
+            if type(flipped[-1]) is type(turn):
+                merged = f"{flipped[-1].content}\n\n{text}"
+                turn = (
+                    AIMessage(content=merged)
+                    if isinstance(turn, AIMessage)
+                    else HumanMessage(content=merged)
+                )
+                flipped[-1] = turn
+            else:
+                flipped.append(turn)
+        if isinstance(flipped[-1], AIMessage):  # the assistant has not answered yet
+            return None
         reply = str(model.invoke(flipped).content).strip()
         return None if not reply or STOP in reply else reply
 

@@ -1,13 +1,20 @@
 """The assistant node: one prompt and one tool-calling model, with guards around them.
 
-The guards are the ones the reference design lacked:
+The guards are the ones the reference design lacked, and the ones real model servers
+need:
 
+- every request is a conversation the strictest chat templates accept, whatever the
+  saved history holds (``assistants.context.normalise``), and fits the model's context
+  window (``assistants.context.fit``), trimmed at customer messages so no tool result is
+  ever separated from the call it answers;
 - an empty answer (no text, no tool call) or a malformed tool call is asked again a
-  bounded number of times, then replaced by a polite apology;
+  bounded number of times, with the problem stated in the system prompt (not as a second
+  customer message in a row), then replaced by a polite apology;
+- a reply the server cut at the output limit (``finish_reason == "length"``) keeps its
+  text, ends with a note saying so, and loses its tool calls, whose arguments were cut:
+  nothing runs from it, and the note tells the model nothing was done;
 - a turn that is about to run out of steps ends with a polite message instead of an
-  exception;
-- only a bounded window of history is sent to the model, cut at a customer message so
-  no tool result is ever separated from the call it answers.
+  exception.
 
 Provider errors (timeouts, rate limits) are retried by the graph's retry policy on this
 node, not here.
@@ -19,15 +26,47 @@ from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
-from langchain_core.prompts import ChatPromptTemplate
-from langchain_core.runnables import Runnable, RunnableConfig
-from langchain_core.tools import BaseTool
-from pydantic import BaseModel
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.prompts import SystemMessagePromptTemplate
+from langchain_core.runnables import RunnableConfig
 
-from assistants.prompts import EMPTY_ANSWER_APOLOGY, EMPTY_ANSWER_NUDGE, STEP_LIMIT_APOLOGY
+from assistants.context import (
+    CUT_OFF_KEY,
+    REQUEST_OVERHEAD,
+    ToolLike,
+    cut_off_note,
+    estimate_tokens,
+    fit,
+    is_cut_off,
+    mark_cut_off,
+    normalise,
+    text_of,
+    tools_tokens,
+)
+from assistants.models import context_tokens_of, max_tokens_of
+from assistants.prompts import (
+    EMPTY_ANSWER_APOLOGY,
+    EMPTY_ANSWER_NUDGE,
+    REASK_NOTE,
+    STEP_LIMIT_APOLOGY,
+)
+from assistants.providers import check_time_limit
 from assistants.state import State
 from db.clock import Clock
+from tools.common import storable_tool_calls
+
+__all__ = [
+    "CUT_OFF_KEY",
+    "MAX_EMPTY_RETRIES",
+    "MAX_HISTORY_MESSAGES",
+    "STEP_RESERVE",
+    "Assistant",
+    "ToolLike",
+    "cut_off_note",
+    "is_cut_off",
+    "mark_cut_off",
+    "trim_history",
+]
 
 # How many more times an empty or malformed answer is asked for before apologising.
 MAX_EMPTY_RETRIES = 2
@@ -35,20 +74,8 @@ MAX_EMPTY_RETRIES = 2
 # a tool call needs its tool node and one more assistant step to be answered.
 STEP_RESERVE = 4
 # How many messages of history are sent to the model at most (the system prompt, with
-# the bookings and the time, always goes in addition).
+# the bookings and the time, always goes in addition); the token budget may cut more.
 MAX_HISTORY_MESSAGES = 40
-
-ToolLike = BaseTool | type[BaseModel]
-
-
-def make_runnable(
-    model: BaseChatModel, system_prompt: str, tools: Sequence[ToolLike]
-) -> Runnable[dict[str, Any], Any]:
-    """Bind ``tools`` to ``model`` behind the system prompt template ``system_prompt``."""
-    prompt = ChatPromptTemplate.from_messages(
-        [("system", system_prompt), ("placeholder", "{messages}")]
-    )
-    return prompt | model.bind_tools(list(tools))
 
 
 def trim_history(
@@ -71,18 +98,6 @@ def trim_history(
     return list(messages[start:])
 
 
-def _text_of(message: AIMessage) -> str:
-    content = message.content
-    if isinstance(content, str):
-        return content
-    parts = [
-        block if isinstance(block, str) else str(block.get("text", ""))
-        for block in content
-        if isinstance(block, str) or block.get("type") == "text"
-    ]
-    return "".join(parts)
-
-
 def _problem_with(message: Any) -> str | None:
     """Return why ``message`` is not a usable answer, or ``None`` when it is."""
     if not isinstance(message, AIMessage):
@@ -96,7 +111,7 @@ def _problem_with(message: Any) -> str | None:
             f"Your tool call could not be read ({details}). "
             "Call the tool again with valid arguments."
         )
-    if not message.tool_calls and not _text_of(message).strip():
+    if not message.tool_calls and not text_of(message).strip():
         return EMPTY_ANSWER_NUDGE
     return None
 
@@ -107,39 +122,75 @@ class Assistant:
     def __init__(
         self,
         name: str,
-        runnable: Runnable[dict[str, Any], Any],
+        model: BaseChatModel,
+        system_prompt: str,
+        tools: Sequence[ToolLike],
         *,
         clock: Clock,
         max_retries: int = MAX_EMPTY_RETRIES,
         history_limit: int = MAX_HISTORY_MESSAGES,
+        prompt_budget: int | None = None,
     ) -> None:
-        """Wrap ``runnable`` (prompt | model with tools) as the node of assistant ``name``."""
+        """Bind ``tools`` to ``model`` behind ``system_prompt`` as the node of ``name``.
+
+        ``system_prompt`` is a template with ``{user_info}`` and ``{time}``.
+        ``prompt_budget`` is the most tokens a request may take; by default the model's
+        context window less its reply limit (``assistants.models``).
+        """
         self.name = name
-        self.runnable = runnable
+        self.prompt = SystemMessagePromptTemplate.from_template(system_prompt)
+        self.model = model.bind_tools(list(tools))
         self.clock = clock
         self.max_retries = max_retries
         self.history_limit = history_limit
+        self.tools = list(tools)
+        self._tools_tokens: int | None = None
+        self.prompt_budget = (
+            prompt_budget
+            if prompt_budget is not None
+            else context_tokens_of(model) - max_tokens_of(model)
+        )
+
+    def request(
+        self, system: str, conversation: Sequence[BaseMessage], problem: str | None = None
+    ) -> list[BaseMessage]:
+        """Return the messages of one model call: the system prompt, then what fits."""
+        if problem:
+            system += REASK_NOTE.format(problem=problem)
+        if self._tools_tokens is None:  # measured on first use: building a graph stays fast
+            self._tools_tokens = tools_tokens(self.tools)
+        fixed = REQUEST_OVERHEAD + self._tools_tokens + estimate_tokens(system)
+        return [SystemMessage(content=system), *fit(conversation, self.prompt_budget - fixed)]
 
     def __call__(self, state: State, config: RunnableConfig) -> dict[str, list[AnyMessage]]:
         """Return the assistant's next message for ``state``."""
-        history = trim_history(state["messages"], self.history_limit)
-        inputs: dict[str, Any] = {
-            "messages": history,
-            "user_info": state.get("user_info", ""),
-            "time": self.clock().strftime("%Y-%m-%d %H:%M UTC (%A)"),
-        }
+        conversation = normalise(trim_history(state["messages"], self.history_limit))
+        system = self.prompt.format(
+            user_info=state.get("user_info", ""),
+            time=self.clock().strftime("%Y-%m-%d %H:%M UTC (%A)"),
+        )
+        problem: str | None = None
         result: AIMessage | None = None
         for _ in range(self.max_retries + 1):
-            answer = self.runnable.invoke(inputs, config)
+            check_time_limit()
+            answer = self.model.invoke(self.request(text_of(system), conversation, problem), config)
+            if isinstance(answer, AIMessage) and is_cut_off(answer):
+                result = mark_cut_off(answer)
+                break
             problem = _problem_with(answer)
             if problem is None:
                 result = answer
                 break
-            inputs = {**inputs, "messages": [*history, HumanMessage(content=problem)]}
         if result is None:
             result = AIMessage(content=EMPTY_ANSWER_APOLOGY)
         if result.tool_calls and state.get("remaining_steps", STEP_RESERVE) < STEP_RESERVE:
             result = AIMessage(content=STEP_LIMIT_APOLOGY)
+        if result.tool_calls:
+            # The checkpointer cannot store an integer past 64 bits (msgpack); as text it
+            # still reaches the tool, which refuses it with a short error.
+            result = result.model_copy(
+                update={"tool_calls": storable_tool_calls(result.tool_calls)}
+            )
         if not result.name:
             result = result.model_copy(update={"name": self.name})
         return {"messages": [result]}

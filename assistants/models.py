@@ -1,27 +1,51 @@
-"""Which chat model each assistant uses, and how the models are built.
+"""Which chat model each assistant uses, with which limits, and how the models are built.
 
 Any OpenAI-compatible endpoint works through langchain-openai's ``ChatOpenAI``: the
 OpenAI API itself, or a local server (vLLM, Ollama, llama.cpp) or another vendor through
 ``OPENAI_BASE_URL``. One model serves every assistant unless an override names another
 for one assistant (a cheaper model for the specialists, say).
+
+Every model call is bounded: ``max_tokens`` caps one reply (``--max-tokens``,
+``TRAVEL_ASSISTANT_MAX_TOKENS``, ``TRAVEL_ASSISTANT_MAX_TOKENS_<ASSISTANT>``), a total
+time limit ends a reply that keeps streaming (``TRAVEL_ASSISTANT_REPLY_TIMEOUT``), and
+the prompt is trimmed to the server's context window
+(``TRAVEL_ASSISTANT_CONTEXT_TOKENS``, less the reply's ``max_tokens``).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from langchain_core.language_models import BaseChatModel
 
-from assistants.state import SPECIALIST_NAMES
+from assistants.specialists import SPECIALISTS, Specialist, assistant_names
 
 DEFAULT_MODEL = "gpt-4o-mini"
-ASSISTANT_NAMES: tuple[str, ...] = ("primary_assistant", *SPECIALIST_NAMES)
 # Retries of provider errors happen in the graph's retry policy, in one place, so the
 # client itself does not retry.
 CLIENT_MAX_RETRIES = 0
-DEFAULT_TIMEOUT_SECONDS = 60.0
+# The longest wait for the next piece of a reply (a local server on a CPU may take a
+# minute to read a long prompt before it sends anything).
+DEFAULT_TIMEOUT_SECONDS = 120.0
+# One reply: a customer-service answer is a few sentences, a tool call a few dozen tokens;
+# this leaves room for a model that reasons before it answers.
+DEFAULT_MAX_TOKENS = 1024
+# The context window the prompt must fit, with the reply: a local server's 8k by default.
+DEFAULT_CONTEXT_TOKENS = 8192
+# The total time one reply may take, however steadily the server streams.
+DEFAULT_REPLY_SECONDS = 300.0
+# The smallest prompt budget (context less reply) the assistants can work in: a system
+# prompt with its tools takes up to about 2,300 tokens by the program's estimate and the
+# passenger's bookings up to about 600 more, before any conversation
+# (scripts/bench_context.py measures whole requests).
+MIN_PROMPT_TOKENS = 4000
+
+MAX_TOKENS_ENV = "TRAVEL_ASSISTANT_MAX_TOKENS"
+CONTEXT_TOKENS_ENV = "TRAVEL_ASSISTANT_CONTEXT_TOKENS"
+REPLY_TIMEOUT_ENV = "TRAVEL_ASSISTANT_REPLY_TIMEOUT"
+TIMEOUT_ENV = "TRAVEL_ASSISTANT_TIMEOUT"
 
 
 class ModelConfigError(Exception):
@@ -32,44 +56,104 @@ def _env_key(assistant: str) -> str:
     return f"TRAVEL_ASSISTANT_MODEL_{assistant.upper()}"
 
 
+def _max_tokens_key(assistant: str) -> str:
+    return f"{MAX_TOKENS_ENV}_{assistant.upper()}"
+
+
+def _positive(name: str, value: str | None, kind: type[int] | type[float]) -> float | None:
+    """Read a positive number from the environment variable ``name``."""
+    if value is None or not value.strip():
+        return None
+    try:
+        number = kind(value.strip())
+    except ValueError:
+        number = 0
+    if number <= 0:
+        what = "whole number" if kind is int else "number"
+        raise ModelConfigError(f"{name} must be a positive {what}, not {value!r}.")
+    return number
+
+
 @dataclass(frozen=True)
 class ModelSettings:
-    """Where the models live and which model each assistant uses."""
+    """Where the models live, which model each assistant uses, and the limits of a call."""
 
     model: str = DEFAULT_MODEL
     api_key: str | None = None
     base_url: str | None = None
     overrides: Mapping[str, str] = field(default_factory=dict)
     timeout: float = DEFAULT_TIMEOUT_SECONDS
+    max_tokens: int = DEFAULT_MAX_TOKENS
+    max_tokens_overrides: Mapping[str, int] = field(default_factory=dict)
+    context_tokens: int = DEFAULT_CONTEXT_TOKENS
+    reply_seconds: float = DEFAULT_REPLY_SECONDS
 
     @classmethod
     def from_env(
-        cls, model: str | None = None, env: Mapping[str, str] | None = None
+        cls,
+        model: str | None = None,
+        env: Mapping[str, str] | None = None,
+        specialists: Sequence[Specialist] = SPECIALISTS,
+        *,
+        max_tokens: int | None = None,
     ) -> ModelSettings:
-        """Read the settings from the environment; ``model`` (from ``--model``) wins.
+        """Read the settings from the environment; ``model`` and ``max_tokens`` (flags) win.
 
         ``OPENAI_API_KEY`` and ``OPENAI_BASE_URL`` locate the endpoint;
         ``TRAVEL_ASSISTANT_MODEL`` names the default model and
         ``TRAVEL_ASSISTANT_MODEL_<ASSISTANT>`` (for example
         ``TRAVEL_ASSISTANT_MODEL_BOOK_HOTEL``) one assistant's model.
+        ``TRAVEL_ASSISTANT_MAX_TOKENS`` caps every reply and
+        ``TRAVEL_ASSISTANT_MAX_TOKENS_<ASSISTANT>`` one assistant's replies;
+        ``TRAVEL_ASSISTANT_CONTEXT_TOKENS`` is the server's context window;
+        ``TRAVEL_ASSISTANT_REPLY_TIMEOUT`` and ``TRAVEL_ASSISTANT_TIMEOUT`` are the
+        seconds one reply may take in total and between two of its pieces.
+
+        Raises:
+            ModelConfigError: A limit is not a positive number.
         """
         env = os.environ if env is None else env
-        overrides = {
-            name: env[_env_key(name)] for name in ASSISTANT_NAMES if env.get(_env_key(name))
-        }
+        names = assistant_names(specialists)
+        overrides = {name: env[_env_key(name)] for name in names if env.get(_env_key(name))}
+        token_overrides: dict[str, int] = {}
+        for name in names:
+            value = _positive(_max_tokens_key(name), env.get(_max_tokens_key(name)), int)
+            if value is not None:
+                token_overrides[name] = int(value)
+        if max_tokens is not None and max_tokens <= 0:
+            raise ModelConfigError(
+                f"--max-tokens must be a positive whole number, not {max_tokens}."
+            )
+        default_tokens = max_tokens or _positive(MAX_TOKENS_ENV, env.get(MAX_TOKENS_ENV), int)
+        context = _positive(CONTEXT_TOKENS_ENV, env.get(CONTEXT_TOKENS_ENV), int)
+        reply = _positive(REPLY_TIMEOUT_ENV, env.get(REPLY_TIMEOUT_ENV), float)
+        timeout = _positive(TIMEOUT_ENV, env.get(TIMEOUT_ENV), float)
         return cls(
             model=model or env.get("TRAVEL_ASSISTANT_MODEL") or DEFAULT_MODEL,
             api_key=env.get("OPENAI_API_KEY") or None,
             base_url=env.get("OPENAI_BASE_URL") or env.get("OPENAI_API_BASE") or None,
             overrides=overrides,
+            timeout=timeout or DEFAULT_TIMEOUT_SECONDS,
+            max_tokens=int(default_tokens or DEFAULT_MAX_TOKENS),
+            max_tokens_overrides=token_overrides,
+            context_tokens=int(context or DEFAULT_CONTEXT_TOKENS),
+            reply_seconds=reply or DEFAULT_REPLY_SECONDS,
         )
 
     def model_for(self, assistant: str) -> str:
         """Return the model name of ``assistant``."""
         return self.overrides.get(assistant, self.model)
 
-    def check(self) -> None:
-        """Raise ``ModelConfigError`` naming what to set when no endpoint is usable."""
+    def max_tokens_for(self, assistant: str) -> int:
+        """Return the output limit of one reply of ``assistant``."""
+        return self.max_tokens_overrides.get(assistant, self.max_tokens)
+
+    def check(self, specialists: Sequence[Specialist] = SPECIALISTS) -> None:
+        """Raise ``ModelConfigError`` naming what to set when no endpoint is usable.
+
+        The limits are checked too: every assistant's reply must leave a prompt budget
+        in the context window.
+        """
         if not self.api_key and not self.base_url:
             raise ModelConfigError(
                 "No model endpoint is configured. Set OPENAI_API_KEY for the OpenAI API, "
@@ -77,28 +161,65 @@ class ModelSettings:
                 "(for example http://localhost:11434/v1 for Ollama), "
                 "in the environment or in a .env file."
             )
+        largest = max(self.max_tokens_for(name) for name in assistant_names(specialists))
+        if self.context_tokens - largest < MIN_PROMPT_TOKENS:
+            raise ModelConfigError(
+                f"A context window of {self.context_tokens} tokens leaves too little room for "
+                f"the prompt beside replies of up to {largest} tokens (at least "
+                f"{MIN_PROMPT_TOKENS} are needed). Raise {CONTEXT_TOKENS_ENV} to the "
+                f"server's context size, or lower --max-tokens / {MAX_TOKENS_ENV}."
+            )
+
+    @property
+    def sends_legacy_max_tokens(self) -> bool:
+        """Tell whether the reply limit goes as ``max_tokens`` rather than its new name.
+
+        OpenAI's API wants ``max_completion_tokens``; other servers may ignore it (older
+        llama.cpp and its forks do, and a reply is then unbounded), while every
+        OpenAI-compatible server reads ``max_tokens``.
+        """
+        return bool(self.base_url) and "api.openai.com" not in str(self.base_url)
 
 
-def build_chat_models(settings: ModelSettings) -> dict[str, BaseChatModel]:
-    """Build one ``ChatOpenAI`` per distinct model name, keyed by assistant name."""
-    from langchain_openai import ChatOpenAI  # imported here: it is slow to import
+def build_chat_models(
+    settings: ModelSettings, specialists: Sequence[Specialist] = SPECIALISTS
+) -> dict[str, BaseChatModel]:
+    """Build one chat model per distinct (model name, reply limit), keyed by assistant."""
+    # Imported here: langchain-openai is slow to import.
+    from assistants.openai_chat import BoundedChatOpenAI
 
-    settings.check()
+    settings.check(specialists)
     # A local server needs no key, but the client insists on one.
     api_key = settings.api_key or "not-needed"
-    built: dict[str, BaseChatModel] = {}
+    built: dict[tuple[str, int], BaseChatModel] = {}
     by_assistant: dict[str, BaseChatModel] = {}
-    for assistant in ASSISTANT_NAMES:
-        name = settings.model_for(assistant)
-        if name not in built:
-            built[name] = ChatOpenAI(
-                model=name,
+    for assistant in assistant_names(specialists):
+        key = (settings.model_for(assistant), settings.max_tokens_for(assistant))
+        if key not in built:
+            built[key] = BoundedChatOpenAI(
+                model=key[0],
                 api_key=api_key,  # type: ignore[arg-type]
                 base_url=settings.base_url,
                 timeout=settings.timeout,
                 max_retries=CLIENT_MAX_RETRIES,
                 streaming=True,
                 stream_usage=True,
+                max_tokens=key[1],  # type: ignore[call-arg]
+                context_tokens=settings.context_tokens,
+                reply_seconds=settings.reply_seconds,
+                legacy_max_tokens=settings.sends_legacy_max_tokens,
             )
-        by_assistant[assistant] = built[name]
+        by_assistant[assistant] = built[key]
     return by_assistant
+
+
+def context_tokens_of(model: BaseChatModel) -> int:
+    """Return the context window ``model`` was configured with (the default otherwise)."""
+    value = getattr(model, "context_tokens", None)
+    return value if isinstance(value, int) and value > 0 else DEFAULT_CONTEXT_TOKENS
+
+
+def max_tokens_of(model: BaseChatModel) -> int:
+    """Return the output limit of one reply of ``model`` (the default otherwise)."""
+    value = getattr(model, "max_tokens", None)
+    return value if isinstance(value, int) and value > 0 else DEFAULT_MAX_TOKENS

@@ -1,10 +1,14 @@
 """Every prompt the assistants use, as module constants.
 
 Placeholders: ``{time}`` is the current time, ``{user_info}`` the passenger's tickets and
-reservations as fetched at the start of the turn. The specialists learn who they are from
+reservations as fetched at the start of the turn. What each specialist is and does (its
+title, duty and the primary's hand-over line) lives in its row of
+``assistants.specialists``. The specialists learn who they are from
 the ToolMessage that answers the routing call (``ENTRY_MESSAGE``), not from a rewritten
 system prompt, so one conversation history serves every assistant.
 """
+
+from collections.abc import Sequence
 
 COMMON_RULES = """\
 Rules that always hold:
@@ -27,10 +31,7 @@ and, when it is available, web search for things like weather or local informati
 You cannot change anything yourself. Hand every request to book, change or cancel \
 something to the right specialist by calling its tool; the customer does not see the \
 hand-over, so do not mention it:
-- ToFlightBookingAssistant: change or cancel a flight ticket.
-- ToBookCarRental: book, change or cancel a rental car.
-- ToHotelBookingAssistant: book, change or cancel a hotel stay.
-- ToBookExcursion: book, change or cancel an excursion or activity.
+{hand_overs}
 Call at most one of them at a time. Search persistently: if a search returns nothing, \
 widen it (other dates, nearby airports, fewer filters) before giving up.
 
@@ -61,33 +62,6 @@ The customer's bookings (refreshed on every turn):
 Current time: {{time}}.
 """
 
-SPECIALIST_DUTIES = {
-    "update_flight": (
-        "You change and cancel flight tickets. A ticket can move only to another flight on "
-        "the same route; show the options with their fare and seats left, and the change "
-        "fee and fare difference from the tools."
-    ),
-    "book_car_rental": (
-        "You book, change and cancel rental cars. Show the offers with their total price "
-        "for the dates, and ask for the dates if they are missing."
-    ),
-    "book_hotel": (
-        "You book, change and cancel hotel stays. Show the hotels with their total price "
-        "for the nights, and ask for check-in and check-out dates if they are missing."
-    ),
-    "book_excursion": (
-        "You book, change and cancel excursions and activities. Show the offers with their "
-        "price, and ask for the date if it is missing."
-    ),
-}
-
-SPECIALIST_TITLES = {
-    "update_flight": "flights specialist",
-    "book_car_rental": "car-rental specialist",
-    "book_hotel": "hotel specialist",
-    "book_excursion": "excursions specialist",
-}
-
 ENTRY_MESSAGE = """\
 You are now the {title}. The primary assistant handed you this request: read the \
 conversation above and help the customer with it using your tools. The request is not \
@@ -110,8 +84,29 @@ DENIED_MESSAGE = """\
 The customer declined this action, so it was not carried out. {reason_text}Take this \
 into account and continue the conversation."""
 
+NO_DECISION_MESSAGE = """\
+Not run: the run was resumed without the customer's decision on this action, and only an \
+explicit approval carries an action out. Ask the customer again if it is still wanted."""
+
+SUPERSEDED_MESSAGE = """\
+Not run: the customer sent a new message instead of approving this action."""
+
 STEP_LIMIT_TOOL_MESSAGE = """\
 Not run: this turn reached its step limit before the action could run."""
+
+REFUSED_MESSAGE = """\
+Not run: this action would be refused ({refusal}), so the customer was shown why and \
+was not asked to approve it. Explain it briefly and offer what is possible instead."""
+
+CANCELLED_TOOL_MESSAGE = """\
+Not run: the customer cancelled the turn (Ctrl-C) before this call ran."""
+
+# Closes a turn the customer cancelled, as the assistant's reply of that turn, so the
+# saved conversation stays well formed and the model knows the turn was cut short.
+TURN_CANCELLED_NOTE = (
+    "(The customer cancelled this turn before I finished answering; nothing further was "
+    "done in it.)"
+)
 
 EMPTY_ANSWER_NUDGE = "Your last reply was empty. Answer the customer, or call a tool."
 
@@ -126,14 +121,37 @@ STEP_LIMIT_APOLOGY = (
     "request at a time?"
 )
 
+# Ends a reply the server stopped at the output limit (finish_reason "length"). The
+# customer sees it, and it stays in the history, so the model knows too.
+CUT_OFF_NOTE = "[This reply was cut off: it reached the length limit for one reply.]"
+CUT_OFF_ACTION_NOTE = (
+    "[This reply was cut off: it reached the length limit for one reply before its "
+    "action was complete, so nothing was done.]"
+)
 
-def primary_prompt() -> str:
-    """Return the primary assistant's system prompt template."""
-    return PRIMARY_SYSTEM_PROMPT.format(common_rules=COMMON_RULES)
+# Asking again after an unusable answer goes into the system prompt: a second customer
+# message in a row is refused by strict chat templates.
+REASK_NOTE = "\n\nYour previous attempt at the next reply could not be used. {problem}"
+
+# Stands in the request for a reply that never came (a turn that failed or was
+# interrupted after its tools ran), so that customer and assistant turns alternate.
+MISSING_REPLY = "(This turn ended before I could reply.)"
+
+# Replaces the end of a tool result too long for the model's context window.
+RESULT_CUT_NOTE = "\n[... {count} more characters of this result left out to fit the context]"
 
 
-def specialist_prompt(name: str) -> str:
-    """Return the system prompt template of the specialist ``name``."""
-    return SPECIALIST_SYSTEM_PROMPT.format(
-        title=SPECIALIST_TITLES[name], duty=SPECIALIST_DUTIES[name], common_rules=COMMON_RULES
-    )
+def primary_prompt(hand_overs: Sequence[tuple[str, str]]) -> str:
+    """Return the primary assistant's system prompt template.
+
+    Args:
+        hand_overs: For each specialist, its routing tool's name and what it is for
+            ("change or cancel a flight ticket").
+    """
+    listed = "\n".join(f"- {tool}: {purpose}" for tool, purpose in hand_overs)
+    return PRIMARY_SYSTEM_PROMPT.format(common_rules=COMMON_RULES, hand_overs=listed)
+
+
+def specialist_prompt(title: str, duty: str) -> str:
+    """Return the system prompt template of a specialist with ``title`` and ``duty``."""
+    return SPECIALIST_SYSTEM_PROMPT.format(title=title, duty=duty, common_rules=COMMON_RULES)

@@ -19,14 +19,12 @@ group, or returns to the assistant once everything is answered.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from langchain_core.messages import AIMessage, AnyMessage, ToolCall, ToolMessage
 from pydantic import BaseModel, ConfigDict, Field
-
-from assistants.state import SpecialistName
 
 
 class ToFlightBookingAssistant(BaseModel):
@@ -88,12 +86,6 @@ class CompleteOrEscalate(BaseModel):
     )
 
 
-ROUTING_TOOLS: dict[str, SpecialistName] = {
-    ToFlightBookingAssistant.__name__: "update_flight",
-    ToBookCarRental.__name__: "book_car_rental",
-    ToHotelBookingAssistant.__name__: "book_hotel",
-    ToBookExcursion.__name__: "book_excursion",
-}
 COMPLETE_OR_ESCALATE = CompleteOrEscalate.__name__
 
 Step = Literal["end", "assistant", "safe_tools", "sensitive_tools", "enter", "leave"]
@@ -173,10 +165,11 @@ def next_step(messages: Sequence[AnyMessage], groups: ToolGroups) -> Step:
     return "enter"
 
 
-def first_routing_target(calls: Iterable[ToolCall]) -> SpecialistName | None:
-    """Return the specialist named by the first ``To...`` call, if any."""
-    for call in calls:
-        target = ROUTING_TOOLS.get(call["name"])
-        if target is not None:
-            return target
-    return None
+def first_routing_call(calls: Iterable[ToolCall], hand_overs: Collection[str]) -> ToolCall | None:
+    """Return the first call that hands the conversation to a specialist, if any.
+
+    Args:
+        calls: Tool calls in the model's order.
+        hand_overs: The names of the routing tools that enter a specialist.
+    """
+    return next((c for c in calls if c["name"] in hand_overs), None)

@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Annotated, Literal, TypedDict, get_args
+from typing import Annotated, Any, Protocol, TypedDict
 
 from langchain_core.messages import AnyMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.graph.message import add_messages
 from langgraph.managed import RemainingSteps
 
-SpecialistName = Literal["update_flight", "book_car_rental", "book_hotel", "book_excursion"]
-DialogName = Literal[
-    "assistant", "update_flight", "book_car_rental", "book_hotel", "book_excursion"
-]
-SPECIALIST_NAMES: tuple[SpecialistName, ...] = get_args(SpecialistName)
+# The assistant that answers when no specialist is active (also its node's name).
+PRIMARY_ASSISTANT = "primary_assistant"
 POP = "pop"
 
 
@@ -41,18 +39,33 @@ class State(TypedDict):
     Attributes:
         messages: The whole conversation, merged by id.
         user_info: The passenger's tickets and reservations, refreshed on every turn.
-        dialog_state: The stack of active specialists; empty means the primary assistant.
+        dialog_state: The stack of active specialists (their names, as in
+            ``assistants.specialists``); empty means the primary assistant.
         remaining_steps: Managed by LangGraph: how many steps this run has left.
     """
 
     messages: Annotated[list[AnyMessage], add_messages]
     user_info: str
-    dialog_state: Annotated[list[DialogName], update_dialog_stack]
+    dialog_state: Annotated[list[str], update_dialog_stack]
     remaining_steps: RemainingSteps
 
 
 def active_assistant(dialog_state: Sequence[str] | None) -> str:
     """Return the name on top of the stack, or ``"primary_assistant"`` when it is empty."""
     if not dialog_state:
-        return "primary_assistant"
+        return PRIMARY_ASSISTANT
     return dialog_state[-1]
+
+
+class ConfigNode(Protocol):
+    """A node that reads the state and the run's config."""
+
+    def __call__(self, state: State, config: RunnableConfig) -> dict[str, Any]:
+        """Return the node's update."""
+
+
+class StateNode(Protocol):
+    """A node that reads only the state."""
+
+    def __call__(self, state: State) -> dict[str, Any]:
+        """Return the node's update."""

@@ -31,7 +31,7 @@ from db.partners import (
 )
 from db.passengers import require_passenger
 from db.rules import CAR_FREE_CANCEL_HOURS, MAX_CAR_RENTAL_DAYS
-from db.values import fmt_money, iso_date, money, parse_date
+from db.values import fmt_money, iso_date, money, parse_date, search_text
 
 SEARCH_LIMIT = 20
 KIND_LABEL = "Car rental reservation"
@@ -165,7 +165,8 @@ def search_car_rentals(
         with dates, ``days``, ``total``/``total_cents`` and ``cars_left`` for the period.
 
     Raises:
-        InvalidInputError: Only one date given, or a date is malformed or past.
+        InvalidInputError: Only one date given, a date is malformed or past, or a
+            search text is too long or not plain text (``db.values.search_text``).
         RuleViolationError: The period breaks a date rule (too long, too far ahead).
     """
     period: tuple[date, date] | None = None
@@ -177,13 +178,14 @@ def search_car_rentals(
     if start_date is not None and end_date is not None:
         period = validate_rental_period(start_date, end_date, now)
     query = select(CarRental)
-    for column, value in (
-        (CarRental.location, location),
-        (CarRental.name, name),
-        (CarRental.price_tier, price_tier),
+    for column, value, field in (
+        (CarRental.location, location, "location"),
+        (CarRental.name, name, "name"),
+        (CarRental.price_tier, price_tier, "price_tier"),
     ):
-        if value and value.strip():
-            query = query.where(func.lower(column).contains(value.strip().lower(), autoescape=True))
+        needle = search_text(value, field)
+        if needle is not None:
+            query = query.where(func.lower(column).contains(needle, autoescape=True))
     matches = session.scalar(select(func.count()).select_from(query.subquery())) or 0
     ordered = query.order_by(CarRental.location, CarRental.name, CarRental.id).limit(limit)
     rentals = list(session.scalars(ordered))

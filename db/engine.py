@@ -3,14 +3,18 @@
 ``Database`` bundles an engine and the clock every query reads "now" from. SQLite
 connections get foreign keys enforced and a busy timeout so that a second process (a
 resumed chat, the eval runner) waits instead of failing with "database is locked".
+A database built by an older version is upgraded in place before the first write
+(``Database.upgrade_schema``, see ``db.upgrade``).
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
@@ -24,12 +28,29 @@ SQLITE_BUSY_TIMEOUT_MS = 10_000
 APP_NAME = "travel-assistant"
 
 
+def packaged_data_dir() -> Path:
+    """Return the folder of the installed ``data`` package.
+
+    It holds the reference files, the company policy and the evaluation scenarios, and
+    is found through the import system, so the answer is right for a checkout, an
+    editable install and a wheel (where ``data`` sits in ``site-packages``) alike.
+    """
+    folder = files("data")
+    if not isinstance(folder, Path):
+        # Only a package imported from an archive (a zip) has no folder on disk.
+        raise RuntimeError(f"The data package is not a folder on disk: {folder}")
+    return folder
+
+
 def reference_data_dir() -> Path:
-    """Return the folder of reference files (airports, aircraft, catalogues, policy)."""
+    """Return the folder of reference files (airports, aircraft, catalogues, policy).
+
+    ``TRAVEL_ASSISTANT_DATA`` wins; otherwise the installed ``data`` package.
+    """
     override = os.environ.get("TRAVEL_ASSISTANT_DATA")
     if override:
         return Path(override)
-    return Path(__file__).resolve().parent.parent / "data"
+    return packaged_data_dir()
 
 
 def app_home() -> Path:
@@ -81,6 +102,8 @@ class Database:
     engine: Engine
     clock: Clock = system_clock
     _sessions: sessionmaker[Session] = field(init=False, repr=False)
+    _upgraded: bool = field(default=False, init=False, repr=False)
+    _upgrade_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
@@ -113,6 +136,21 @@ class Database:
                 f"The travel database at {self.engine.url.render_as_string()} has no tables. "
                 "Build it with: travel-assistant db init"
             )
+
+    def upgrade_schema(self) -> None:
+        """Bring tables built by an older version to the current layout, once per object.
+
+        Cheap when the schema is current (one look at a table's columns); the writes call
+        it first, so an existing database keeps working after an upgrade of the program.
+        """
+        if self._upgraded:
+            return
+        with self._upgrade_lock:
+            if not self._upgraded:
+                from db.upgrade import upgrade
+
+                upgrade(self.engine)
+                self._upgraded = True
 
     def dispose(self) -> None:
         """Close every pooled connection."""

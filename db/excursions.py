@@ -26,7 +26,7 @@ from db.partners import (
 )
 from db.passengers import require_passenger
 from db.rules import EXCURSION_FREE_CANCEL_HOURS
-from db.values import fmt_money, iso_date, money, parse_date
+from db.values import fmt_money, iso_date, money, parse_date, search_text, search_words
 
 SEARCH_LIMIT = 20
 KIND_LABEL = "Excursion reservation"
@@ -109,12 +109,20 @@ def search_trip_recommendations(
     Returns:
         ``{"trip_recommendations": [...], "matches": int}`` with price per person and
         places per day.
+
+    Raises:
+        InvalidInputError: A search text is too long, has too many keywords or is not
+            plain text (``db.values.search_text``, ``search_words``).
     """
     query = select(TripRecommendation)
-    for column, value in ((TripRecommendation.location, location), (TripRecommendation.name, name)):
-        if value and value.strip():
-            query = query.where(func.lower(column).contains(value.strip().lower(), autoescape=True))
-    words = [word.strip().lower() for word in (keywords or "").split(",") if word.strip()]
+    for column, value, field in (
+        (TripRecommendation.location, location, "location"),
+        (TripRecommendation.name, name, "name"),
+    ):
+        needle = search_text(value, field)
+        if needle is not None:
+            query = query.where(func.lower(column).contains(needle, autoescape=True))
+    words = search_words(keywords, "keywords")
     if words:
         query = query.where(
             or_(

@@ -1,12 +1,18 @@
 """The fixture passengers and records that every generated database contains.
 
 Tests and demos rely on these; the generator (``db.generate``) creates them first, so
-their reservation ids are stable. All times are relative to the database's "now".
+their reservation ids are stable. All times are relative to the database's "now"; a day
+count "after now's date" counts from the UTC date of "now".
+
+Every fact the generator needs to create a fixture is stated here as a constant, so the
+generator (``db.generate.fixture_bookings``) defines none of its own.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import timedelta
+from types import MappingProxyType
 
 # The passenger of the design card, with ticket 7240005432906569 on LX0112 CDG -> BSL,
 # Economy, seat assigned and not checked in, departing FIXTURE_DEPARTURE_IN from now
@@ -18,29 +24,69 @@ FIXTURE_TICKET_NO = "7240005432906569"
 FIXTURE_FLIGHT_NO = "LX0112"
 FIXTURE_ROUTE = ("CDG", "BSL")
 FIXTURE_DEPARTURE_IN = timedelta(hours=4)
+# The fare class of the fixture ticket.
+FIXTURE_FARE_CONDITIONS = "Economy"
+# The fixture ticket's booking was bought this long before now.
+FIXTURE_BOOKED_AGO = timedelta(days=21)
 # The LX0112 flight this many days after the fixture flight has every Economy seat sold.
 FULL_FLIGHT_DAY_OFFSET = 2
-# The fixture passenger also holds one confirmed reservation of each kind in Basel,
-# created in this order so their ids are 1 in their tables.
-FIXTURE_HOTEL_BOOKING_ID = 1  # Basel, check-in 1 day from now's date, 3 nights
-FIXTURE_CAR_RENTAL_BOOKING_ID = 1  # Basel, from 1 to 3 days from now's date
-FIXTURE_EXCURSION_BOOKING_ID = 1  # Basel, 2 days from now's date
+# The fixture passenger also holds one confirmed reservation of each kind in
+# FIXTURE_LOCATION, all made FIXTURE_RESERVATIONS_MADE_AGO before now and created in this
+# order so their ids are 1 in their tables.
+FIXTURE_LOCATION = "Basel"
+FIXTURE_RESERVATIONS_MADE_AGO = timedelta(days=6)
+# A stay at the first hotel in FIXTURE_LOCATION other than FULL_HOTEL_NAME, checking in
+# FIXTURE_HOTEL_CHECKIN_IN_DAYS after now's date for FIXTURE_HOTEL_NIGHTS nights.
+FIXTURE_HOTEL_BOOKING_ID = 1
+FIXTURE_HOTEL_CHECKIN_IN_DAYS = 1
+FIXTURE_HOTEL_NIGHTS = 3
+# A car of the first rental offer in FIXTURE_LOCATION, from FIXTURE_CAR_START_IN_DAYS to
+# FIXTURE_CAR_END_IN_DAYS after now's date (both days included).
+FIXTURE_CAR_RENTAL_BOOKING_ID = 1
+FIXTURE_CAR_START_IN_DAYS = 1
+FIXTURE_CAR_END_IN_DAYS = 3
+# A place on the first excursion in FIXTURE_LOCATION, FIXTURE_EXCURSION_IN_DAYS after
+# now's date.
+FIXTURE_EXCURSION_BOOKING_ID = 1
+FIXTURE_EXCURSION_IN_DAYS = 2
 
-# A two-segment ticket MUC -> FRA -> JFK in Economy, 5 days from now, plus a hotel
-# reservation in New York.
+# A two-segment ticket MUC -> FRA -> JFK in MULTI_SEGMENT_FARE_CONDITIONS, flying
+# MULTI_SEGMENT_DAYS_AHEAD days after now's date, bought MULTI_SEGMENT_BOOKED_AGO before
+# now. With it, a stay of MULTI_SEGMENT_HOTEL_NIGHTS nights at the first hotel in
+# MULTI_SEGMENT_HOTEL_LOCATION, from the local date of arrival at JFK, made at the same time.
 MULTI_SEGMENT_PASSENGER_ID = "8149 604011"
+MULTI_SEGMENT_PASSENGER_NAME = "Jonas Weber"
 MULTI_SEGMENT_TICKET_NO = "7240005000000101"
+MULTI_SEGMENT_FARE_CONDITIONS = "Economy"
+MULTI_SEGMENT_DAYS_AHEAD = 5
+MULTI_SEGMENT_BOOKED_AGO = timedelta(days=30)
+MULTI_SEGMENT_HOTEL_LOCATION = "New York"
+MULTI_SEGMENT_HOTEL_NIGHTS = 3
 
-# A Business-class ticket ZRH -> LHR 10 days from now, bought 2 hours ago (inside the
-# free-change window).
+# A ticket ZRH -> LHR in BUSINESS_FARE_CONDITIONS, flying BUSINESS_DAYS_AHEAD days after
+# now's date, bought BUSINESS_BOUGHT_AGO before now (inside the free-change window).
 BUSINESS_PASSENGER_ID = "5102 899977"
+BUSINESS_PASSENGER_NAME = "Priya Raman"
 BUSINESS_TICKET_NO = "7240005000000202"
+BUSINESS_FARE_CONDITIONS = "Business"
+BUSINESS_DAYS_AHEAD = 10
+BUSINESS_BOUGHT_AGO = timedelta(hours=2)
 
-# A ticket already flown (AMS -> BCN, 3 days ago, Arrived) and a ticket already checked in
-# (BCN -> AMS, departing 6 hours from now).
+# Two tickets in FLOWN_FARE_CONDITIONS, in one booking bought FLOWN_BOOKED_AGO before now:
+# one already flown (AMS -> BCN, FLOWN_DAYS_AGO days before now's date, Arrived, checked
+# in FLOWN_CHECKED_IN_BEFORE_DEPARTURE before its departure) and one already checked in
+# (BCN -> AMS, departing CHECKED_IN_DEPARTURE_IN from now rounded down to 5 minutes,
+# checked in CHECKED_IN_AGO before now).
 FLOWN_PASSENGER_ID = "1024 556320"
+FLOWN_PASSENGER_NAME = "Lucas Martin"
 FLOWN_TICKET_NO = "7240005000000303"
 CHECKED_IN_TICKET_NO = "7240005000000304"
+FLOWN_FARE_CONDITIONS = "Economy"
+FLOWN_BOOKED_AGO = timedelta(days=25)
+FLOWN_DAYS_AGO = 3
+FLOWN_CHECKED_IN_BEFORE_DEPARTURE = timedelta(hours=20)
+CHECKED_IN_DEPARTURE_IN = timedelta(hours=6)
+CHECKED_IN_AGO = timedelta(hours=1)
 
 # A Basel hotel with FULL_HOTEL_ROOMS rooms, all taken by other passengers for the nights
 # from FULL_HOTEL_CHECKIN_IN_DAYS to FULL_HOTEL_CHECKIN_IN_DAYS + FULL_HOTEL_NIGHTS days
@@ -55,4 +101,13 @@ FIXTURE_PASSENGER_IDS = (
     MULTI_SEGMENT_PASSENGER_ID,
     BUSINESS_PASSENGER_ID,
     FLOWN_PASSENGER_ID,
+)
+# The name of each fixture passenger, by passenger id.
+FIXTURE_PASSENGER_NAMES: Mapping[str, str] = MappingProxyType(
+    {
+        FIXTURE_PASSENGER_ID: FIXTURE_PASSENGER_NAME,
+        MULTI_SEGMENT_PASSENGER_ID: MULTI_SEGMENT_PASSENGER_NAME,
+        BUSINESS_PASSENGER_ID: BUSINESS_PASSENGER_NAME,
+        FLOWN_PASSENGER_ID: FLOWN_PASSENGER_NAME,
+    }
 )

@@ -58,18 +58,29 @@ from db.rules import (
     hours,
 )
 from db.values import (
+    MAX_TICKET_CHARS,
     airport_code_syntax,
     fmt_money,
     local_time,
     money,
     parse_time_bound,
+    plain_text,
+    row_id,
+    search_text,
+    shown,
     utc_time,
 )
 from db.writes import record_payment
 
 DEFAULT_SEARCH_LIMIT = 20
 MAX_SEARCH_LIMIT = 50
+# Airports suggested for a city name given in place of a code, and the room their names
+# may take in the error message (the whole message stays under about 300 characters).
+_AIRPORT_SUGGESTIONS = 8
+_AIRPORT_HINT_CHARS = 150
 _SEAT = re.compile(r"^(\d+)([A-Z]*)$")
+# A ticket number is digits (16 in this database); spaces between groups are ignored.
+_TICKET_NO = re.compile(r"[0-9]{1,16}")
 
 
 # Reading ---------------------------------------------------------------------------------
@@ -138,14 +149,27 @@ def seats_left(session: Session, flight: Flight, fare_conditions: str) -> int:
     return max(capacity - sold, 0)
 
 
+def _airport_hint(airports: list[Airport]) -> str:
+    """Name matching airports, as many as fit ``_AIRPORT_HINT_CHARS``."""
+    names: list[str] = []
+    used = 0
+    for airport in airports:
+        name = f"{airport.airport_code} ({airport.airport_name})"
+        if names and used + len(name) + 2 > _AIRPORT_HINT_CHARS:
+            break
+        names.append(name)
+        used += len(name) + 2
+    return f" Matching airports: {', '.join(names)}." if names else ""
+
+
 def _resolve_airport(session: Session, value: str | None, field: str) -> str | None:
     """Validate an airport argument; suggest codes when a city name was given."""
-    if value is None or not value.strip():
+    needle = search_text(value, field)
+    if needle is None:
         return None
-    code = airport_code_syntax(value)
+    code = airport_code_syntax(needle)
     if code is not None and session.get(Airport, code) is not None:
         return code
-    needle = value.strip().lower()
     suggestions = list(
         session.scalars(
             select(Airport)
@@ -156,20 +180,14 @@ def _resolve_airport(session: Session, value: str | None, field: str) -> str | N
                 )
             )
             .order_by(Airport.airport_code)
-            .limit(8)
+            .limit(_AIRPORT_SUGGESTIONS)
         )
     )
-    hint = (
-        " Matching airports: "
-        + ", ".join(f"{a.airport_code} ({a.airport_name}, {a.city})" for a in suggestions)
-        + "."
-        if suggestions
-        else ""
-    )
+    hint = _airport_hint(suggestions)
     if code is not None:
         raise NotFoundError(f"No airport with IATA code {code} is served.{hint}")
     raise InvalidInputError(
-        f"{field} must be a 3-letter IATA airport code such as CDG; got {value!r}.{hint}"
+        f"{field} must be a 3-letter IATA airport code such as CDG; got {shown(value)}.{hint}"
     )
 
 
@@ -205,8 +223,8 @@ def search_flights(
         ``fares``: ``[{"fare_conditions", "price_cents", "price", "seats_left"}]``.
 
     Raises:
-        InvalidInputError: A malformed airport or time, or ``end_time`` before
-            ``start_time``.
+        InvalidInputError: A malformed, overlong or non-text airport, a malformed time,
+            or ``end_time`` before ``start_time``.
         NotFoundError: An airport code that is not served.
     """
     departure = _resolve_airport(session, departure_airport, "departure_airport")
@@ -274,8 +292,23 @@ def search_flights(
 # Ticket rules ----------------------------------------------------------------------------
 
 
+def ticket_number(value: str) -> str:
+    """Return a ticket number without its spaces, or refuse what cannot be one.
+
+    Raises:
+        InvalidInputError: Not digits, or longer than a ticket number.
+    """
+    number = plain_text(value, "ticket_no", MAX_TICKET_CHARS).replace(" ", "")
+    if not _TICKET_NO.fullmatch(number):
+        raise InvalidInputError(
+            f"ticket_no must be a ticket number (digits, e.g. 7240005432906569); "
+            f"got {shown(value)}."
+        )
+    return number
+
+
 def _owned_active_ticket(session: Session, passenger_id: str, ticket_no: str) -> Ticket:
-    number = ticket_no.strip().replace(" ", "")
+    number = ticket_number(ticket_no)
     ticket = session.get(Ticket, number)
     if ticket is None:
         raise NotFoundError(
@@ -491,13 +524,14 @@ def quote_ticket_change(
         The quote of the change.
 
     Raises:
+        InvalidInputError: The ticket number or flight id cannot be one.
         NotFoundError: Unknown ticket or flight.
         OwnershipError: The ticket is another passenger's.
         RuleViolationError: A rule forbids the change (see the module docstring).
         UnavailableError: No fare or seat is left in the ticket's class on the new flight.
     """
     ticket = _owned_active_ticket(session, passenger_id, ticket_no)
-    new_flight = session.get(Flight, new_flight_id)
+    new_flight = session.get(Flight, row_id(new_flight_id, "new_flight_id"))
     if new_flight is None:
         raise NotFoundError(
             f"No flight with flight_id {new_flight_id} exists. Use search_flights to find "
@@ -627,7 +661,7 @@ def update_ticket_to_new_flight(
         ``boarding_no``, ``fare_difference``, ``change_fee``, ``charged`` (cents and
         text) and a ``summary`` sentence.
     """
-    new_flight = session.get(Flight, new_flight_id, with_for_update=True)
+    new_flight = session.get(Flight, row_id(new_flight_id, "new_flight_id"), with_for_update=True)
     quote = quote_ticket_change(session, passenger_id, ticket_no, new_flight_id, now)
     assert new_flight is not None
     old_flight_id = int(quote.old_flight["flight_id"])
@@ -766,6 +800,7 @@ def quote_ticket_cancellation(
         The quote of the cancellation.
 
     Raises:
+        InvalidInputError: The ticket number cannot be one.
         NotFoundError: Unknown ticket.
         OwnershipError: The ticket is another passenger's.
         RuleViolationError: The ticket is cancelled or flown, or a segment cannot be
@@ -821,7 +856,7 @@ def cancel_ticket(
         ``status``, ``ticket_no``, ``cancelled_flights``, ``paid``, ``cancel_fee``,
         ``refunded`` (cents and text) and a ``summary`` sentence.
     """
-    ticket = session.get(Ticket, ticket_no.strip().replace(" ", ""), with_for_update=True)
+    ticket = session.get(Ticket, ticket_number(ticket_no), with_for_update=True)
     quote = quote_ticket_cancellation(session, passenger_id, ticket_no, now)
     assert ticket is not None
     flight_ids = [int(view["flight_id"]) for view in quote.segments]

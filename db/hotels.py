@@ -31,7 +31,7 @@ from db.partners import (
 )
 from db.passengers import require_passenger
 from db.rules import HOTEL_FREE_CANCEL_HOURS, MAX_HOTEL_NIGHTS
-from db.values import fmt_money, iso_date, money, parse_date
+from db.values import fmt_money, iso_date, money, parse_date, search_text
 
 SEARCH_LIMIT = 20
 KIND_LABEL = "Hotel reservation"
@@ -161,7 +161,8 @@ def search_hotels(
         dates, ``nights``, ``total``/``total_cents`` and ``rooms_left`` for that stay.
 
     Raises:
-        InvalidInputError: Only one date given, or a date is malformed or past.
+        InvalidInputError: Only one date given, a date is malformed or past, or a
+            search text is too long or not plain text (``db.values.search_text``).
         RuleViolationError: The stay breaks a date rule (too long, too far ahead).
     """
     stay: tuple[date, date] | None = None
@@ -173,13 +174,14 @@ def search_hotels(
     if checkin_date is not None and checkout_date is not None:
         stay = validate_stay(checkin_date, checkout_date, now)
     query = select(Hotel)
-    for column, value in (
-        (Hotel.location, location),
-        (Hotel.name, name),
-        (Hotel.price_tier, price_tier),
+    for column, value, field in (
+        (Hotel.location, location, "location"),
+        (Hotel.name, name, "name"),
+        (Hotel.price_tier, price_tier, "price_tier"),
     ):
-        if value and value.strip():
-            query = query.where(func.lower(column).contains(value.strip().lower(), autoescape=True))
+        needle = search_text(value, field)
+        if needle is not None:
+            query = query.where(func.lower(column).contains(needle, autoescape=True))
     matches = session.scalar(select(func.count()).select_from(query.subquery())) or 0
     hotels = list(
         session.scalars(query.order_by(Hotel.location, Hotel.name, Hotel.id).limit(limit))

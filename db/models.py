@@ -21,6 +21,7 @@ from sqlalchemy import (
     ForeignKeyConstraint,
     Index,
     Integer,
+    PrimaryKeyConstraint,
     String,
     Text,
     TypeDecorator,
@@ -338,15 +339,23 @@ class Payment(Base):
 
 
 class ToolCallRecord(Base):
-    """The result of a write, keyed by the tool call that asked for it.
+    """The result of a write, keyed by the conversation and the tool call that asked for it.
 
     Written in the same transaction as the write, so a write repeated for the same
     tool call (a resume after a crash) returns the stored result instead of running twice.
+    ``thread_id`` is ``""`` for calls made outside a conversation; ``args_sha256`` is the
+    digest of the call's arguments (``""`` for records made before it was kept), so the
+    same id with other arguments is refused instead of answered with this result.
     """
 
     __tablename__ = "tool_call_records"
+    __table_args__ = (
+        PrimaryKeyConstraint("thread_id", "tool_call_id", name="pk_tool_call_records"),
+    )
 
-    tool_call_id: Mapped[str] = mapped_column(String(120), primary_key=True)
+    thread_id: Mapped[str] = mapped_column(String(120))
+    tool_call_id: Mapped[str] = mapped_column(String(120))
+    args_sha256: Mapped[str] = mapped_column(String(64))
     tool_name: Mapped[str] = mapped_column(String(60))
     passenger_id: Mapped[str] = mapped_column(String(20))
     result_json: Mapped[str] = mapped_column(Text)

@@ -30,7 +30,7 @@ from sqlalchemy.orm import Session
 
 from db.errors import InvalidInputError, NotFoundError, OwnershipError, RuleViolationError
 from db.rules import MAX_DAYS_AHEAD, hours
-from db.values import fmt_money, iso_date, money, start_of_day, today, utc_time
+from db.values import fmt_money, iso_date, money, row_id, start_of_day, today, utc_time
 from db.writes import record_payment
 
 Action = Literal["book", "update", "cancel"]
@@ -355,9 +355,12 @@ def catalogue_entry(
     """Return a catalogue entry, locked ``FOR UPDATE`` when ``lock`` is set.
 
     Raises:
+        InvalidInputError: The id is not one an id column can hold.
         NotFoundError: No entry has that id.
     """
-    item = session.get(kind.catalogue_model, item_id, with_for_update=lock)
+    item = session.get(
+        kind.catalogue_model, row_id(item_id, kind.catalogue_key), with_for_update=lock
+    )
     if item is None:
         raise NotFoundError(kind.missing_item.format(id=item_id))
     return item
@@ -374,11 +377,14 @@ def owned_booking(
     """Return a confirmed reservation of the passenger, locked when ``lock`` is set.
 
     Raises:
+        InvalidInputError: The id is not one an id column can hold.
         NotFoundError: No reservation has that id.
         OwnershipError: It is another passenger's.
         RuleViolationError: It is cancelled.
     """
-    booking = session.get(kind.booking_model, booking_id, with_for_update=lock)
+    booking = session.get(
+        kind.booking_model, row_id(booking_id, "booking_id"), with_for_update=lock
+    )
     if booking is None:
         raise NotFoundError(kind.missing_booking.format(id=booking_id))
     if booking.passenger_id != passenger_id:

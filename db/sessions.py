@@ -73,6 +73,14 @@ class SessionRegistry:
                 (thread_id, passenger_id, stamp, stamp, title[:200]),
             )
 
+    def delete(self, thread_id: str) -> bool:
+        """Forget ``thread_id``; return whether it was there (its checkpoints are separate)."""
+        with self.connection:
+            cursor = self.connection.execute(
+                "DELETE FROM travel_sessions WHERE thread_id = ?", (thread_id,)
+            )
+        return cursor.rowcount > 0
+
     def list(self, passenger_id: str | None = None, limit: int = 50) -> list[SessionRecord]:
         """Return the most recently used sessions first, optionally of one passenger."""
         query = "SELECT thread_id, passenger_id, created_at, updated_at, title FROM travel_sessions"

@@ -1,23 +1,45 @@
 """Helpers every write shares: the write lock, payments and once-only execution.
 
 A write runs inside ``Database.transaction()``. ``run_once`` makes it idempotent per
-tool call: the result is stored in ``tool_call_records`` in the same transaction, so a
-write repeated for the same ``tool_call_id`` (a resume after a crash between the write
-and the checkpoint) returns the stored result and changes nothing.
+tool call: the result is stored in ``tool_call_records`` in the same transaction, keyed
+by the conversation (thread id) and the tool call id, with a digest of the call's
+arguments beside it. A write repeated for the same key with the same arguments (a
+resume after a crash between the write and the checkpoint, a duplicate delivery)
+returns the stored result and changes nothing; the same key with other arguments, or
+for another tool or passenger, is refused, so no call is ever answered with another
+call's result. The same tool call id in another conversation is another call: providers
+that number their calls (``call_0``, ``call_1``) reuse ids across conversations.
+
+Calls without a thread id (a tool invoked directly) are keyed by the call id alone,
+among themselves. ``run_once_in_transaction`` adds what a concurrent duplicate needs:
+where two deliveries of one call both pass the look-up (PostgreSQL, which does not
+serialise writers up front as SQLite's ``BEGIN IMMEDIATE`` does), the second one's
+insert of the record conflicts, its transaction is rolled back whole, and it answers
+with the result the first one stored.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import text
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from db.engine import Database
 from db.errors import RuleViolationError
 from db.models import Payment, ToolCallRecord
+from db.values import shown
+
+# The key stored for calls that carry no thread id.
+NO_THREAD = ""
+# Ids longer than this (or not plain text) are stored as a digest, so any id fits the
+# key columns on every engine.
+_MAX_KEY_CHARS = 120
 
 
 def begin_write(session: Session) -> None:
@@ -78,6 +100,57 @@ def record_payment(
     return payment
 
 
+def key_part(value: str) -> str:
+    """Return a thread or tool call id as stored in a key column.
+
+    Short plain ids are kept as they are; a longer one, or one with characters no engine
+    stores (NUL, lone surrogates), becomes ``sha256:<hex>`` of its text.
+    """
+    if len(value) <= _MAX_KEY_CHARS and value.isprintable():
+        return value
+    data = value.encode("utf-8", "surrogatepass")
+    return f"sha256:{hashlib.sha256(data).hexdigest()}"
+
+
+def arguments_digest(args: Mapping[str, Any]) -> str:
+    """Return the SHA-256 of the canonical JSON of a call's arguments."""
+    canonical = json.dumps(
+        dict(args), sort_keys=True, separators=(",", ":"), ensure_ascii=True, default=str
+    )
+    return hashlib.sha256(canonical.encode("ascii")).hexdigest()
+
+
+def _stored_result(
+    session: Session,
+    key: tuple[str, str],
+    *,
+    tool_call_id: str,
+    tool_name: str,
+    passenger_id: str,
+    digest: str,
+) -> dict[str, Any] | None:
+    """Return the stored result of this very call, ``None`` if it never ran.
+
+    Raises:
+        RuleViolationError: The key was used by another tool, passenger or arguments.
+    """
+    record = session.get(ToolCallRecord, key)
+    if record is None:
+        return None
+    if record.tool_name != tool_name or record.passenger_id != passenger_id:
+        raise RuleViolationError(
+            f"Tool call {shown(tool_call_id)} was already used for {record.tool_name}; "
+            "nothing was done. Make a new tool call."
+        )
+    if record.args_sha256 != digest:
+        raise RuleViolationError(
+            f"Tool call {shown(tool_call_id)} was already used for {record.tool_name} "
+            "with other arguments; nothing was done. Make a new tool call."
+        )
+    stored: dict[str, Any] = json.loads(record.result_json)
+    return stored
+
+
 def run_once(
     session: Session,
     *,
@@ -86,6 +159,8 @@ def run_once(
     passenger_id: str,
     now: datetime,
     write: Callable[[], dict[str, Any]],
+    thread_id: str | None = None,
+    args: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Run ``write`` at most once per tool call, inside the caller's transaction.
 
@@ -96,34 +171,107 @@ def run_once(
         passenger_id: The passenger the write acts for.
         now: The time of the write.
         write: Performs the write with ``session`` and returns a JSON-able result.
+        thread_id: The conversation the call belongs to; ``None`` for a direct call.
+        args: The call's arguments; their digest is stored and compared.
 
     Returns:
         The result of ``write``, or the stored result when this tool call already ran.
 
     Raises:
-        RuleViolationError: The tool call id was already used by another tool or passenger.
+        RuleViolationError: The call's key was already used for another tool, passenger
+            or arguments.
+        IntegrityError: A concurrent delivery of the same call stored its record first
+            (``run_once_in_transaction`` answers it with that record).
     """
     begin_write(session)
-    if tool_call_id:
-        record = session.get(ToolCallRecord, tool_call_id)
-        if record is not None:
-            if record.tool_name != tool_name or record.passenger_id != passenger_id:
-                raise RuleViolationError(
-                    f"Tool call {tool_call_id} was already used for {record.tool_name}; "
-                    "make a new tool call."
-                )
-            stored: dict[str, Any] = json.loads(record.result_json)
-            return stored
+    if not tool_call_id:
+        return write()
+    key = (key_part(thread_id or NO_THREAD), key_part(tool_call_id))
+    digest = arguments_digest(args or {})
+    stored = _stored_result(
+        session,
+        key,
+        tool_call_id=tool_call_id,
+        tool_name=tool_name,
+        passenger_id=passenger_id,
+        digest=digest,
+    )
+    if stored is not None:
+        return stored
     result = write()
-    if tool_call_id:
-        session.add(
-            ToolCallRecord(
+    session.add(
+        ToolCallRecord(
+            thread_id=key[0],
+            tool_call_id=key[1],
+            args_sha256=digest,
+            tool_name=tool_name,
+            passenger_id=passenger_id,
+            result_json=json.dumps(result, ensure_ascii=False, sort_keys=True),
+            created_at=now,
+        )
+    )
+    session.flush()
+    return result
+
+
+def run_once_in_transaction(
+    db: Database,
+    *,
+    thread_id: str | None,
+    tool_call_id: str | None,
+    tool_name: str,
+    passenger_id: str,
+    args: Mapping[str, Any],
+    write: Callable[[Session, datetime], dict[str, Any]],
+) -> dict[str, Any]:
+    """Run a write in its own transaction through ``run_once``, safe against duplicates.
+
+    Args:
+        db: The database; an older layout of ``tool_call_records`` is upgraded first.
+        thread_id: The conversation; ``None`` for a direct call.
+        tool_call_id: The id of the tool call; ``None`` runs the write unconditionally.
+        tool_name: The tool's name, stored with the result.
+        passenger_id: The passenger the write acts for.
+        args: The call's arguments.
+        write: Called with the session and now; returns the JSON-able result.
+
+    Returns:
+        The write's result, or the stored result of an earlier or concurrent delivery of
+        the same call.
+
+    Raises:
+        RuleViolationError: The call's key was already used for another tool, passenger
+            or arguments.
+    """
+    db.upgrade_schema()
+    now = db.clock()
+    try:
+        with db.transaction() as session:
+            return run_once(
+                session,
                 tool_call_id=tool_call_id,
                 tool_name=tool_name,
                 passenger_id=passenger_id,
-                result_json=json.dumps(result, ensure_ascii=False, sort_keys=True),
-                created_at=now,
+                now=now,
+                write=lambda: write(session, now),
+                thread_id=thread_id,
+                args=args,
             )
-        )
-        session.flush()
-    return result
+    except IntegrityError:
+        if not tool_call_id:
+            raise
+        # Another delivery of this call committed its record between this one's look-up
+        # and its insert; everything this one wrote has been rolled back with it.
+        key = (key_part(thread_id or NO_THREAD), key_part(tool_call_id))
+        with db.session() as session:
+            stored = _stored_result(
+                session,
+                key,
+                tool_call_id=tool_call_id,
+                tool_name=tool_name,
+                passenger_id=passenger_id,
+                digest=arguments_digest(args),
+            )
+        if stored is None:
+            raise  # a conflict in the write itself, not a duplicate delivery
+        return stored

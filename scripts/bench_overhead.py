@@ -28,11 +28,11 @@ from langchain_core.messages import BaseMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 
+from conversations import Decision, Thread, TravelAssistant
 from db.clock import fixed_clock
 from db.engine import Database
 from db.generate import build_database
 from evaluation import Resolver, percentile
-from graph import Decision, Thread, TravelAssistant, build_graph
 from tests.support.scripted import ScriptedChatModel, call, say
 
 NOW = datetime(2026, 5, 4, 9, 0, tzinfo=UTC)
@@ -140,7 +140,7 @@ def run(template: Path, folder: Path, turns: int, saver_kind: str) -> dict[str, 
         if saver_kind == "memory"
         else SqliteSaver(sqlite3.connect(checkpoints, check_same_thread=False))
     )
-    assistant = TravelAssistant(build_graph(model, saver, db=db), db)
+    assistant = TravelAssistant.build(model, saver, db=db)
     thread = Thread("bench", PASSENGER)
     turn_times, step_times, sizes = [], [], []
     seen = 0

@@ -30,6 +30,8 @@ from typing import Any
 from langchain_core.messages import ToolMessage
 from sqlalchemy import select
 
+from assistants.approvals import describe_action
+from assistants.specialists import Crew, build_crew
 from db.clock import fixed_clock
 from db.engine import Database
 from db.errors import TravelError
@@ -50,7 +52,6 @@ from db.models import (
     TripRecommendation,
 )
 from db.passengers import passenger_summary
-from tools import ToolSet, build_tools, describe_action
 
 Args = dict[str, Any]
 
@@ -61,7 +62,7 @@ def _percentile(samples: list[float], fraction: float) -> float:
     return ordered[index]
 
 
-def _invoke(toolset: ToolSet, name: str, args: Args, passenger_id: str) -> ToolMessage:
+def _invoke(toolset: Crew, name: str, args: Args, passenger_id: str) -> ToolMessage:
     tool = next(t for t in toolset.all_tools() if t.name == name)
     message = tool.invoke(
         {"name": name, "args": args, "id": f"bench-{uuid.uuid4().hex}", "type": "tool_call"},
@@ -167,7 +168,7 @@ def run(scale: int, calls: int, seed: int) -> None:
             f"database: scale {scale}, {report.total_rows} rows, built in "
             f"{time.perf_counter() - started:.1f} s; {calls} calls per tool",
         )
-        toolset = build_tools(db)
+        toolset = build_crew(db)
         bench = Bench(calls)
         _bench_reads(bench, db, toolset, now)
         _bench_writes(bench, db, toolset, now, calls)
@@ -175,7 +176,7 @@ def run(scale: int, calls: int, seed: int) -> None:
         db.dispose()
 
 
-def _bench_reads(bench: Bench, db: Database, toolset: ToolSet, now: datetime) -> None:
+def _bench_reads(bench: Bench, db: Database, toolset: Crew, now: datetime) -> None:
     today = now.date()
 
     def day(offset: int) -> str:
@@ -246,7 +247,7 @@ def _bench_reads(bench: Bench, db: Database, toolset: ToolSet, now: datetime) ->
             _invoke(toolset, "search_trip_recommendations", {"keywords": "museum, river"}, pid)
         ),
     )
-    if toolset.lookup_policy is not None:
+    if any(t.name == "lookup_policy" for t in toolset.primary_tools):
         bench.run(
             "lookup_policy",
             lambda i: ok(
@@ -267,11 +268,12 @@ def _bench_reads(bench: Bench, db: Database, toolset: ToolSet, now: datetime) ->
             pid,
             "update_ticket_to_new_flight",
             {"ticket_no": FIXTURE_TICKET_NO, "new_flight_id": first},
+            toolset.previews,
         ),
     )
 
 
-def _bench_writes(bench: Bench, db: Database, toolset: ToolSet, now: datetime, calls: int) -> None:
+def _bench_writes(bench: Bench, db: Database, toolset: Crew, now: datetime, calls: int) -> None:
     today = now.date()
     pid = FIXTURE_PASSENGER_ID
 

@@ -25,7 +25,10 @@ from sqlalchemy import select
 
 from db.engine import Database
 from db.fixtures import FIXTURE_FLIGHT_NO, FIXTURE_TICKET_NO
-from db.models import Flight, Hotel, TicketFlight
+from db.flights import quote_ticket_change
+from db.models import Flight, TicketFlight
+from db.values import fmt_money
+from evaluation import Resolver
 from tests.support.fake_openai import FakeOpenAI, Reply
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\r")
@@ -44,18 +47,13 @@ def main() -> int:
             ).one()
             current = session.get(Flight, segment.flight_id)
             assert current is not None
-            tomorrow = session.scalars(
-                select(Flight)
-                .where(
-                    Flight.flight_no == FIXTURE_FLIGHT_NO,
-                    Flight.scheduled_departure >= current.scheduled_departure + timedelta(hours=12),
-                )
-                .order_by(Flight.scheduled_departure)
-            ).first()
-            assert tomorrow is not None
-            hotel = session.scalars(
-                select(Hotel).where(Hotel.name == "Grand Hotel Drei Rosen")
-            ).one()
+            tomorrow = Resolver(db)(f"{{flight:{FIXTURE_FLIGHT_NO}+1}}")
+            hotel_id = Resolver(db)("{hotel:Grand Hotel Drei Rosen}")
+            # The scripted model quotes what the tools would tell a real one.
+            quote = quote_ticket_change(
+                session, "3442 587242", FIXTURE_TICKET_NO, tomorrow, db.clock()
+            )
+        fee, total = fmt_money(quote.change_fee_cents), fmt_money(quote.total_cents)
         checkin = (current.scheduled_departure + timedelta(days=1)).date().isoformat()
         checkout = (current.scheduled_departure + timedelta(days=3)).date().isoformat()
         script = [
@@ -64,15 +62,16 @@ def main() -> int:
             ),
             Reply(
                 text=f"Tomorrow's {FIXTURE_FLIGHT_NO} leaves at the same time and has Economy "
-                "seats. The change fee for your Economy ticket is EUR 75.00. I'll move you now.",
+                f"seats. The change fee for your Economy ticket is {fee}; with the fare "
+                f"difference you pay {total}. I'll move you now.",
                 tool_calls=[
                     (
                         "update_ticket_to_new_flight",
-                        {"ticket_no": FIXTURE_TICKET_NO, "new_flight_id": tomorrow.flight_id},
+                        {"ticket_no": FIXTURE_TICKET_NO, "new_flight_id": tomorrow},
                     )
                 ],
             ),
-            Reply(text="Done: you are on tomorrow's LX0112 and EUR 75.00 was charged."),
+            Reply(text=f"Done: you are on tomorrow's LX0112 and {total} was charged."),
             Reply(
                 tool_calls=[
                     ("CompleteOrEscalate", {"cancel": False, "reason": "Customer wants a hotel."})
@@ -92,11 +91,11 @@ def main() -> int:
                 ]
             ),
             Reply(
-                text=f"The {hotel.name} has rooms for those two nights.",
+                text="The Grand Hotel Drei Rosen has rooms for those two nights.",
                 tool_calls=[
                     (
                         "book_hotel",
-                        {"hotel_id": hotel.id, "checkin_date": checkin, "checkout_date": checkout},
+                        {"hotel_id": hotel_id, "checkin_date": checkin, "checkout_date": checkout},
                     )
                 ],
             ),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 from collections.abc import Iterator
@@ -28,6 +29,25 @@ _ISOLATED_ENV = (
     "LANGSMITH_TRACING",
     "LANGCHAIN_TRACING_V2",
 )
+
+
+# The endpoint settings pytest was started with, before ``isolated_env`` removes them; only
+# tests marked ``live`` get them back (through ``live_endpoint``).
+_LIVE_ENV = {
+    name: os.environ[name]
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_API_BASE", "TRAVEL_ASSISTANT_MODEL")
+    if os.environ.get(name)
+}
+
+
+@pytest.fixture
+def live_endpoint(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """Restore the real endpoint settings, or skip when none was configured."""
+    if not {"OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_API_BASE"} & set(_LIVE_ENV):
+        pytest.skip("no model endpoint: set OPENAI_API_KEY or OPENAI_BASE_URL to run live tests")
+    for name, value in _LIVE_ENV.items():
+        monkeypatch.setenv(name, value)
+    return dict(_LIVE_ENV)
 
 
 @pytest.fixture(autouse=True)
@@ -58,9 +78,10 @@ def _loopback_only(self: socket.socket, address: Any) -> Any:
 
 
 @pytest.fixture(autouse=True)
-def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Refuse any connection that leaves the machine."""
-    monkeypatch.setattr(socket.socket, "connect", _loopback_only)
+def no_network(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> None:
+    """Refuse any connection that leaves the machine (except in tests marked ``live``)."""
+    if request.node.get_closest_marker("live") is None:
+        monkeypatch.setattr(socket.socket, "connect", _loopback_only)
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,46 @@ from langchain_core.tools import InjectedToolCallId, tool
 
 from db import car_rentals as car_queries
 from db.engine import Database
-from tools.common import DomainTools, passenger_id_from, read, with_rules, write_once
+from tools.common import (
+    DomainTools,
+    Preview,
+    RowId,
+    SearchText,
+    int_arg,
+    optional_arg,
+    passenger_id_from,
+    read,
+    str_arg,
+    with_rules,
+    write_once,
+)
+
+# What the customer sees before approving each sensitive car-rental call.
+CAR_RENTAL_PREVIEWS: dict[str, Preview] = {
+    "book_car_rental": Preview(
+        "Book car rental",
+        lambda s, p, a, now: car_queries.quote_book_car_rental(
+            s, p, int_arg(a, "rental_id"), str_arg(a, "start_date"), str_arg(a, "end_date"), now
+        ),
+    ),
+    "update_car_rental": Preview(
+        "Change car rental",
+        lambda s, p, a, now: car_queries.quote_update_car_rental(
+            s,
+            p,
+            int_arg(a, "booking_id"),
+            optional_arg(a, "start_date"),
+            optional_arg(a, "end_date"),
+            now,
+        ),
+    ),
+    "cancel_car_rental": Preview(
+        "Cancel car rental",
+        lambda s, p, a, now: car_queries.quote_cancel_car_rental(
+            s, p, int_arg(a, "booking_id"), now
+        ),
+    ),
+}
 
 
 def make_car_rental_tools(db: Database) -> DomainTools:
@@ -30,9 +69,9 @@ def make_car_rental_tools(db: Database) -> DomainTools:
     @tool(parse_docstring=True)
     @with_rules
     def search_car_rentals(
-        location: str | None = None,
-        name: str | None = None,
-        price_tier: str | None = None,
+        location: SearchText | None = None,
+        name: SearchText | None = None,
+        price_tier: SearchText | None = None,
         start_date: str | None = None,
         end_date: str | None = None,
     ) -> dict[str, Any]:
@@ -71,7 +110,7 @@ def make_car_rental_tools(db: Database) -> DomainTools:
     @tool(parse_docstring=True)
     @with_rules
     def book_car_rental(
-        rental_id: int,
+        rental_id: RowId,
         start_date: str,
         end_date: str,
         config: RunnableConfig,
@@ -93,9 +132,11 @@ def make_car_rental_tools(db: Database) -> DomainTools:
         passenger_id = passenger_id_from(config)
         return write_once(
             db,
+            config=config,
             tool_name="book_car_rental",
             tool_call_id=tool_call_id,
             passenger_id=passenger_id,
+            args={"rental_id": rental_id, "start_date": start_date, "end_date": end_date},
             write=lambda session, now: car_queries.book_car_rental(
                 session, passenger_id, rental_id, start_date, end_date, now
             ),
@@ -104,7 +145,7 @@ def make_car_rental_tools(db: Database) -> DomainTools:
     @tool(parse_docstring=True)
     @with_rules
     def update_car_rental(
-        booking_id: int,
+        booking_id: RowId,
         config: RunnableConfig,
         tool_call_id: Annotated[str, InjectedToolCallId],
         start_date: str | None = None,
@@ -129,9 +170,11 @@ def make_car_rental_tools(db: Database) -> DomainTools:
         passenger_id = passenger_id_from(config)
         return write_once(
             db,
+            config=config,
             tool_name="update_car_rental",
             tool_call_id=tool_call_id,
             passenger_id=passenger_id,
+            args={"booking_id": booking_id, "start_date": start_date, "end_date": end_date},
             write=lambda session, now: car_queries.update_car_rental(
                 session, passenger_id, booking_id, start_date, end_date, now
             ),
@@ -140,7 +183,7 @@ def make_car_rental_tools(db: Database) -> DomainTools:
     @tool(parse_docstring=True)
     @with_rules
     def cancel_car_rental(
-        booking_id: int,
+        booking_id: RowId,
         config: RunnableConfig,
         tool_call_id: Annotated[str, InjectedToolCallId],
     ) -> dict[str, Any]:
@@ -158,9 +201,11 @@ def make_car_rental_tools(db: Database) -> DomainTools:
         passenger_id = passenger_id_from(config)
         return write_once(
             db,
+            config=config,
             tool_name="cancel_car_rental",
             tool_call_id=tool_call_id,
             passenger_id=passenger_id,
+            args={"booking_id": booking_id},
             write=lambda session, now: car_queries.cancel_car_rental(
                 session, passenger_id, booking_id, now
             ),
@@ -169,4 +214,5 @@ def make_car_rental_tools(db: Database) -> DomainTools:
     return DomainTools(
         safe=(search_car_rentals,),
         sensitive=(book_car_rental, update_car_rental, cancel_car_rental),
+        previews=CAR_RENTAL_PREVIEWS,
     )

@@ -13,7 +13,40 @@ from langchain_core.tools import InjectedToolCallId, tool
 
 from db import excursions as excursion_queries
 from db.engine import Database
-from tools.common import DomainTools, passenger_id_from, read, with_rules, write_once
+from tools.common import (
+    DomainTools,
+    Preview,
+    RowId,
+    SearchText,
+    int_arg,
+    passenger_id_from,
+    read,
+    str_arg,
+    with_rules,
+    write_once,
+)
+
+# What the customer sees before approving each sensitive excursion call.
+EXCURSION_PREVIEWS: dict[str, Preview] = {
+    "book_excursion": Preview(
+        "Book excursion",
+        lambda s, p, a, now: excursion_queries.quote_book_excursion(
+            s, p, int_arg(a, "recommendation_id"), str_arg(a, "date"), now
+        ),
+    ),
+    "update_excursion": Preview(
+        "Change excursion",
+        lambda s, p, a, now: excursion_queries.quote_update_excursion(
+            s, p, int_arg(a, "booking_id"), str_arg(a, "date"), now
+        ),
+    ),
+    "cancel_excursion": Preview(
+        "Cancel excursion",
+        lambda s, p, a, now: excursion_queries.quote_cancel_excursion(
+            s, p, int_arg(a, "booking_id"), now
+        ),
+    ),
+}
 
 
 def make_excursion_tools(db: Database) -> DomainTools:
@@ -29,9 +62,9 @@ def make_excursion_tools(db: Database) -> DomainTools:
 
     @tool(parse_docstring=True)
     def search_trip_recommendations(
-        location: str | None = None,
-        name: str | None = None,
-        keywords: str | None = None,
+        location: SearchText | None = None,
+        name: SearchText | None = None,
+        keywords: SearchText | None = None,
     ) -> dict[str, Any]:
         """Search excursions and trip recommendations by city, name or keywords.
 
@@ -58,7 +91,7 @@ def make_excursion_tools(db: Database) -> DomainTools:
     @tool(parse_docstring=True)
     @with_rules
     def book_excursion(
-        recommendation_id: int,
+        recommendation_id: RowId,
         date: str,
         config: RunnableConfig,
         tool_call_id: Annotated[str, InjectedToolCallId],
@@ -77,9 +110,11 @@ def make_excursion_tools(db: Database) -> DomainTools:
         passenger_id = passenger_id_from(config)
         return write_once(
             db,
+            config=config,
             tool_name="book_excursion",
             tool_call_id=tool_call_id,
             passenger_id=passenger_id,
+            args={"recommendation_id": recommendation_id, "date": date},
             write=lambda session, now: excursion_queries.book_excursion(
                 session, passenger_id, recommendation_id, date, now
             ),
@@ -88,7 +123,7 @@ def make_excursion_tools(db: Database) -> DomainTools:
     @tool(parse_docstring=True)
     @with_rules
     def update_excursion(
-        booking_id: int,
+        booking_id: RowId,
         date: str,
         config: RunnableConfig,
         tool_call_id: Annotated[str, InjectedToolCallId],
@@ -109,9 +144,11 @@ def make_excursion_tools(db: Database) -> DomainTools:
         passenger_id = passenger_id_from(config)
         return write_once(
             db,
+            config=config,
             tool_name="update_excursion",
             tool_call_id=tool_call_id,
             passenger_id=passenger_id,
+            args={"booking_id": booking_id, "date": date},
             write=lambda session, now: excursion_queries.update_excursion(
                 session, passenger_id, booking_id, date, now
             ),
@@ -120,7 +157,7 @@ def make_excursion_tools(db: Database) -> DomainTools:
     @tool(parse_docstring=True)
     @with_rules
     def cancel_excursion(
-        booking_id: int,
+        booking_id: RowId,
         config: RunnableConfig,
         tool_call_id: Annotated[str, InjectedToolCallId],
     ) -> dict[str, Any]:
@@ -138,9 +175,11 @@ def make_excursion_tools(db: Database) -> DomainTools:
         passenger_id = passenger_id_from(config)
         return write_once(
             db,
+            config=config,
             tool_name="cancel_excursion",
             tool_call_id=tool_call_id,
             passenger_id=passenger_id,
+            args={"booking_id": booking_id},
             write=lambda session, now: excursion_queries.cancel_excursion(
                 session, passenger_id, booking_id, now
             ),
@@ -149,4 +188,5 @@ def make_excursion_tools(db: Database) -> DomainTools:
     return DomainTools(
         safe=(search_trip_recommendations,),
         sensitive=(book_excursion, update_excursion, cancel_excursion),
+        previews=EXCURSION_PREVIEWS,
     )

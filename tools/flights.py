@@ -8,46 +8,55 @@ result.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Annotated, Any
 
 from langchain_core.runnables import RunnableConfig
-from langchain_core.tools import BaseTool, InjectedToolCallId, tool
+from langchain_core.tools import InjectedToolCallId, tool
 
 from db import flights as flight_queries
 from db.engine import Database
 from db.passengers import passenger_summary
-from tools.common import passenger_id_from, read, with_rules, write_once
+from tools.common import (
+    DomainTools,
+    Preview,
+    RowId,
+    SearchText,
+    TicketNumber,
+    int_arg,
+    passenger_id_from,
+    read,
+    str_arg,
+    with_rules,
+    write_once,
+)
+
+# What the customer sees before approving each sensitive ticket call.
+FLIGHT_PREVIEWS: dict[str, Preview] = {
+    "update_ticket_to_new_flight": Preview(
+        "Change flight",
+        lambda s, p, a, now: flight_queries.quote_ticket_change(
+            s, p, str_arg(a, "ticket_no"), int_arg(a, "new_flight_id"), now
+        ),
+    ),
+    "cancel_ticket": Preview(
+        "Cancel ticket",
+        lambda s, p, a, now: flight_queries.quote_ticket_cancellation(
+            s, p, str_arg(a, "ticket_no"), now
+        ),
+    ),
+}
 
 
-@dataclass(frozen=True)
-class FlightTools:
-    """The flight tools of one database."""
-
-    fetch_user_flight_information: BaseTool
-    search_flights: BaseTool
-    update_ticket_to_new_flight: BaseTool
-    cancel_ticket: BaseTool
-
-    @property
-    def safe(self) -> tuple[BaseTool, ...]:
-        """Return the tools that run without approval."""
-        return (self.search_flights, self.fetch_user_flight_information)
-
-    @property
-    def sensitive(self) -> tuple[BaseTool, ...]:
-        """Return the tools that need the customer's approval."""
-        return (self.update_ticket_to_new_flight, self.cancel_ticket)
-
-
-def make_flight_tools(db: Database) -> FlightTools:
+def make_flight_tools(db: Database) -> DomainTools:
     """Build the flight tools over ``db``.
 
     Args:
         db: The travel database; its clock defines "now" for every rule.
 
     Returns:
-        The four flight tools.
+        ``search_flights`` and ``fetch_user_flight_information`` as the safe tools (the
+        primary assistant binds them too); ``update_ticket_to_new_flight`` and
+        ``cancel_ticket`` as the sensitive ones.
     """
 
     @tool(parse_docstring=True)
@@ -68,8 +77,8 @@ def make_flight_tools(db: Database) -> FlightTools:
 
     @tool(parse_docstring=True)
     def search_flights(
-        departure_airport: str | None = None,
-        arrival_airport: str | None = None,
+        departure_airport: SearchText | None = None,
+        arrival_airport: SearchText | None = None,
         start_time: str | None = None,
         end_time: str | None = None,
         limit: int | None = 20,
@@ -110,8 +119,8 @@ def make_flight_tools(db: Database) -> FlightTools:
     @tool(parse_docstring=True)
     @with_rules
     def update_ticket_to_new_flight(
-        ticket_no: str,
-        new_flight_id: int,
+        ticket_no: TicketNumber,
+        new_flight_id: RowId,
         config: RunnableConfig,
         tool_call_id: Annotated[str, InjectedToolCallId],
     ) -> dict[str, Any]:
@@ -134,9 +143,11 @@ def make_flight_tools(db: Database) -> FlightTools:
         passenger_id = passenger_id_from(config)
         return write_once(
             db,
+            config=config,
             tool_name="update_ticket_to_new_flight",
             tool_call_id=tool_call_id,
             passenger_id=passenger_id,
+            args={"ticket_no": ticket_no, "new_flight_id": new_flight_id},
             write=lambda session, now: flight_queries.update_ticket_to_new_flight(
                 session, passenger_id, ticket_no, new_flight_id, now
             ),
@@ -145,7 +156,7 @@ def make_flight_tools(db: Database) -> FlightTools:
     @tool(parse_docstring=True)
     @with_rules
     def cancel_ticket(
-        ticket_no: str,
+        ticket_no: TicketNumber,
         config: RunnableConfig,
         tool_call_id: Annotated[str, InjectedToolCallId],
     ) -> dict[str, Any]:
@@ -165,17 +176,18 @@ def make_flight_tools(db: Database) -> FlightTools:
         passenger_id = passenger_id_from(config)
         return write_once(
             db,
+            config=config,
             tool_name="cancel_ticket",
             tool_call_id=tool_call_id,
             passenger_id=passenger_id,
+            args={"ticket_no": ticket_no},
             write=lambda session, now: flight_queries.cancel_ticket(
                 session, passenger_id, ticket_no, now
             ),
         )
 
-    return FlightTools(
-        fetch_user_flight_information=fetch_user_flight_information,
-        search_flights=search_flights,
-        update_ticket_to_new_flight=update_ticket_to_new_flight,
-        cancel_ticket=cancel_ticket,
+    return DomainTools(
+        safe=(search_flights, fetch_user_flight_information),
+        sensitive=(update_ticket_to_new_flight, cancel_ticket),
+        previews=FLIGHT_PREVIEWS,
     )

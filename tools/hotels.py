@@ -13,7 +13,49 @@ from langchain_core.tools import InjectedToolCallId, tool
 
 from db import hotels as hotel_queries
 from db.engine import Database
-from tools.common import DomainTools, passenger_id_from, read, with_rules, write_once
+from tools.common import (
+    DomainTools,
+    Preview,
+    RowId,
+    SearchText,
+    int_arg,
+    optional_arg,
+    passenger_id_from,
+    read,
+    str_arg,
+    with_rules,
+    write_once,
+)
+
+# What the customer sees before approving each sensitive hotel call.
+HOTEL_PREVIEWS: dict[str, Preview] = {
+    "book_hotel": Preview(
+        "Book hotel",
+        lambda s, p, a, now: hotel_queries.quote_book_hotel(
+            s,
+            p,
+            int_arg(a, "hotel_id"),
+            str_arg(a, "checkin_date"),
+            str_arg(a, "checkout_date"),
+            now,
+        ),
+    ),
+    "update_hotel": Preview(
+        "Change hotel",
+        lambda s, p, a, now: hotel_queries.quote_update_hotel(
+            s,
+            p,
+            int_arg(a, "booking_id"),
+            optional_arg(a, "checkin_date"),
+            optional_arg(a, "checkout_date"),
+            now,
+        ),
+    ),
+    "cancel_hotel": Preview(
+        "Cancel hotel",
+        lambda s, p, a, now: hotel_queries.quote_cancel_hotel(s, p, int_arg(a, "booking_id"), now),
+    ),
+}
 
 
 def make_hotel_tools(db: Database) -> DomainTools:
@@ -30,9 +72,9 @@ def make_hotel_tools(db: Database) -> DomainTools:
     @tool(parse_docstring=True)
     @with_rules
     def search_hotels(
-        location: str | None = None,
-        name: str | None = None,
-        price_tier: str | None = None,
+        location: SearchText | None = None,
+        name: SearchText | None = None,
+        price_tier: SearchText | None = None,
         checkin_date: str | None = None,
         checkout_date: str | None = None,
     ) -> dict[str, Any]:
@@ -69,7 +111,7 @@ def make_hotel_tools(db: Database) -> DomainTools:
     @tool(parse_docstring=True)
     @with_rules
     def book_hotel(
-        hotel_id: int,
+        hotel_id: RowId,
         checkin_date: str,
         checkout_date: str,
         config: RunnableConfig,
@@ -91,9 +133,15 @@ def make_hotel_tools(db: Database) -> DomainTools:
         passenger_id = passenger_id_from(config)
         return write_once(
             db,
+            config=config,
             tool_name="book_hotel",
             tool_call_id=tool_call_id,
             passenger_id=passenger_id,
+            args={
+                "hotel_id": hotel_id,
+                "checkin_date": checkin_date,
+                "checkout_date": checkout_date,
+            },
             write=lambda session, now: hotel_queries.book_hotel(
                 session, passenger_id, hotel_id, checkin_date, checkout_date, now
             ),
@@ -102,7 +150,7 @@ def make_hotel_tools(db: Database) -> DomainTools:
     @tool(parse_docstring=True)
     @with_rules
     def update_hotel(
-        booking_id: int,
+        booking_id: RowId,
         config: RunnableConfig,
         tool_call_id: Annotated[str, InjectedToolCallId],
         checkin_date: str | None = None,
@@ -126,9 +174,15 @@ def make_hotel_tools(db: Database) -> DomainTools:
         passenger_id = passenger_id_from(config)
         return write_once(
             db,
+            config=config,
             tool_name="update_hotel",
             tool_call_id=tool_call_id,
             passenger_id=passenger_id,
+            args={
+                "booking_id": booking_id,
+                "checkin_date": checkin_date,
+                "checkout_date": checkout_date,
+            },
             write=lambda session, now: hotel_queries.update_hotel(
                 session, passenger_id, booking_id, checkin_date, checkout_date, now
             ),
@@ -137,7 +191,7 @@ def make_hotel_tools(db: Database) -> DomainTools:
     @tool(parse_docstring=True)
     @with_rules
     def cancel_hotel(
-        booking_id: int,
+        booking_id: RowId,
         config: RunnableConfig,
         tool_call_id: Annotated[str, InjectedToolCallId],
     ) -> dict[str, Any]:
@@ -154,12 +208,18 @@ def make_hotel_tools(db: Database) -> DomainTools:
         passenger_id = passenger_id_from(config)
         return write_once(
             db,
+            config=config,
             tool_name="cancel_hotel",
             tool_call_id=tool_call_id,
             passenger_id=passenger_id,
+            args={"booking_id": booking_id},
             write=lambda session, now: hotel_queries.cancel_hotel(
                 session, passenger_id, booking_id, now
             ),
         )
 
-    return DomainTools(safe=(search_hotels,), sensitive=(book_hotel, update_hotel, cancel_hotel))
+    return DomainTools(
+        safe=(search_hotels,),
+        sensitive=(book_hotel, update_hotel, cancel_hotel),
+        previews=HOTEL_PREVIEWS,
+    )

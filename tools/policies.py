@@ -7,25 +7,36 @@ file into one passage per question and ranks passages with BM25 over a small tok
 "cancel", "cancellation" and "cancelling" meet. Embeddings are optional: when given, their
 ranking is fused with the keyword ranking, and when they fail the keyword search carries
 on alone. Nothing is read or computed until the first search.
+
+The keyword index is langchain-community's ``BM25Retriever`` (over ``rank_bm25``), with a
+relevance gate in place of its fixed top k: a passage must hold enough of the query's
+information and score close enough to the best one, so an unrelated question gets "no
+policy found" instead of three random passages.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import re
 import threading
+import warnings
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
+from langchain_core.callbacks import CallbackManagerForRetrieverRun
+from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.tools import BaseTool, tool
-from rank_bm25 import BM25Okapi
 
 from db.engine import reference_data_dir
 from db.errors import InvalidInputError
+from db.values import MAX_QUESTION_CHARS, plain_text
+from tools.common import Question
 
 logger = logging.getLogger(__name__)
 
@@ -234,15 +245,64 @@ def parse_policy(markdown: str) -> list[PolicyPassage]:
     return passages
 
 
+@functools.cache
+def _gated_retriever_type() -> Any:
+    """Return langchain-community's ``BM25Retriever`` with the relevance gate.
+
+    Imported on the first search, not with the tool: the import takes about half a
+    second, and the package announces its sunset with a warning we do not pass on.
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings(
+            "ignore", "`langchain-community` is being sunset", DeprecationWarning
+        )
+        from langchain_community.retrievers import BM25Retriever
+
+    class _GatedBM25Retriever(BM25Retriever):
+        """BM25Retriever that returns only relevant passages, scored, instead of the top k."""
+
+        min_coverage: float = MIN_COVERAGE
+        relative_cutoff: float = RELATIVE_SCORE_CUTOFF
+
+        def _get_relevant_documents(
+            self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+        ) -> list[Document]:
+            terms = _unique(self.preprocess_func(query))
+            if not terms:
+                return []
+            bm25: Any = self.vectorizer
+            idf: dict[str, float] = bm25.idf
+            unknown = max(idf.values(), default=1.0)
+            weights = {t: idf.get(t, unknown) for t in terms}
+            total = sum(weights.values())
+            scores = [float(s) for s in bm25.get_scores(terms)]
+            relevant: list[tuple[int, float]] = []
+            for i, score in enumerate(scores):
+                covered = sum(w for t, w in weights.items() if t in bm25.doc_freqs[i])
+                if score > 0 and total > 0 and covered / total >= self.min_coverage:
+                    relevant.append((i, score))
+            if not relevant:
+                return []
+            top = max(score for _i, score in relevant)
+            kept = sorted(
+                ((i, s) for i, s in relevant if s >= self.relative_cutoff * top),
+                key=lambda item: item[1],
+                reverse=True,
+            )
+            return [
+                self.docs[i].model_copy(update={"metadata": {**self.docs[i].metadata, "score": s}})
+                for i, s in kept[: self.k]
+            ]
+
+    return _GatedBM25Retriever
+
+
 @dataclass(frozen=True)
 class _Loaded:
     """The parsed policy and its keyword index, built once."""
 
     passages: tuple[PolicyPassage, ...]
-    bm25: BM25Okapi
-    term_sets: tuple[frozenset[str], ...]
-    idf: dict[str, float]
-    unknown_term_weight: float
+    retriever: Any  # the gated BM25Retriever
 
 
 def _cosine(left: Sequence[float], right: Sequence[float]) -> float:
@@ -251,7 +311,7 @@ def _cosine(left: Sequence[float], right: Sequence[float]) -> float:
     return dot / norms if norms else 0.0
 
 
-def _lucene_idf(term_sets: Sequence[frozenset[str]]) -> dict[str, float]:
+def _lucene_idf(term_sets: Sequence[Iterable[str]]) -> dict[str, float]:
     """Return each term's idf, ``ln(1 + (N - n + 0.5) / (n + 0.5))``, always positive."""
     counts = Counter(term for terms in term_sets for term in terms)
     total = len(term_sets)
@@ -342,21 +402,20 @@ class PolicyIndex:
         passages = tuple(parse_policy(path.read_text(encoding="utf-8")))
         if not passages:
             raise ValueError(f"The company policy file {path} holds no question or answer.")
-        documents = [tokenize(f"{p.topic}\n{p.question}\n{p.answer}") for p in passages]
-        term_sets = tuple(frozenset(doc) for doc in documents)
-        bm25 = BM25Okapi(documents)
+        retriever = _gated_retriever_type().from_texts(
+            [f"{p.topic}\n{p.question}\n{p.answer}" for p in passages],
+            metadatas=[{"position": i} for i in range(len(passages))],
+            preprocess_func=tokenize,
+            k=len(passages),
+            min_coverage=self._min_coverage,
+            relative_cutoff=self._relative_cutoff,
+        )
         # Okapi's idf turns negative for a term in more than half of the passages and is
         # then floored to a share of the corpus average, which breaks small policies (a
         # one-passage file scores nothing). Lucene's variant stays positive and ranks the
         # same way; ``get_scores`` reads it from this public attribute.
-        bm25.idf = _lucene_idf(term_sets)
-        return _Loaded(
-            passages=passages,
-            bm25=bm25,
-            term_sets=term_sets,
-            idf=bm25.idf,
-            unknown_term_weight=max(bm25.idf.values(), default=1.0),
-        )
+        retriever.vectorizer.idf = _lucene_idf(retriever.vectorizer.doc_freqs)
+        return _Loaded(passages=passages, retriever=retriever)
 
     def search(self, query: str, k: int = DEFAULT_K) -> list[PolicyPassage]:
         """Return the passages that answer ``query``, best first.
@@ -396,22 +455,8 @@ class PolicyIndex:
 
     def _lexical_ranking(self, loaded: _Loaded, query: str) -> list[tuple[int, float]]:
         """Rank the passages that pass the keyword threshold, as (position, BM25 score)."""
-        terms = _unique(tokenize(query))
-        if not terms:
-            return []
-        weights = {t: loaded.idf.get(t, loaded.unknown_term_weight) for t in terms}
-        total = sum(weights.values())
-        scores = [float(s) for s in loaded.bm25.get_scores(terms)]
-        relevant: list[tuple[int, float]] = []
-        for i, score in enumerate(scores):
-            covered = sum(w for t, w in weights.items() if t in loaded.term_sets[i])
-            if score > 0 and total > 0 and covered / total >= self._min_coverage:
-                relevant.append((i, score))
-        if not relevant:
-            return []
-        top = max(score for _i, score in relevant)
-        kept = [(i, s) for i, s in relevant if s >= self._relative_cutoff * top]
-        return sorted(kept, key=lambda item: item[1], reverse=True)
+        documents = loaded.retriever.invoke(query)
+        return [(d.metadata["position"], d.metadata["score"]) for d in documents]
 
     def _similarities(self, loaded: _Loaded, query: str) -> list[float] | None:
         """Return the cosine similarity of ``query`` to each passage, or None without embeddings."""
@@ -464,7 +509,7 @@ def make_lookup_policy_tool(index: PolicyIndex | None = None) -> BaseTool:
     policy = index if index is not None else PolicyIndex()
 
     @tool(parse_docstring=True)
-    def lookup_policy(query: str) -> str:
+    def lookup_policy(query: Question) -> str:
         """Look up the company policy before answering any question about its rules.
 
         Covers flight changes and cancellations (fees per fare class, time limits, fare
@@ -477,11 +522,12 @@ def make_lookup_policy_tool(index: PolicyIndex | None = None) -> BaseTool:
             query: The customer's question or its key words, in English, for example
                 "fee to cancel an Economy ticket" or "baggage allowance in Business".
         """
-        if not query.strip():
+        text = plain_text(query, "query", MAX_QUESTION_CHARS)
+        if not text:
             raise InvalidInputError(
                 "The policy query is empty. Pass the customer's question or its key words, "
                 'for example "baggage allowance in Economy".'
             )
-        return format_passages(query.strip(), policy.search(query))
+        return format_passages(text, policy.search(text))
 
     return lookup_policy

@@ -13,6 +13,8 @@ from typing import Any
 from langchain_core.tools import BaseTool, tool
 
 from db.errors import InvalidInputError, TravelError
+from db.values import MAX_QUESTION_CHARS, plain_text, shown
+from tools.common import Question
 
 MAX_RESULTS = 5
 SNIPPET_CHARS = 500
@@ -48,7 +50,7 @@ def make_tavily_tool(api_key: str | None) -> BaseTool | None:
             return clients[0]
 
     @tool(parse_docstring=True)
-    def tavily_search(query: str) -> dict[str, Any]:
+    def tavily_search(query: Question) -> dict[str, Any]:
         """Search the web for current travel information (weather, events, entry rules).
 
         Use it for facts the company's own tools and policy cannot answer. Returns the
@@ -57,7 +59,7 @@ def make_tavily_tool(api_key: str | None) -> BaseTool | None:
         Args:
             query: What to search for, in plain words, e.g. "Basel museums open Monday".
         """
-        text = query.strip()
+        text = plain_text(query, "query", MAX_QUESTION_CHARS)
         if not text:
             raise InvalidInputError("query must not be empty; say what to search for.")
         try:
@@ -66,8 +68,8 @@ def make_tavily_tool(api_key: str | None) -> BaseTool | None:
             )
         except Exception as error:  # network, quota and key errors of an outside service
             raise WebSearchError(
-                f"The web search failed ({type(error).__name__}: {error}). Answer without "
-                "it, or try again later."
+                f"The web search failed ({type(error).__name__}: {shown(str(error), 120)}). "
+                "Answer without it, or try again later."
             ) from error
         results = [
             {

@@ -1,40 +1,138 @@
-"""A small OpenAI-compatible chat server on 127.0.0.1 that replays scripted replies.
+"""A small OpenAI-compatible chat server on 127.0.0.1 that behaves like real ones.
 
 It serves ``GET /v1/models`` and ``POST /v1/chat/completions``, streamed (server-sent
-events, text in several chunks, tool calls as argument fragments) or not, so the real
-``langchain-openai`` client path is exercised without any network.
+events over HTTP/1.1 chunked transfer, as llama.cpp, vLLM and Ollama send them) or not,
+so the real ``langchain-openai`` client path is exercised without any network. Each chat
+request takes the next item of the script:
+
+- ``Reply``: text and/or tool calls, streamed in pieces: text word by word, tool-call
+  arguments split across several chunks; the last choice chunk carries extra fields as
+  llama.cpp's (``timings``), and a usage chunk with empty ``choices`` follows. A
+  ``finish_reason`` of ``"length"`` with ``cut_arguments`` plays a reply stopped by the
+  output limit in the middle of a tool call's arguments.
+- ``Fail``: an HTTP error with a JSON body and headers (a 429 with ``Retry-After``, a 5xx,
+  a 404 for an unknown model, a 400 with llama.cpp's multi-line template error).
+- ``Drop``: a stream whose connection is closed after a few chunks, without the end of
+  the chunked body.
+- ``Endless``: a stream that never finishes (a model that loops); it stops by itself
+  after ``limit`` seconds, or when the client goes away.
+
+Like a llama.cpp server with a strict chat template (Gemma, Llama, Mistral), it refuses
+by default, with a 400, a request whose messages a strict template rejects
+(``tests.support.strict_chat``), without taking a script item; ``strict=False`` accepts
+anything. ``chunk_delay`` makes every streamed chunk wait, as a slow server does.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tests.support.strict_chat import problems
+
+# What llama.cpp adds to the last chunk of a reply (fields the OpenAI API does not have).
+LLAMA_CPP_FIELDS: dict[str, Any] = {
+    "timings": {"prompt_n": 10, "prompt_ms": 12.5, "predicted_n": 5, "predicted_ms": 40.1},
+    "system_fingerprint": "b5000-fake",
+}
+USAGE = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+# The message llama.cpp gives when a template raises: the reason comes lines after the
+# first line (a client that shows only the first line shows nothing useful).
+TEMPLATE_ERROR = (
+    "Unable to generate parser for this template. Automatic parser generation failed: \n"
+    "------------\n"
+    "While executing CallExpression at line 1, column 1204 in source:\n"
+    "...%}{{ raise_exception('Conversation roles must alternate user/assistant/user/...\n"
+    "                                          ^\n"
+    "Error: Jinja Exception: {reason}"
+)
+
 
 @dataclass
 class Reply:
-    """One scripted answer: text and/or tool calls (name, arguments)."""
+    """One scripted answer: text and/or tool calls (name, arguments).
+
+    Attributes:
+        finish_reason: Overrides ``"tool_calls"``/``"stop"``; ``"length"`` is a reply
+            stopped by the output limit.
+        cut_arguments: Keep only this many characters of each call's arguments JSON (a
+            reply cut mid-call).
+        argument_pieces: How many chunks each call's arguments are split across.
+    """
 
     text: str = ""
     tool_calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    finish_reason: str | None = None
+    cut_arguments: int | None = None
+    argument_pieces: int = 3
 
 
-ReplyItem = Reply | Callable[[dict[str, Any]], Reply]
+@dataclass
+class Fail:
+    """An HTTP error answer with the JSON body ``{"error": {...}}`` (or ``body``)."""
+
+    status: int
+    message: str
+    headers: dict[str, str] = field(default_factory=dict)
+    body: dict[str, Any] | None = None
+
+
+@dataclass
+class Drop:
+    """A streamed reply whose connection is closed after ``after`` chunks."""
+
+    reply: Reply = field(default_factory=lambda: Reply(text="This reply is going to be"))
+    after: int = 2
+
+
+@dataclass
+class Endless:
+    """A stream that never ends: ``word`` every ``interval`` seconds, for ``limit`` at most."""
+
+    word: str = "again"
+    interval: float = 0.02
+    limit: float = 30.0
+
+
+ReplyItem = Reply | Fail | Drop | Endless | Callable[[dict[str, Any]], "Reply | Fail"]
+
+
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that closes its connection (a cancelled stream, the end of a test) is
+        # normal here, not an error to print.
+        import sys
+
+        if not isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError)):
+            super().handle_error(request, client_address)
 
 
 class FakeOpenAI:
-    """The server; ``script`` is consumed one reply per chat request."""
+    """The server; ``script`` is consumed one item per accepted chat request."""
 
-    def __init__(self, script: list[ReplyItem] | None = None) -> None:
+    def __init__(
+        self,
+        script: list[ReplyItem] | None = None,
+        *,
+        chunk_delay: float = 0.0,
+        strict: bool = True,
+    ) -> None:
         self.script: list[ReplyItem] = list(script or [])
+        # Seconds to wait before each streamed chunk: a slow server, for Ctrl-C tests.
+        self.chunk_delay = chunk_delay
+        self.strict = strict
         self.requests: list[dict[str, Any]] = []
+        # Requests refused for their roles, with the problems found.
+        self.rejected: list[tuple[dict[str, Any], list[str]]] = []
+        # Streams the client closed before their end (Endless, a cancelled turn).
+        self.abandoned = 0
         self._lock = threading.Lock()
-        self._counter = 0
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server = _Server(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     @property
@@ -50,27 +148,37 @@ class FakeOpenAI:
         self._server.shutdown()
         self._server.server_close()
 
-    def _next_reply(self, body: dict[str, Any]) -> Reply | None:
+    def _next_item(self, body: dict[str, Any]) -> ReplyItem | Fail | None:
         with self._lock:
             self.requests.append(body)
+            found = problems(body.get("messages", [])) if self.strict else []
+            if found:
+                self.rejected.append((body, found))
+                reason = found[0].split(": ", 1)[-1]
+                return Fail(400, TEMPLATE_ERROR.replace("{reason}", reason))
             if not self.script:
                 return None
             item = self.script.pop(0)
-            self._counter += 1
         return item(body) if callable(item) else item
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
             def log_message(self, format: str, *args: Any) -> None:  # quiet
                 return
 
-            def _json(self, status: int, payload: dict[str, Any]) -> None:
+            def _json(
+                self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None
+            ) -> None:
                 data = json.dumps(payload).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
                 self.end_headers()
                 self.wfile.write(data)
 
@@ -80,44 +188,106 @@ class FakeOpenAI:
                         200, {"object": "list", "data": [{"id": "scripted", "object": "model"}]}
                     )
                 else:
-                    self._json(404, {"error": {"message": "not found"}})
+                    self._json(404, {"error": {"message": "File Not Found", "code": 404}})
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", "0"))
                 body = json.loads(self.rfile.read(length) or b"{}")
-                reply = fake._next_reply(body)
-                if reply is None:
-                    self._json(
-                        500, {"error": {"message": "script exhausted", "type": "server_error"}}
-                    )
-                    return
-                if body.get("stream"):
-                    self._stream(reply, body)
+                item = fake._next_item(body)
+                if item is None:
+                    item = Fail(500, "script exhausted")
+                if isinstance(item, Fail):
+                    payload = item.body or {
+                        "error": {
+                            "code": item.status,
+                            "message": item.message,
+                            "type": "server_error"
+                            if item.status >= 500
+                            else "invalid_request_error",
+                        }
+                    }
+                    self._json(item.status, payload, item.headers)
+                elif isinstance(item, Endless):
+                    self._endless(item, body)
+                elif isinstance(item, Drop):
+                    self._stream(item.reply, body, drop_after=item.after)
+                elif body.get("stream"):
+                    self._stream(item, body)
                 else:
-                    self._json(200, _completion(reply, body))
+                    self._json(200, _completion(item, body))
 
-            def _stream(self, reply: Reply, body: dict[str, Any]) -> None:
+            def _start_stream(self) -> None:
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Transfer-Encoding", "chunked")
                 self.end_headers()
-                for chunk in _chunks(reply, body):
-                    self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
-                    self.wfile.flush()
-                self.wfile.write(b"data: [DONE]\n\n")
+
+            def _send(self, data: bytes) -> None:
+                time.sleep(fake.chunk_delay)
+                self.wfile.write(f"{len(data):X}\r\n".encode() + data + b"\r\n")
                 self.wfile.flush()
+
+            def _event(self, payload: dict[str, Any] | str) -> None:
+                text = payload if isinstance(payload, str) else json.dumps(payload)
+                self._send(f"data: {text}\n\n".encode())
+
+            def _end_stream(self) -> None:
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
+
+            def _stream(
+                self, reply: Reply, body: dict[str, Any], drop_after: int | None = None
+            ) -> None:
+                self._start_stream()
+                try:
+                    for index, chunk in enumerate(_chunks(reply, body)):
+                        if drop_after is not None and index >= drop_after:
+                            # The connection goes away mid-reply: no end of the chunked body.
+                            self.close_connection = True
+                            return
+                        self._event(chunk)
+                    self._event("[DONE]")
+                    self._end_stream()
+                except (BrokenPipeError, ConnectionResetError):
+                    fake.abandoned += 1
+                    self.close_connection = True
+
+            def _endless(self, item: Endless, body: dict[str, Any]) -> None:
+                self._start_stream()
+                stop = time.monotonic() + item.limit
+                try:
+                    self._event(_chunk(body, {"role": "assistant", "content": ""}))
+                    while time.monotonic() < stop:
+                        self._event(_chunk(body, {"content": item.word + " "}))
+                        time.sleep(item.interval)
+                    self._event(_chunk(body, {}, "stop"))
+                    self._event("[DONE]")
+                    self._end_stream()
+                except (BrokenPipeError, ConnectionResetError):
+                    fake.abandoned += 1
+                    self.close_connection = True
 
         return Handler
 
 
 def _tool_calls(reply: Reply) -> list[dict[str, Any]]:
-    return [
-        {
-            "id": f"call_{index}_{name}",
-            "type": "function",
-            "function": {"name": name, "arguments": json.dumps(args)},
-        }
-        for index, (name, args) in enumerate(reply.tool_calls)
-    ]
+    calls = []
+    for index, (name, args) in enumerate(reply.tool_calls):
+        arguments = json.dumps(args)
+        if reply.cut_arguments is not None:
+            arguments = arguments[: reply.cut_arguments]
+        calls.append(
+            {
+                "id": f"call_{index}_{name}",
+                "type": "function",
+                "function": {"name": name, "arguments": arguments},
+            }
+        )
+    return calls
+
+
+def _finish(reply: Reply) -> str:
+    return reply.finish_reason or ("tool_calls" if reply.tool_calls else "stop")
 
 
 def _completion(reply: Reply, body: dict[str, Any]) -> dict[str, Any]:
@@ -129,57 +299,46 @@ def _completion(reply: Reply, body: dict[str, Any]) -> dict[str, Any]:
         "object": "chat.completion",
         "created": 0,
         "model": body.get("model", "scripted"),
-        "choices": [
-            {
-                "index": 0,
-                "message": message,
-                "finish_reason": "tool_calls" if reply.tool_calls else "stop",
-            }
-        ],
-        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+        "choices": [{"index": 0, "message": message, "finish_reason": _finish(reply)}],
+        "usage": USAGE,
+        **LLAMA_CPP_FIELDS,
     }
 
 
-def _chunks(reply: Reply, body: dict[str, Any]) -> list[dict[str, Any]]:
-    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-        return {
-            "id": "chatcmpl-scripted",
-            "object": "chat.completion.chunk",
-            "created": 0,
-            "model": body.get("model", "scripted"),
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-        }
+def _chunk(
+    body: dict[str, Any], delta: dict[str, Any], finish: str | None = None
+) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-scripted",
+        "object": "chat.completion.chunk",
+        "created": 0,
+        "model": body.get("model", "scripted"),
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
 
-    chunks = [chunk({"role": "assistant", "content": ""})]
+
+def _pieces(text: str, count: int) -> list[str]:
+    size = max(1, -(-len(text) // max(1, count)))
+    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
+
+
+def _chunks(reply: Reply, body: dict[str, Any]) -> list[dict[str, Any]]:
+    chunks = [_chunk(body, {"role": "assistant", "content": ""})]
     words = reply.text.split(" ") if reply.text else []
     for index, word in enumerate(words):
-        chunks.append(chunk({"content": word if index == len(words) - 1 else word + " "}))
+        chunks.append(_chunk(body, {"content": word if index == len(words) - 1 else word + " "}))
     for index, call in enumerate(_tool_calls(reply)):
-        arguments = call["function"]["arguments"]
-        half = len(arguments) // 2
-        chunks.append(
-            chunk(
-                {
-                    "tool_calls": [
-                        {
-                            "index": index,
-                            "id": call["id"],
-                            "type": "function",
-                            "function": {
-                                "name": call["function"]["name"],
-                                "arguments": arguments[:half],
-                            },
-                        }
-                    ]
-                }
-            )
-        )
-        chunks.append(
-            chunk({"tool_calls": [{"index": index, "function": {"arguments": arguments[half:]}}]})
-        )
-    chunks.append(chunk({}, "tool_calls" if reply.tool_calls else "stop"))
-    usage = chunk({})
+        for number, piece in enumerate(
+            _pieces(call["function"]["arguments"], reply.argument_pieces)
+        ):
+            delta: dict[str, Any] = {"index": index, "function": {"arguments": piece}}
+            if number == 0:
+                delta.update(id=call["id"], type="function")
+                delta["function"]["name"] = call["function"]["name"]
+            chunks.append(_chunk(body, {"tool_calls": [delta]}))
+    chunks.append({**_chunk(body, {}, _finish(reply)), **LLAMA_CPP_FIELDS})
+    usage = _chunk(body, {})
     usage["choices"] = []
-    usage["usage"] = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+    usage["usage"] = USAGE
     chunks.append(usage)
     return chunks

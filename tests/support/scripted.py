@@ -120,10 +120,13 @@ class ScriptedChatModel(BaseChatModel):
             }
             for i, c in enumerate(reply.invalid_tool_calls)
         ]
+        # The reply's metadata (a finish_reason of "length", say) comes with the last chunk,
+        # as a provider sends it.
         yield ChatGenerationChunk(
             message=AIMessageChunk(
                 content="",
                 tool_call_chunks=tool_chunks,  # type: ignore[arg-type]
+                response_metadata=dict(reply.response_metadata),
             )
         )
 

@@ -47,3 +47,154 @@ def test_trim_history_keeps_a_long_current_turn_whole() -> None:
     kept = trim_history(messages, limit=5)
     assert kept[0].content == "now"
     assert len(kept) == 41
+
+
+# --- what the node sends and keeps -----------------------------------------------------------
+
+import pytest  # noqa: E402
+from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
+
+from assistants.assistant import (  # noqa: E402
+    CUT_OFF_KEY,
+    Assistant,
+    is_cut_off,
+    mark_cut_off,
+)
+from assistants.context import REQUEST_OVERHEAD, message_tokens, tools_tokens  # noqa: E402
+from assistants.prompts import CUT_OFF_ACTION_NOTE, CUT_OFF_NOTE  # noqa: E402
+from conversations import Decision, Thread, TravelAssistant  # noqa: E402
+from db.clock import fixed_clock  # noqa: E402
+from db.engine import Database  # noqa: E402
+from db.fixtures import FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO  # noqa: E402
+from tests.conftest import FIXED_NOW  # noqa: E402
+from tests.support.scripted import ScriptedChatModel, say  # noqa: E402
+from tests.support.strict_chat import check  # noqa: E402
+
+THREAD = Thread("t-1", FIXTURE_PASSENGER_ID)
+
+
+class SmallWindow(ScriptedChatModel):
+    """A scripted model configured like a local server with a small context window."""
+
+    context_tokens: int = 5000
+    max_tokens: int = 1000
+
+
+def cut(text: str, name: str = "", args: str = "") -> AIMessage:
+    calls = (
+        [{"name": name, "args": args, "id": "cut1", "error": None, "type": "invalid_tool_call"}]
+        if name
+        else []
+    )
+    return AIMessage(
+        content=text, invalid_tool_calls=calls, response_metadata={"finish_reason": "length"}
+    )
+
+
+def graph_for(model: ScriptedChatModel, db: Database) -> TravelAssistant:
+    return TravelAssistant.build(model, InMemorySaver(), db=db, retry_policy=None)
+
+
+def test_mark_cut_off_keeps_the_text_drops_the_calls_and_says_so() -> None:
+    reply = AIMessage(
+        content="I will cancel it now.",
+        tool_calls=[call("cancel_ticket", {"ticket_no": "72400"})],
+        additional_kwargs={"tool_calls": [{"id": "x", "function": {"name": "cancel_ticket"}}]},
+        response_metadata={"finish_reason": "length"},
+    )
+    kept = mark_cut_off(reply)
+    assert not kept.tool_calls and not kept.invalid_tool_calls
+    assert "tool_calls" not in kept.additional_kwargs  # langchain-openai would resend them
+    assert kept.content == f"I will cancel it now.\n\n{CUT_OFF_ACTION_NOTE}"
+    assert kept.response_metadata[CUT_OFF_KEY] and is_cut_off(kept)
+    # The note streamed by the model wrapper is not added twice, and is corrected when
+    # the calls only showed up in the final message.
+    assert mark_cut_off(kept).content == kept.content
+    streamed = AIMessage(
+        content=f"Partial\n\n{CUT_OFF_NOTE}",
+        tool_calls=[call("cancel_ticket")],
+        response_metadata={"finish_reason": "length"},
+    )
+    assert mark_cut_off(streamed).content == f"Partial\n\n{CUT_OFF_ACTION_NOTE}"
+    assert not is_cut_off(AIMessage("done", response_metadata={"finish_reason": "stop"}))
+
+
+def test_a_reply_cut_at_the_limit_is_kept_with_a_note(travel_db: Database) -> None:
+    model = ScriptedChatModel(script=[cut("Within twenty-four hours of booking you")])
+    assistant = graph_for(model, travel_db)
+    list(assistant.send(THREAD, "Can I cancel for free?"))
+    last = assistant.messages(THREAD)[-1]
+    assert last.content == f"Within twenty-four hours of booking you\n\n{CUT_OFF_NOTE}"
+    assert is_cut_off(last)
+
+
+def test_a_tool_call_cut_at_the_limit_never_runs(travel_db: Database) -> None:
+    # The cut arguments still parse (LangChain completes partial JSON), into a call that
+    # looks valid: without the guard it would wait for approval as a real action.
+    model = ScriptedChatModel(
+        script=[
+            say("", call("ToFlightBookingAssistant", {"request": "cancel my ticket"})),
+            cut("Cancelling now.", "cancel_ticket", '{"ticket_no": "' + FIXTURE_TICKET_NO[:8]),
+        ]
+    )
+    assistant = graph_for(model, travel_db)
+    list(assistant.send(THREAD, "Cancel my ticket"))
+    assert assistant.pending_actions(THREAD) == []
+    messages = assistant.messages(THREAD)
+    assert messages[-1].content == f"Cancelling now.\n\n{CUT_OFF_ACTION_NOTE}"
+    assert not any(isinstance(m, ToolMessage) and m.name == "cancel_ticket" for m in messages)
+    model.extend(say("Shall I try again?"))
+    list(assistant.send(THREAD, "Well?"))
+    assert not check(model.received[-1])
+
+
+def test_asking_again_goes_into_the_system_prompt(travel_db: Database) -> None:
+    model = ScriptedChatModel(script=[say(""), say("Hello!")])
+    assistant = graph_for(model, travel_db)
+    list(assistant.send(THREAD, "hi"))
+    first, second = model.received
+    assert second[1:] == first[1:]  # the same conversation, no extra customer message
+    assert "could not be used" in str(second[0].content)
+    assert not check(second)
+
+
+def test_requests_fit_the_models_context_window(travel_db: Database) -> None:
+    model = SmallWindow()
+    assistant = graph_for(model, travel_db)
+    for index in range(25):
+        model.extend(say(f"Answer {index}: " + "lorem ipsum dolor sit amet " * 20))
+        list(assistant.send(THREAD, f"Question {index}: " + "please tell me more " * 20))
+    node = Assistant(
+        "primary_assistant",
+        model,
+        assistant.crew.primary_prompt(),
+        [*assistant.crew.primary_tools],
+        clock=fixed_clock(FIXED_NOW),
+    )
+    assert node.prompt_budget == 4000
+    routing = [m.specialist.routing_tool for m in assistant.crew.members]
+    tools = tools_tokens([*assistant.crew.primary_tools, *routing])
+    last = model.received[-1]
+    used = REQUEST_OVERHEAD + tools + sum(message_tokens(m) for m in last)
+    assert used <= 4000
+    assert len(last) < 2 * 25  # older turns were left out
+    assert last[-1].content.startswith("Question 24")
+    assert not check(last)
+
+
+@pytest.mark.parametrize("approve", [True, False])
+def test_the_request_after_an_answered_approval_is_valid(
+    travel_db: Database, approve: bool
+) -> None:
+    cancel = call("cancel_ticket", {"ticket_no": FIXTURE_TICKET_NO})
+    model = ScriptedChatModel(
+        script=[
+            say("", call("ToFlightBookingAssistant", {"request": "cancel"})),
+            say("I will cancel it.", cancel),
+            say("Done."),
+        ]
+    )
+    assistant = graph_for(model, travel_db)
+    list(assistant.send(THREAD, "Cancel my ticket"))
+    list(assistant.resolve(THREAD, {cancel["id"]: Decision(approve)}))
+    assert all(not check(request) for request in model.received)

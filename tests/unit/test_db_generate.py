@@ -38,6 +38,10 @@ from db.generate import (
     ensure_database,
     load_reference_data,
 )
+from db.generate import build as generate_build
+from db.generate.bulk_load import _core_writer, _RowSink
+from db.generate.reservations import _Reservations
+from db.generate.sales import _Counters
 from db.models import (
     BOOKABLE_FLIGHT_STATUSES,
     Airport,
@@ -246,7 +250,7 @@ def test_build_database_failure_keeps_previous_database(
     def explode(*_args: object) -> None:
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(generate, "_book_random_reservations", explode)
+    monkeypatch.setattr(generate_build, "_book_random_reservations", explode)
     with pytest.raises(RuntimeError, match="disk full"):
         _build(db_path, seed=99)
     for table in ("flights", "tickets", "hotel_bookings"):
@@ -258,7 +262,7 @@ def test_build_database_core_insert_path_matches_sqlite_path(
 ) -> None:
     # The portable path (used for PostgreSQL) lets SQLAlchemy format every value, so equal
     # rows also prove the SQLite fast path writes the text format SQLAlchemy expects.
-    monkeypatch.setattr(generate, "_open_writer", generate._core_writer)
+    monkeypatch.setattr(generate_build, "_open_writer", _core_writer)
     path = tmp_path / "core.sqlite"
     _build(path, seed=7)
     for table in GENERATED_TABLES:
@@ -660,8 +664,8 @@ class _ListWriter:
 def test_reservations_refuse_when_capacity_is_used_up() -> None:
     ref = load_reference_data()
     writer = _ListWriter()
-    sink = generate._RowSink(writer)
-    reservations = generate._Reservations(sink, generate._Counters(), FIXED_NOW, random.Random(1))
+    sink = _RowSink(writer)
+    reservations = _Reservations(sink, _Counters(), FIXED_NOW, random.Random(1))
     hotel = next(h for h in ref.hotels if h.name == fx.FULL_HOTEL_NAME)
     car = min(ref.car_rentals, key=lambda offer: offer.fleet_size)
     trip = min(ref.trips, key=lambda offer: offer.capacity_per_day)

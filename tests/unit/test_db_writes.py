@@ -15,7 +15,7 @@ from db.errors import InvalidInputError, RuleViolationError, TravelError
 from db.fixtures import BUSINESS_PASSENGER_ID, FIXTURE_PASSENGER_ID, FLOWN_PASSENGER_ID
 from db.models import Hotel, HotelBooking, ToolCallRecord
 from db.values import local_time, money, parse_date, parse_time_bound
-from db.writes import run_once
+from db.writes import NO_THREAD, run_once
 from tests.conftest import FIXED_NOW
 
 NOW = FIXED_NOW
@@ -79,7 +79,8 @@ def test_run_once_stores_nothing_when_the_write_fails(travel_db: Database) -> No
             write=failing,
         )
     with travel_db.session() as session:
-        assert session.get(ToolCallRecord, "call-2") is None
+        # Keyed by (thread, tool call id); a call made outside a conversation has no thread.
+        assert session.get(ToolCallRecord, (NO_THREAD, "call-2")) is None
 
 
 def test_run_once_refuses_an_id_reused_by_another_passenger(travel_db: Database) -> None:

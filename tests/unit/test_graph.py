@@ -19,8 +19,10 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import RetryPolicy
 from sqlalchemy import select
 
+from assistants.approvals import APPROVALS_KEY, APPROVE_ALL, facts_of, was_executed
 from assistants.assistant import STEP_RESERVE
 from assistants.prompts import EMPTY_ANSWER_APOLOGY, STEP_LIMIT_APOLOGY
+from conversations import Decision, ModelProviderError, Thread, TravelAssistant
 from db.engine import Database
 from db.fixtures import (
     FIXTURE_FLIGHT_NO,
@@ -29,16 +31,7 @@ from db.fixtures import (
     FLOWN_PASSENGER_ID,
 )
 from db.models import Flight, TicketFlight
-from graph import (
-    SENSITIVE_NODES,
-    Decision,
-    ModelProviderError,
-    Thread,
-    TravelAssistant,
-    build_graph,
-    draw_mermaid,
-    was_executed,
-)
+from graph import build_graph, draw_mermaid
 from tests.support.scripted import ScriptedChatModel, call, say
 
 SNAPSHOT = Path(__file__).parent / "snapshots" / "graph.mmd"
@@ -255,6 +248,8 @@ def test_graph_denial_keeps_db_and_tells_model_the_reason(
     denial = tool_answer(history(assistant), change["id"])
     assert denial.status == "error"
     assert not was_executed(denial)
+    assert facts_of(denial).declined
+    assert facts_of(denial).reason == "too expensive"
     assert "too expensive" in str(denial.content)
     assert any(
         isinstance(m, ToolMessage) and "too expensive" in str(m.content) for m in model.received[-1]
@@ -272,6 +267,48 @@ def test_graph_missing_decision_fails_closed(
     run(assistant.resolve(THREAD, {}))
     assert fixture_segment(travel_db).flight_id == before
     assert tool_answer(history(assistant), change["id"]).status == "error"
+
+
+def test_graph_raw_resume_without_decisions_fails_closed(
+    assistant: TravelAssistant, model: ScriptedChatModel, travel_db: Database
+) -> None:
+    # An integrator resuming the usual LangGraph way, with no decision: nothing is written.
+    change = change_call(travel_db)
+    enter_flights(assistant, model, change)
+    before = fixture_segment(travel_db).flight_id
+    model.extend(say("I did not change anything."))
+    assistant.graph.invoke(None, assistant.config(THREAD))
+    assert fixture_segment(travel_db).flight_id == before
+    answer = tool_answer(history(assistant), change["id"])
+    assert answer.status == "error"
+    assert facts_of(answer).not_run == "no_decision"
+    assert "explicit approval" in str(answer.content)
+    assert assistant.pending_actions(THREAD) == []
+    assert_every_call_answered_once(history(assistant))
+
+
+def test_graph_raw_resume_with_approve_all_runs_every_call(
+    assistant: TravelAssistant, model: ScriptedChatModel, travel_db: Database
+) -> None:
+    change = change_call(travel_db)
+    enter_flights(assistant, model, change)
+    model.extend(say("Done."))
+    assistant.graph.invoke(None, assistant.config(THREAD, **{APPROVALS_KEY: APPROVE_ALL}))
+    assert fixture_segment(travel_db).flight_id == change["args"]["new_flight_id"]
+    assert was_executed(tool_answer(history(assistant), change["id"]))
+
+
+def test_graph_malformed_decisions_fail_closed(
+    assistant: TravelAssistant, model: ScriptedChatModel, travel_db: Database
+) -> None:
+    change = change_call(travel_db)
+    enter_flights(assistant, model, change)
+    before = fixture_segment(travel_db).flight_id
+    model.extend(say("Nothing changed."))
+    approvals = {change["id"]: {"approved": "yes"}}  # truthy, but not an explicit True
+    assistant.graph.invoke(None, assistant.config(THREAD, **{APPROVALS_KEY: approvals}))
+    assert fixture_segment(travel_db).flight_id == before
+    assert facts_of(tool_answer(history(assistant), change["id"])).declined
 
 
 def test_graph_parallel_sensitive_calls_approve_one_deny_other(
@@ -334,7 +371,51 @@ def test_graph_routing_call_beside_search(
     assert tool_answer(messages, search["id"]).status != "error"
     assert tool_answer(messages, second["id"]).status == "error"
     assert "Not started" in str(tool_answer(messages, second["id"]).content)
+    not_started = facts_of(tool_answer(messages, second["id"]))
+    assert (not_started.not_run, not_started.specialist) == (
+        "one_specialist_at_a_time",
+        "book_hotel",
+    )
+    entered = facts_of(tool_answer(messages, route["id"]))
+    assert (entered.hand_over, entered.specialist) == ("enter", "book_hotel")
     assert_every_call_answered_once(messages)
+
+
+def test_graph_offers_web_search_when_tavily_key_is_set(
+    travel_db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tavily
+
+    searched: list[str] = []
+
+    class FakeTavily:
+        def __init__(self, api_key: str) -> None:
+            assert api_key == "tvly-test-key"
+
+        def search(self, query: str, **kwargs: Any) -> dict[str, Any]:
+            searched.append(query)
+            return {
+                "results": [{"title": "Basel weather", "url": "https://x.test", "content": "Sunny"}]
+            }
+
+    monkeypatch.setattr(tavily, "TavilyClient", FakeTavily)
+    monkeypatch.setenv("TAVILY_API_KEY", "tvly-test-key")
+    model = ScriptedChatModel()
+    assistant = TravelAssistant.build(
+        model, InMemorySaver(), db=travel_db, retry_policy=NO_RETRY_DELAY
+    )
+    web = call("tavily_search", {"query": "Basel weather tomorrow"})
+    model.extend(say("", web), say("Sunny."))
+    run(assistant.send(THREAD, "What's the weather in Basel?"))
+    assert "tavily_search" in model.bound_tools[0]
+    assert searched == ["Basel weather tomorrow"]
+    assert "Sunny" in str(tool_answer(history(assistant), web["id"]).content)
+
+
+def test_graph_offers_no_web_search_without_tavily_key(travel_db: Database) -> None:
+    model = ScriptedChatModel()
+    TravelAssistant.build(model, InMemorySaver(), db=travel_db)
+    assert model.bound_tools and all("tavily_search" not in names for names in model.bound_tools)
 
 
 def test_graph_unknown_tool_is_an_error_not_an_approval(
@@ -422,7 +503,10 @@ def test_graph_malformed_tool_call_is_asked_again(
     )
     model.extend(broken, say("Fixed."))
     run(assistant.send(THREAD, "flights?"))
-    assert "could not be read" in str(model.received[1][-1].content)
+    # The problem is stated in the system prompt: a second customer message in a row
+    # would be refused by strict chat templates.
+    assert "could not be read" in system_prompt(model.received[1])
+    assert model.received[1][1:] == model.received[0][1:]
     assert history(assistant)[-1].content == "Fixed."
 
 
@@ -443,8 +527,10 @@ def test_graph_provider_error_is_retried_then_raised(
 ) -> None:
     request = httpx.Request("POST", "http://127.0.0.1/v1/chat/completions")
     model.extend(*(openai.APITimeoutError(request=request) for _ in range(3)))
-    with pytest.raises(ModelProviderError, match="APITimeoutError"):
+    with pytest.raises(ModelProviderError, match="did not answer in time") as raised:
         run(assistant.send(THREAD, "hello"))
+    assert raised.value.retryable
+    assert "Sending your message again may work" in str(raised.value)
     assert not model.script  # three attempts were made
     messages = history(assistant)
     assert messages[-1].content == "hello"  # the message is kept
@@ -494,8 +580,12 @@ def test_graph_resume_pending_approval_from_new_saver(
 
 
 def test_graph_interrupts_before_every_sensitive_node(assistant: TravelAssistant) -> None:
-    assert set(assistant.graph.interrupt_before_nodes) == set(SENSITIVE_NODES)
-    assert len(SENSITIVE_NODES) == 4
+    assert set(assistant.graph.interrupt_before_nodes) == {
+        "update_flight_sensitive_tools",
+        "book_car_rental_sensitive_tools",
+        "book_hotel_sensitive_tools",
+        "book_excursion_sensitive_tools",
+    }
 
 
 def test_graph_mermaid_matches_snapshot() -> None:
@@ -505,3 +595,37 @@ def test_graph_mermaid_matches_snapshot() -> None:
         SNAPSHOT.write_text(drawing)
     assert SNAPSHOT.exists(), "no snapshot: run UPDATE_SNAPSHOTS=1 pytest, review, commit"
     assert drawing == SNAPSHOT.read_text()
+
+
+def test_graph_huge_integer_argument_keeps_the_conversation(
+    assistant: TravelAssistant, model: ScriptedChatModel
+) -> None:
+    # msgpack cannot store an integer past 64 bits: the saved step used to fail, and the
+    # conversation with it.
+    bogus = call("cancel_hotel", {"booking_id": 2**64})
+    model.extend(
+        say(
+            "",
+            call(
+                "ToHotelBookingAssistant",
+                {
+                    "location": "Basel",
+                    "checkin_date": "2026-05-10",
+                    "checkout_date": "2026-05-11",
+                    "request": "",
+                },
+            ),
+        ),
+        say("", bogus),
+    )
+    run(assistant.send(THREAD, "cancel my hotel"))
+    (pending,) = assistant.pending_actions(THREAD)
+    assert pending.args["booking_id"] == str(2**64)
+    model.extend(say("That booking number is not valid."))
+    run(assistant.resolve(THREAD, {pending.tool_call_id: Decision(True)}))
+    answer = tool_answer(history(assistant), bogus["id"])
+    assert answer.status == "error"
+    assert len(str(answer.content)) <= 300
+    model.extend(say("Anything else?"))
+    run(assistant.send(THREAD, "ok"))
+    assert history(assistant)[-1].content == "Anything else?"

@@ -14,7 +14,7 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode
 
 from db import rules
-from db.engine import reference_data_dir
+from db.engine import packaged_data_dir, reference_data_dir
 from db.errors import InvalidInputError, TravelError
 from tools.policies import (
     PolicyIndex,
@@ -24,7 +24,7 @@ from tools.policies import (
     tokenize,
 )
 
-POLICY_PATH = Path(__file__).resolve().parents[2] / "data" / "policy.md"
+POLICY_PATH = packaged_data_dir() / "policy.md"
 
 
 @pytest.fixture(scope="module")

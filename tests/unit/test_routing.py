@@ -1,9 +1,8 @@
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from assistants.routing import (
-    ROUTING_TOOLS,
     ToolGroups,
-    first_routing_target,
+    first_routing_call,
     last_tool_batch,
     next_step,
 )
@@ -14,7 +13,10 @@ SPECIALIST = ToolGroups(
     sensitive=frozenset({"cancel_ticket", "update_ticket_to_new_flight"}),
     routing=frozenset({"CompleteOrEscalate"}),
 )
-PRIMARY = ToolGroups(sensitive=frozenset(), routing=frozenset(ROUTING_TOOLS))
+HAND_OVERS = frozenset(
+    {"ToFlightBookingAssistant", "ToBookCarRental", "ToHotelBookingAssistant", "ToBookExcursion"}
+)
+PRIMARY = ToolGroups(sensitive=frozenset(), routing=HAND_OVERS)
 
 
 def answer(tool_call: dict, text: str = "ok") -> ToolMessage:
@@ -80,7 +82,7 @@ def test_primary_router_enters_first_routing_target_after_search() -> None:
     messages.append(answer(search))
     assert next_step(messages, PRIMARY) == "enter"
     _, pending = last_tool_batch(messages)
-    assert first_routing_target(pending) == "book_hotel"
+    assert first_routing_call(pending, HAND_OVERS) == hotel
 
 
 def test_last_tool_batch_ignores_answers_to_older_batches() -> None:

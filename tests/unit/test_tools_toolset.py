@@ -1,4 +1,4 @@
-"""Tests of the tools package: the tool contract of SPEC section 4, grouping and previews."""
+"""Tests of the tools and the crew: the tool contract of SPEC section 4, grouping, previews."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 from langchain_core.tools import BaseTool, tool
-from langgraph.prebuilt.tool_node import ToolInvocationError
 from pydantic import BaseModel
 
+from assistants.approvals import ActionPreview, describe_action
+from assistants.specialists import Crew, build_crew
 from db.engine import Database
 from db.errors import MissingPassengerError, TravelError
 from db.fixtures import (
@@ -24,14 +25,7 @@ from db.fixtures import (
 from db.rules import MIN_HOURS_BEFORE_DEPARTURE_FOR_CHANGE
 from tests.conftest import FIXED_NOW
 from tests.unit.tools_support import dump, full_flight, lx0112, payload, run_one
-from tools import (
-    SENSITIVE_TOOL_NAMES,
-    TOOL_ERRORS,
-    ActionPreview,
-    ToolSet,
-    build_tools,
-    describe_action,
-)
+from tools import DomainTools, Preview, build_primary_tools, make_hotel_tools, tool_error_message
 from tools.common import passenger_id_from
 
 # Tool name -> (required arguments, optional arguments) as fixed by SPEC section 4.
@@ -60,6 +54,24 @@ SPEC_TOOLS: dict[str, tuple[set[str], set[str]]] = {
 }
 
 
+# The writes of SPEC section 4: each one must stop for the customer's approval.
+SPEC_SENSITIVE = frozenset(
+    {
+        "update_ticket_to_new_flight",
+        "cancel_ticket",
+        "book_car_rental",
+        "update_car_rental",
+        "cancel_car_rental",
+        "book_hotel",
+        "update_hotel",
+        "cancel_hotel",
+        "book_excursion",
+        "update_excursion",
+        "cancel_excursion",
+    }
+)
+
+
 def _schema(item: BaseTool) -> dict[str, Any]:
     """Return the JSON schema the model sees for a tool's arguments."""
     model = item.tool_call_schema
@@ -72,12 +84,16 @@ def day(offset: int) -> str:
 
 
 @pytest.fixture
-def toolset(travel_db: Database) -> ToolSet:
-    return build_tools(travel_db, tavily_api_key="tvly-test")
+def crew(travel_db: Database) -> Crew:
+    return build_crew(travel_db, tavily_api_key="tvly-test")
 
 
-def test_build_tools_matches_the_spec_contract(toolset: ToolSet) -> None:
-    tools = {t.name: t for t in toolset.all_tools()}
+def names(tools: tuple[BaseTool, ...]) -> list[str]:
+    return [t.name for t in tools]
+
+
+def test_build_tools_matches_the_spec_contract(crew: Crew) -> None:
+    tools = {t.name: t for t in crew.all_tools()}
     assert set(tools) == set(SPEC_TOOLS)
     for name, (required, optional) in SPEC_TOOLS.items():
         schema = _schema(tools[name])
@@ -86,8 +102,8 @@ def test_build_tools_matches_the_spec_contract(toolset: ToolSet) -> None:
         assert set(schema.get("required", [])) == required, name
 
 
-def test_every_model_visible_argument_is_described(toolset: ToolSet) -> None:
-    for item in toolset.all_tools():
+def test_every_model_visible_argument_is_described(crew: Crew) -> None:
+    for item in crew.all_tools():
         schema = _schema(item)
         for argument, spec in schema.get("properties", {}).items():
             assert spec.get("description"), f"{item.name}.{argument} has no description"
@@ -96,8 +112,8 @@ def test_every_model_visible_argument_is_described(toolset: ToolSet) -> None:
         assert "tool_call_id" not in schema.get("properties", {})
 
 
-def test_date_arguments_state_their_format(toolset: ToolSet) -> None:
-    for item in toolset.all_tools():
+def test_date_arguments_state_their_format(crew: Crew) -> None:
+    for item in crew.all_tools():
         properties = _schema(item).get("properties", {})
         for argument, spec in properties.items():
             if argument.endswith("date"):
@@ -106,66 +122,107 @@ def test_date_arguments_state_their_format(toolset: ToolSet) -> None:
                 assert "3-letter IATA" in spec["description"], f"{item.name}.{argument}"
 
 
-def test_tool_descriptions_quote_the_rules(toolset: ToolSet) -> None:
-    description = next(
-        t for t in toolset.flights_sensitive if t.name == "update_ticket_to_new_flight"
-    ).description
+def test_tool_descriptions_quote_the_rules(crew: Crew) -> None:
+    flights = crew.member("update_flight")
+    assert flights is not None
+    description = flights.tools.tool("update_ticket_to_new_flight").description
     assert f"{MIN_HOURS_BEFORE_DEPARTURE_FOR_CHANGE} hours" in description
 
 
-def test_toolset_groups_tools_per_specialist(toolset: ToolSet) -> None:
-    assert toolset.sensitive_names == SENSITIVE_TOOL_NAMES
-    assert {t.name for t in toolset.flights_safe} == {
+def test_crew_groups_tools_per_specialist(crew: Crew) -> None:
+    assert crew.sensitive_names == SPEC_SENSITIVE
+    tools = {m.name: (names(m.tools.safe), names(m.tools.sensitive)) for m in crew.members}
+    assert tools == {
+        "update_flight": (
+            ["search_flights", "fetch_user_flight_information"],
+            ["update_ticket_to_new_flight", "cancel_ticket"],
+        ),
+        "book_car_rental": (
+            ["search_car_rentals"],
+            ["book_car_rental", "update_car_rental", "cancel_car_rental"],
+        ),
+        "book_hotel": (["search_hotels"], ["book_hotel", "update_hotel", "cancel_hotel"]),
+        "book_excursion": (
+            ["search_trip_recommendations"],
+            ["book_excursion", "update_excursion", "cancel_excursion"],
+        ),
+    }
+    assert names(crew.primary_tools) == [
         "search_flights",
         "fetch_user_flight_information",
-    }
-    assert {t.name for t in toolset.flights_sensitive} == {
-        "update_ticket_to_new_flight",
-        "cancel_ticket",
-    }
-    assert [t.name for t in toolset.car_rentals_safe] == ["search_car_rentals"]
-    assert [t.name for t in toolset.hotels_safe] == ["search_hotels"]
-    assert [t.name for t in toolset.excursions_safe] == ["search_trip_recommendations"]
-    assert toolset.lookup_policy is not None and toolset.lookup_policy.name == "lookup_policy"
-    names = [t.name for t in toolset.all_tools()]
-    assert len(names) == len(set(names))
+        "lookup_policy",
+        "tavily_search",
+    ]
+    all_names = [t.name for t in crew.all_tools()]
+    assert len(all_names) == len(set(all_names))
 
 
-def test_build_tools_binds_web_search_only_with_a_key(travel_db: Database) -> None:
-    assert build_tools(travel_db).tavily_search is None
-    assert build_tools(travel_db, tavily_api_key="  ").tavily_search is None
+def test_crew_previews_every_sensitive_tool(crew: Crew) -> None:
+    assert set(crew.previews) == crew.sensitive_names
 
 
-def test_build_tools_uses_the_given_policy_tool(travel_db: Database) -> None:
+def test_crew_tells_call_kinds(crew: Crew) -> None:
+    assert crew.call_kind("search_hotels") == "safe"
+    assert crew.call_kind("lookup_policy") == "safe"
+    assert crew.call_kind("cancel_hotel") == "sensitive"
+    assert crew.call_kind("ToHotelBookingAssistant") == "routing"
+    assert crew.call_kind("CompleteOrEscalate") == "routing"
+    assert crew.call_kind("teleport") == "unknown"
+    assert crew.label("book_car_rental") == "car rental"
+    assert crew.label("primary_assistant") == ""
+
+
+def test_build_primary_tools_binds_web_search_only_with_a_key(travel_db: Database) -> None:
+    assert "tavily_search" not in names(build_primary_tools(travel_db))
+    assert "tavily_search" not in names(build_primary_tools(travel_db, tavily_api_key="  "))
+    assert "tavily_search" in names(build_primary_tools(travel_db, tavily_api_key="tvly-x"))
+
+
+def test_build_primary_tools_uses_the_given_policy_tool(travel_db: Database) -> None:
     @tool
     def lookup_policy(query: str) -> str:
         """Return a canned policy."""
         return "policy"
 
-    assert build_tools(travel_db, lookup_policy=lookup_policy).lookup_policy is lookup_policy
+    assert lookup_policy in build_primary_tools(travel_db, lookup_policy=lookup_policy)
 
 
-def test_toolset_refuses_a_missing_sensitive_tool(toolset: ToolSet) -> None:
-    with pytest.raises(ValueError, match="cancel_ticket"):
-        ToolSet(
-            fetch_user_flight_information=toolset.fetch_user_flight_information,
-            search_flights=toolset.search_flights,
-            lookup_policy=None,
-            tavily_search=None,
-            flights_safe=toolset.flights_safe,
-            flights_sensitive=toolset.flights_sensitive[:1],
-            car_rentals_safe=toolset.car_rentals_safe,
-            car_rentals_sensitive=toolset.car_rentals_sensitive,
-            hotels_safe=toolset.hotels_safe,
-            hotels_sensitive=toolset.hotels_sensitive,
-            excursions_safe=toolset.excursions_safe,
-            excursions_sensitive=toolset.excursions_sensitive,
+def test_domain_tools_refuse_a_sensitive_tool_without_preview(travel_db: Database) -> None:
+    hotels = make_hotel_tools(travel_db)
+    previews = {k: v for k, v in hotels.previews.items() if k != "cancel_hotel"}
+    with pytest.raises(ValueError, match="cancel_hotel"):
+        DomainTools(safe=hotels.safe, sensitive=hotels.sensitive, previews=previews)
+
+
+def test_domain_tools_refuse_a_tool_both_safe_and_sensitive(travel_db: Database) -> None:
+    hotels = make_hotel_tools(travel_db)
+    with pytest.raises(ValueError, match="search_hotels"):
+        DomainTools(
+            safe=hotels.safe,
+            sensitive=(*hotels.sensitive, *hotels.safe),
+            previews={
+                **hotels.previews,
+                "search_hotels": Preview("x", hotels.previews["book_hotel"].quote),
+            },
         )
 
 
-def test_tool_errors_cover_business_failures_and_bad_arguments() -> None:
-    assert TravelError in TOOL_ERRORS
-    assert ToolInvocationError in TOOL_ERRORS
+def test_tool_error_message_is_the_text_the_model_reads(travel_db: Database) -> None:
+    # run_one goes through tools.common.tool_node, the very ToolNode the graph uses.
+    hotels = make_hotel_tools(travel_db).sensitive
+    args = {"booking_id": FIXTURE_HOTEL_BOOKING_ID}
+    refused = run_one(hotels, "cancel_hotel", args, BUSINESS_PASSENGER_ID)
+    assert refused.status == "error"
+    assert str(refused.content).startswith("Error: Hotel reservation")
+    assert "does not belong" in str(refused.content)
+    malformed = run_one(hotels, "cancel_hotel", {"booking_id": "one"}, FIXTURE_PASSENGER_ID)
+    assert malformed.status == "error"
+    assert str(malformed.content).startswith("Error: ")
+    assert "booking_id" in str(malformed.content)
+    for answer in (refused, malformed):
+        assert "Please fix your mistakes" not in str(answer.content)
+        assert "Error(" not in str(answer.content)
+    assert tool_error_message(TravelError("Ticket 1 is gone.")) == "Error: Ticket 1 is gone."
 
 
 @pytest.mark.parametrize(
@@ -182,6 +239,10 @@ def test_passenger_id_from_reads_the_config() -> None:
 
 
 # describe_action ------------------------------------------------------------------------------
+
+
+def describe(db: Database, passenger: str, tool_name: str, args: dict[str, Any]) -> ActionPreview:
+    return describe_action(db, passenger, tool_name, args, build_crew(db).previews)
 
 
 def _preview_cases(db: Database) -> dict[str, dict[str, Any]]:
@@ -203,11 +264,11 @@ def _preview_cases(db: Database) -> dict[str, dict[str, Any]]:
     }
 
 
-@pytest.mark.parametrize("tool_name", sorted(SENSITIVE_TOOL_NAMES))
+@pytest.mark.parametrize("tool_name", sorted(SPEC_SENSITIVE))
 def test_describe_action_previews_every_sensitive_tool(travel_db: Database, tool_name: str) -> None:
     args = _preview_cases(travel_db)[tool_name]
     before = dump(travel_db)
-    preview = describe_action(travel_db, FIXTURE_PASSENGER_ID, tool_name, args)
+    preview = describe(travel_db, FIXTURE_PASSENGER_ID, tool_name, args)
     assert isinstance(preview, ActionPreview)
     assert preview.error is None, preview.error
     assert preview.tool_name == tool_name
@@ -217,20 +278,18 @@ def test_describe_action_previews_every_sensitive_tool(travel_db: Database, tool
     assert dump(travel_db) == before
 
 
-def test_describe_action_shows_what_the_write_charges(
-    travel_db: Database, toolset: ToolSet
-) -> None:
+def test_describe_action_shows_what_the_write_charges(travel_db: Database, crew: Crew) -> None:
     args = _preview_cases(travel_db)["update_ticket_to_new_flight"]
-    preview = describe_action(travel_db, FIXTURE_PASSENGER_ID, "update_ticket_to_new_flight", args)
+    preview = describe(travel_db, FIXTURE_PASSENGER_ID, "update_ticket_to_new_flight", args)
     result = payload(
-        run_one(toolset.all_tools(), "update_ticket_to_new_flight", args, FIXTURE_PASSENGER_ID)
+        run_one(crew.all_tools(), "update_ticket_to_new_flight", args, FIXTURE_PASSENGER_ID)
     )
     assert f"To pay: {result['charged']}" in preview.lines
     assert any(result["new_flight"]["scheduled_departure"] in line for line in preview.lines)
 
 
 def test_describe_action_reports_a_rule_that_would_refuse(travel_db: Database) -> None:
-    preview = describe_action(
+    preview = describe(
         travel_db,
         FIXTURE_PASSENGER_ID,
         "update_ticket_to_new_flight",
@@ -259,12 +318,12 @@ def test_describe_action_reports_a_rule_that_would_refuse(travel_db: Database) -
 def test_describe_action_reports_errors(
     travel_db: Database, passenger: str, tool_name: str, args: dict[str, Any], expected: str
 ) -> None:
-    preview = describe_action(travel_db, passenger, tool_name, args)
+    preview = describe(travel_db, passenger, tool_name, args)
     assert preview.error is not None and expected in preview.error
 
 
 def test_describe_action_handles_an_unknown_tool(travel_db: Database) -> None:
-    preview = describe_action(travel_db, FIXTURE_PASSENGER_ID, "teleport", {"to": "Mars"})
+    preview = describe(travel_db, FIXTURE_PASSENGER_ID, "teleport", {"to": "Mars"})
     assert preview == ActionPreview(
         tool_name="teleport", title="Run teleport", lines=["to: Mars"], error=None
     )

@@ -1,12 +1,18 @@
 """Helpers for the db- and tool-level tests: run tool calls through a ToolNode, dump tables.
 
 Tools are run the way the graph runs them: an ``AIMessage`` with hand-built tool calls
-goes through ``langgraph.prebuilt.ToolNode(handle_tool_errors=TOOL_ERRORS)`` inside a
-one-node graph, with the passenger in ``config["configurable"]``.
+goes through the graph's own ``tools.common.tool_node`` (a ``ToolNode`` answering failures
+with ``tool_error_message``, exactly the text the model reads) inside a one-node graph,
+with the passenger (and, when given, the thread) in ``config["configurable"]``.
+
+``dump`` works on any engine: on SQLite it also watches ``PRAGMA data_version``, elsewhere
+it fingerprints the rows of the written tables, so a test that takes its database from a
+fixture runs unchanged when that fixture hands it PostgreSQL.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 import uuid
@@ -16,16 +22,16 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import BaseTool
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, MessagesState, StateGraph
-from langgraph.prebuilt import ToolNode
-from sqlalchemy import func, select
+from sqlalchemy import func, select, text
 
 from db.engine import Database
 from db.fixtures import FIXTURE_DEPARTURE_IN, FIXTURE_FLIGHT_NO, FULL_FLIGHT_DAY_OFFSET
 from db.models import Booking, Flight, FlightFare, Ticket
 from db.rules import FREE_WINDOW_HOURS_AFTER_BOOKING
 from tests.conftest import FIXED_NOW
-from tools import TOOL_ERRORS
+from tools.common import tool_node
 
 # Tables a write may touch; a refused write must leave every one of them unchanged.
 WRITE_TABLES = (
@@ -53,20 +59,35 @@ def _watcher(db: Database) -> sqlite3.Connection:
     return connection
 
 
-def dump(db: Database) -> dict[str, int]:
+def dump(db: Database) -> dict[str, Any]:
     """Return a snapshot that changes whenever anything is committed to the database.
 
     ``PRAGMA data_version`` read on one long-lived connection changes when any other
     connection commits a change, so equal snapshots before and after a refused write
     prove that nothing was written at all (not even to a table nobody thought of). Row
-    counts of the written tables ride along so a failure shows what grew.
+    counts of the written tables ride along so a failure shows what grew. On another
+    engine, a digest of every row of the written tables stands in for ``data_version``.
     """
+    if db.engine.dialect.name != "sqlite":
+        return _dump_rows(db)
     connection = _watcher(db)
     # fetchall() finishes each statement: a half-read cursor would pin an old snapshot.
     ((version,),) = connection.execute("PRAGMA data_version").fetchall()
     snapshot = {"data_version": version}
     for table in WRITE_TABLES:
         ((snapshot[table],),) = connection.execute(f"SELECT count(*) FROM {table}").fetchall()
+    return snapshot
+
+
+def _dump_rows(db: Database) -> dict[str, Any]:
+    snapshot: dict[str, Any] = {}
+    with db.engine.connect() as connection:
+        for table in WRITE_TABLES:
+            rows = sorted(
+                repr(tuple(row)) for row in connection.execute(text(f"SELECT * FROM {table}"))
+            )
+            digest = hashlib.sha256("\n".join(rows).encode()).hexdigest()
+            snapshot[table] = (len(rows), digest)
     return snapshot
 
 
@@ -84,16 +105,25 @@ def run_calls(
     tools: Sequence[BaseTool],
     calls: Sequence[dict[str, Any]],
     passenger_id: str | None,
+    *,
+    thread_id: str | None = None,
+    checkpointer: BaseCheckpointSaver[Any] | None = None,
 ) -> list[ToolMessage]:
-    """Run tool calls of one AIMessage through a ToolNode; return its ToolMessages."""
+    """Run tool calls of one AIMessage through a ToolNode; return its ToolMessages.
+
+    With ``thread_id`` the run's config names that conversation, as the graph's does;
+    with a ``checkpointer`` too, the run is saved (serialised) like a real one.
+    """
     graph = StateGraph(MessagesState)
-    graph.add_node("tools", ToolNode(list(tools), handle_tool_errors=TOOL_ERRORS))
+    graph.add_node("tools", tool_node(tools))
     graph.add_edge(START, "tools")
     graph.add_edge("tools", END)
     configurable: dict[str, Any] = {}
     if passenger_id is not None:
         configurable["passenger_id"] = passenger_id
-    result = graph.compile().invoke(
+    if thread_id is not None:
+        configurable["thread_id"] = thread_id
+    result = graph.compile(checkpointer=checkpointer).invoke(
         {"messages": [AIMessage(content="", tool_calls=list(calls))]},
         {"configurable": configurable},
     )
@@ -106,9 +136,11 @@ def run_one(
     args: dict[str, Any],
     passenger_id: str | None,
     call_id: str | None = None,
+    *,
+    thread_id: str | None = None,
 ) -> ToolMessage:
     """Run a single tool call and return its ToolMessage."""
-    (message,) = run_calls(tools, [call(name, args, call_id)], passenger_id)
+    (message,) = run_calls(tools, [call(name, args, call_id)], passenger_id, thread_id=thread_id)
     return message
 
 

@@ -1,0 +1,344 @@
+"""Approval of sensitive actions, in one place.
+
+Every sensitive-tools node sits in ``interrupt_before``: the run stops before it, and
+the caller resumes with one ``Decision`` per pending call in
+``config["configurable"]["approvals"]`` (tool call id -> ``{"approved", "reason"}``).
+The node is fail-closed at every entrance: only an explicit approval runs a call; a call
+without a decision, including every call of a run resumed the plain LangGraph way
+(``graph.invoke(None, config)``), is answered as not run and the model is told why.
+Approving every pending call is an explicit choice: ``"approvals": APPROVE_ALL``.
+
+Calls that never ran (declined, no decision, unknown tool, a second hand-over, a batch
+left behind by a new message, the step limit) are answered by ``not_run_answer``, whose
+artifact carries the structured facts (``AnswerFacts``) that callers read instead of
+matching text: the terminal, the evaluation and any server ask ``facts_of(message)``.
+The artifact stays in the saved state and is never sent to the model.
+
+``describe_action`` tells the customer what a pending call would do, computed by the
+same quote the write applies (each tools module declares its previews).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, cast
+
+from langchain_core.messages import AnyMessage, ToolCall, ToolMessage
+from langchain_core.runnables import RunnableConfig
+
+from assistants.prompts import DENIED_MESSAGE, NO_DECISION_MESSAGE, REFUSED_MESSAGE
+from assistants.routing import last_tool_batch
+from assistants.specialists import Member
+from assistants.state import ConfigNode, State
+from db.engine import Database
+from db.errors import (
+    InvalidInputError,
+    MissingPassengerError,
+    NotFoundError,
+    OwnershipError,
+    RuleViolationError,
+    TravelError,
+    UnavailableError,
+)
+from tools.common import Preview, argument_line, run_calls, tool_node
+
+APPROVALS_KEY = "approvals"
+# The value of ``approvals`` that approves every pending call of the run.
+APPROVE_ALL = "all"
+
+NotRun = Literal[
+    "declined",
+    "no_decision",
+    "unknown_tool",
+    "one_specialist_at_a_time",
+    "superseded",
+    "step_limit",
+    "cancelled",
+    "refused",
+]
+HandOver = Literal["enter", "leave"]
+# Why a preview's quote refused the call, by the kind of ``TravelError`` it raised.
+Refusal = Literal["not_found", "not_yours", "rules", "unavailable", "invalid", "other"]
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The customer's answer to one pending sensitive call."""
+
+    approved: bool
+    reason: str | None = None
+    # The preview lines the customer decided on: kept on the answer for the record
+    # (``AnswerFacts.shown``), never sent to the model.
+    shown: tuple[str, ...] = ()
+    # Not the customer's no: the preview showed the call cannot succeed, so the caller
+    # told the customer why and did not ask; ``reason`` is the refusal, for the model.
+    refused: bool = False
+
+    def as_config(self) -> dict[str, Any]:
+        """Return the decision as plain data, as it travels in the run's config."""
+        return {
+            "approved": self.approved and not self.refused,
+            "reason": self.reason,
+            "shown": list(self.shown),
+            "refused": self.refused,
+        }
+
+
+@dataclass(frozen=True)
+class PendingAction:
+    """A sensitive tool call waiting for the customer's decision.
+
+    Attributes:
+        tool_call_id: The call's id, the key of its decision.
+        name: The tool called.
+        args: The arguments, as the model gave them.
+        assistant: The specialist that made the call.
+    """
+
+    tool_call_id: str
+    name: str
+    args: dict[str, Any]
+    assistant: str
+
+
+@dataclass(frozen=True)
+class AnswerFacts:
+    """What a tool answer says about its call, for callers (never text-matched).
+
+    Attributes:
+        ran: The tool ran (its answer may still be an error the tool raised).
+        not_run: Why the call did not run, when it did not.
+        reason: The customer's reason, for a declined call.
+        hand_over: ``"enter"`` or ``"leave"`` for the answer to a routing call.
+        specialist: The specialist entered, left, or busy instead.
+        approved: The customer approved the call (a sensitive call that ran).
+        shown: The preview lines the customer decided on, for an approved or declined
+            call.
+    """
+
+    ran: bool
+    not_run: NotRun | None = None
+    reason: str | None = None
+    hand_over: HandOver | None = None
+    specialist: str | None = None
+    approved: bool = False
+    shown: tuple[str, ...] = ()
+
+    @property
+    def declined(self) -> bool:
+        """Tell whether the customer declined the call."""
+        return self.not_run == "declined"
+
+
+def facts_of(message: ToolMessage) -> AnswerFacts:
+    """Read the structured facts the graph stamped on a tool answer."""
+    artifact = message.artifact if isinstance(message.artifact, Mapping) else {}
+    not_run = artifact.get("not_run")
+    shown = artifact.get("shown")
+    return AnswerFacts(
+        ran=not_run is None and "hand_over" not in artifact,
+        not_run=cast(NotRun, not_run) if not_run is not None else None,
+        reason=artifact.get("reason"),
+        hand_over=artifact.get("hand_over"),
+        specialist=artifact.get("specialist"),
+        approved=artifact.get("approved") is True,
+        shown=tuple(str(line) for line in shown) if isinstance(shown, list | tuple) else (),
+    )
+
+
+def was_executed(message: ToolMessage) -> bool:
+    """Tell whether a tool answer comes from running the tool."""
+    return facts_of(message).ran
+
+
+def not_run_answer(call: ToolCall, content: str, why: NotRun, **facts: Any) -> ToolMessage:
+    """Answer a call that the graph did not execute; ``facts`` join ``why`` in the artifact."""
+    return ToolMessage(
+        content=content,
+        tool_call_id=call["id"],
+        name=call["name"],
+        status="error",
+        artifact={"not_run": why, **facts},
+    )
+
+
+def hand_over_answer(
+    call: ToolCall, content: str, hand_over: HandOver, specialist: str
+) -> ToolMessage:
+    """Answer a routing call that entered or left ``specialist``."""
+    return ToolMessage(
+        content=content,
+        tool_call_id=call["id"],
+        name=call["name"],
+        artifact={"hand_over": hand_over, "specialist": specialist},
+    )
+
+
+def denial_answer(call: ToolCall, reason: str | None, shown: Sequence[str] = ()) -> ToolMessage:
+    """Return the answer to a sensitive call the customer declined."""
+    reason = (reason or "").strip()
+    reason_text = f"Their reason: {reason!r}. " if reason else "They gave no reason. "
+    return not_run_answer(
+        call,
+        DENIED_MESSAGE.format(reason_text=reason_text),
+        "declined",
+        reason=reason or None,
+        shown=list(shown),
+    )
+
+
+def _approved_answer(answer: ToolMessage, shown: Sequence[str]) -> ToolMessage:
+    """Stamp the answer of an approved call with the approval and what was shown."""
+    artifact = dict(answer.artifact) if isinstance(answer.artifact, Mapping) else {}
+    artifact.update(approved=True, shown=list(shown))
+    return answer.model_copy(update={"artifact": artifact})
+
+
+def _decision_for(approvals: Any, call: ToolCall) -> Decision | None:
+    """Return the decision on ``call`` carried by the run's ``approvals``, if any."""
+    if approvals == APPROVE_ALL:
+        return Decision(True)
+    if not isinstance(approvals, Mapping):
+        return None
+    given = approvals.get(str(call["id"]))
+    if not isinstance(given, Mapping):
+        return None
+    reason = given.get("reason")
+    shown = given.get("shown")
+    return Decision(
+        given.get("approved") is True,
+        reason if isinstance(reason, str) else None,
+        tuple(str(line) for line in shown) if isinstance(shown, list | tuple) else (),
+        refused=given.get("refused") is True,
+    )
+
+
+def make_sensitive_tools_node(member: Member) -> ConfigNode:
+    """Return the node that runs ``member``'s approved sensitive calls and answers the rest.
+
+    Only a decision with ``approved`` exactly ``True`` runs a call, one call at a time in
+    the model's order (writes never race each other). A declined call is answered with
+    the customer's reason; a call without a decision is answered as not run.
+    """
+    node = tool_node(member.tools.sensitive)
+    groups = member.groups
+
+    def run_sensitive_tools(state: State, config: RunnableConfig) -> dict[str, Any]:
+        _, pending = last_tool_batch(state["messages"])
+        approvals = (config.get("configurable") or {}).get(APPROVALS_KEY)
+        answers: list[AnyMessage] = []
+        for call in groups.select(pending, "sensitive_tools"):
+            decision = _decision_for(approvals, call)
+            if decision is None:
+                answers.append(not_run_answer(call, NO_DECISION_MESSAGE, "no_decision"))
+            elif decision.refused:
+                answers.append(
+                    not_run_answer(
+                        call,
+                        REFUSED_MESSAGE.format(refusal=decision.reason or "it would fail"),
+                        "refused",
+                        shown=list(decision.shown),
+                    )
+                )
+            elif decision.approved:
+                answers += [
+                    _approved_answer(a, decision.shown) for a in run_calls(node, [call], config)
+                ]
+            else:
+                answers.append(denial_answer(call, decision.reason, decision.shown))
+        return {"messages": answers}
+
+    run_sensitive_tools.__name__ = member.specialist.sensitive_node
+    return run_sensitive_tools
+
+
+def pending_calls(messages: Sequence[AnyMessage], sensitive: frozenset[str]) -> list[ToolCall]:
+    """Return the unanswered sensitive calls of the latest batch, in the model's order."""
+    _, pending = last_tool_batch(messages)
+    return [c for c in pending if c["name"] in sensitive]
+
+
+# Previews -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ActionPreview:
+    """What a pending sensitive tool call would do, for the customer to approve.
+
+    Attributes:
+        tool_name: The tool called.
+        title: A short title, e.g. ``"Change flight"``.
+        lines: Human-readable lines: before -> after, prices, fees, and last the amount
+            to pay or refund.
+        error: Why the call would be refused, when its quote already fails.
+        refusal: What kind of refusal ``error`` is, for callers that explain it in their
+            own words.
+    """
+
+    tool_name: str
+    title: str
+    lines: list[str] = field(default_factory=list)
+    error: str | None = None
+    refusal: Refusal | None = None
+
+
+def _raw_lines(args: Mapping[str, Any]) -> list[str]:
+    return [argument_line(str(name), value) for name, value in args.items()]
+
+
+def describe_action(
+    db: Database,
+    passenger_id: str,
+    tool_name: str,
+    args: Mapping[str, Any],
+    previews: Mapping[str, Preview],
+) -> ActionPreview:
+    """Describe what a pending sensitive call would do, without doing it.
+
+    The preview comes from the same quote the write applies, at the database clock's
+    now, so the customer approves the very fee, fare difference or refund the write will
+    charge (unless the data changes in between, in which case the write re-checks).
+
+    Args:
+        db: The travel database.
+        passenger_id: The configured passenger.
+        tool_name: The tool called.
+        args: The call's arguments, as the model gave them.
+        previews: Each sensitive tool's preview, by name (``Crew.previews``).
+
+    Returns:
+        The preview; ``error`` is set when the call would be refused, and then ``lines``
+        lists the raw arguments. A tool without a preview gets a generic title and its
+        raw arguments.
+    """
+    preview = previews.get(tool_name)
+    if preview is None:
+        return ActionPreview(tool_name=tool_name, title=f"Run {tool_name}", lines=_raw_lines(args))
+    try:
+        if not passenger_id or not passenger_id.strip():
+            raise MissingPassengerError("No passenger id is configured for this conversation.")
+        with db.session() as session:
+            quote = preview.quote(session, passenger_id.strip(), args, db.clock())
+            lines = list(quote.lines())
+    except TravelError as error:
+        return ActionPreview(
+            tool_name=tool_name,
+            title=preview.title,
+            lines=_raw_lines(args),
+            error=str(error),
+            refusal=refusal_of(error),
+        )
+    return ActionPreview(tool_name=tool_name, title=preview.title, lines=lines)
+
+
+def refusal_of(error: TravelError) -> Refusal:
+    """Return the kind of refusal ``error`` is."""
+    kinds: tuple[tuple[type[TravelError], Refusal], ...] = (
+        (NotFoundError, "not_found"),
+        (OwnershipError, "not_yours"),
+        (RuleViolationError, "rules"),
+        (UnavailableError, "unavailable"),
+        (InvalidInputError, "invalid"),
+    )
+    return next((kind for cls, kind in kinds if isinstance(error, cls)), "other")

@@ -1,0 +1,277 @@
+"""What one model request holds: a conversation every chat template accepts, within budget.
+
+The saved history is the record of what happened, and it can hold shapes that strict
+chat templates (Gemma, Llama, Mistral families, as llama.cpp and vLLM apply them) refuse
+with "Conversation roles must alternate": a customer message without a reply (a turn
+that failed or was interrupted), two in a row, tool results followed by a customer
+message (the reply after the tools never came), an empty assistant message. The history
+is never rewritten for that; ``normalise`` builds the request from it instead:
+
+- customer and assistant turns alternate: consecutive customer messages are merged, so
+  are consecutive assistant texts, and a missing reply after tool results is stood in
+  for by a short assistant note (``MISSING_REPLY``);
+- every tool call is followed at once by exactly one answer (a call left without one
+  gets a "no result" answer, so the model never believes it ran); answers without their
+  call are left out; unreadable tool calls are left out;
+- no empty assistant message, nothing before the first customer message.
+
+``fit`` then trims the request to the prompt budget, measured with ``estimate_tokens``
+(a deliberately generous count: no tokenizer of the many local models is at hand), by
+cutting whole turns at a customer message, and shortening tool results only when the
+current turn alone is too long.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    ToolCall,
+    ToolMessage,
+)
+from langchain_core.tools import BaseTool
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from pydantic import BaseModel
+
+from assistants.prompts import CUT_OFF_ACTION_NOTE, CUT_OFF_NOTE, MISSING_REPLY, RESULT_CUT_NOTE
+from assistants.providers import ContextBudgetError
+
+# Characters per token of ordinary ASCII text in the estimate. OpenAI's tokenizers average
+# about 4 on this project's prompts (English and JSON), Llama- and Mistral-style ones a
+# little less; 3 leaves a margin for them (tests/unit/test_context.py checks it).
+CHARS_PER_TOKEN = 3.0
+# What a chat template adds around each message (role header and end markers).
+MESSAGE_OVERHEAD = 8
+# What a template adds around each tool call (markers, id, name).
+CALL_OVERHEAD = 16
+# The request's own overhead: start of text, the generation prompt, the tools' wrapper.
+REQUEST_OVERHEAD = 64
+# The part of a shortened tool result that is always kept.
+MIN_RESULT_CHARS = 400
+
+NO_RESULT = "Not run: no result was recorded for this call, so nothing was done."
+
+ToolLike = BaseTool | type[BaseModel]
+
+
+# --- measuring -------------------------------------------------------------------------------
+
+
+def estimate_tokens(text: str) -> int:
+    """Return a generous estimate of the tokens ``text`` takes.
+
+    Digits count one each (several tokenizers split numbers digit by digit), accented
+    letters and other alphabets one each, characters of CJK and other scripts beyond
+    U+0800 (three bytes and more in UTF-8) two each, the rest ``CHARS_PER_TOKEN``
+    characters per token.
+    """
+    if not text:
+        return 0
+    digits = sum(ch in "0123456789" for ch in text)
+    narrow = sum(not ch.isascii() and ord(ch) < 0x800 for ch in text)
+    wide = sum(ord(ch) >= 0x800 for ch in text)
+    rest = len(text) - digits - narrow - wide
+    return digits + narrow + 2 * wide + math.ceil(rest / CHARS_PER_TOKEN)
+
+
+def text_of(message: BaseMessage) -> str:
+    """Return the text of a message (text blocks joined; other blocks left out)."""
+    content = message.content
+    if isinstance(content, str):
+        return content
+    return "".join(
+        block if isinstance(block, str) else str(block.get("text", ""))
+        for block in content
+        if isinstance(block, str) or block.get("type") == "text"
+    )
+
+
+def _call_text(call: ToolCall) -> str:
+    return f"{call['name']} {json.dumps(call['args'], ensure_ascii=False)}"
+
+
+def message_tokens(message: BaseMessage) -> int:
+    """Return the estimated tokens of one message of the request."""
+    tokens = MESSAGE_OVERHEAD + estimate_tokens(text_of(message))
+    if isinstance(message, AIMessage):
+        tokens += sum(CALL_OVERHEAD + estimate_tokens(_call_text(c)) for c in message.tool_calls)
+    return tokens
+
+
+def tools_tokens(tools: Sequence[ToolLike]) -> int:
+    """Return the estimated tokens of the tools' definitions (templates print their JSON)."""
+    return sum(
+        estimate_tokens(json.dumps(convert_to_openai_tool(t), ensure_ascii=False)) for t in tools
+    )
+
+
+def request_tokens(messages: Sequence[BaseMessage], tools: Sequence[ToolLike] = ()) -> int:
+    """Return the estimated tokens of a whole request: messages, tools and overhead."""
+    return REQUEST_OVERHEAD + tools_tokens(tools) + sum(message_tokens(m) for m in messages)
+
+
+# --- a conversation every template accepts ------------------------------------------------------
+
+
+def _answers(messages: Sequence[BaseMessage], index: int, calls: Sequence[ToolCall]) -> list[int]:
+    """Return the positions of the answers to ``calls`` (made at ``index``), or -1 each.
+
+    An answer is the first tool message with the call's id after the call and before a
+    later call with the same id (some servers number calls afresh in every reply).
+    """
+    found = []
+    for call in calls:
+        position = -1
+        for later in range(index + 1, len(messages)):
+            message = messages[later]
+            if isinstance(message, ToolMessage) and message.tool_call_id == call["id"]:
+                position = later
+                break
+            if isinstance(message, AIMessage) and any(
+                c["id"] == call["id"] for c in message.tool_calls
+            ):
+                break
+        found.append(position)
+    return found
+
+
+def _tool_answer(message: ToolMessage | None, call: ToolCall) -> ToolMessage:
+    if message is None:
+        return ToolMessage(
+            content=NO_RESULT, tool_call_id=call["id"], name=call["name"], status="error"
+        )
+    return ToolMessage(
+        content=text_of(message) or "(no output)",
+        tool_call_id=call["id"],
+        name=message.name or call["name"],
+        status=message.status,
+        id=message.id,
+    )
+
+
+def normalise(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """Return the request form of a saved history (see the module's docstring).
+
+    The messages given are not changed; the result holds new messages.
+    """
+    out: list[BaseMessage] = []
+    for index, message in enumerate(messages):
+        if isinstance(message, HumanMessage):
+            text = text_of(message).strip()
+            if not text:
+                continue
+            if out and isinstance(out[-1], HumanMessage):
+                out[-1] = HumanMessage(content=f"{text_of(out[-1])}\n\n{text}", id=out[-1].id)
+                continue
+            if out and isinstance(out[-1], ToolMessage):
+                out.append(AIMessage(content=MISSING_REPLY))
+            out.append(HumanMessage(content=text, id=message.id))
+        elif isinstance(message, AIMessage):
+            if not out:
+                continue  # nothing may come before the first customer message
+            text = text_of(message).strip()
+            calls = list(message.tool_calls)
+            if not text and not calls:
+                continue
+            if isinstance(out[-1], AIMessage):  # a text reply with no calls: merge
+                earlier = text_of(out.pop()).strip()
+                text = f"{earlier}\n\n{text}" if text else earlier
+            out.append(AIMessage(content=text, tool_calls=calls, name=message.name, id=message.id))
+            for call, position in zip(calls, _answers(messages, index, calls), strict=True):
+                answer = messages[position] if position >= 0 else None
+                out.append(_tool_answer(answer if isinstance(answer, ToolMessage) else None, call))
+        # Tool messages come in with their call above; system messages belong to the
+        # prompt; any other kind has no place in the request.
+    return out
+
+
+# --- the budget ------------------------------------------------------------------------------
+
+
+def _shorten(message: ToolMessage, tokens: int) -> ToolMessage:
+    """Return ``message`` with its content cut by about ``tokens`` tokens."""
+    text = text_of(message)
+    keep = max(MIN_RESULT_CHARS, len(text) - int(tokens * CHARS_PER_TOKEN) - 80)
+    if keep >= len(text):
+        return message
+    cut = text[:keep] + RESULT_CUT_NOTE.format(count=len(text) - keep)
+    return message.model_copy(update={"content": cut})
+
+
+def fit(messages: Sequence[BaseMessage], budget: int) -> list[BaseMessage]:
+    """Return the longest end of a normalised request that fits ``budget`` tokens.
+
+    Whole turns are dropped from the start, cutting only at a customer message so no tool
+    result is separated from its call. When the last turn alone is too long, its longest
+    tool results are shortened.
+
+    Raises:
+        ContextBudgetError: Even the last turn with its tool results shortened is too long.
+    """
+    sizes = [message_tokens(m) for m in messages]
+    starts = [i for i, m in enumerate(messages) if isinstance(m, HumanMessage)] or [0]
+    for start in starts:
+        if sum(sizes[start:]) <= budget:
+            return list(messages[start:])
+    turn = list(messages[starts[-1] :])
+    over = sum(sizes[starts[-1] :]) - budget
+    results = sorted(
+        (i for i, m in enumerate(turn) if isinstance(m, ToolMessage)),
+        key=lambda i: -message_tokens(turn[i]),
+    )
+    for i in results:
+        if over <= 0:
+            break
+        before = message_tokens(turn[i])
+        turn[i] = _shorten(turn[i], over)  # type: ignore[arg-type]
+        over -= before - message_tokens(turn[i])
+    if over > 0:
+        raise ContextBudgetError(budget + over, budget)
+    return turn
+
+
+# --- replies the server cut at the output limit ------------------------------------------
+
+# ``response_metadata`` key set on a reply the server cut at the output limit.
+CUT_OFF_KEY = "cut_off"
+
+
+def cut_off_note(dropped_calls: bool) -> str:
+    """Return the note that ends a reply cut at the output limit."""
+    return CUT_OFF_ACTION_NOTE if dropped_calls else CUT_OFF_NOTE
+
+
+def is_cut_off(message: BaseMessage) -> bool:
+    """Tell whether the server stopped ``message`` at the output limit."""
+    metadata = message.response_metadata
+    return metadata.get("finish_reason") == "length" or bool(metadata.get(CUT_OFF_KEY))
+
+
+def mark_cut_off(message: AIMessage) -> AIMessage:
+    """Return a cut reply as it is kept: its text, the note, and no tool calls.
+
+    The arguments of a call cut mid-way may still parse (LangChain completes partial
+    JSON while it streams), so no call of a cut reply is trusted, valid-looking or not.
+    """
+    dropped = bool(message.tool_calls or message.invalid_tool_calls)
+    note = cut_off_note(dropped)
+    text = text_of(message).rstrip()
+    if dropped and text.endswith(CUT_OFF_NOTE):  # the stream could not know of the calls
+        text = text[: -len(CUT_OFF_NOTE)].rstrip()
+    if not text.endswith((CUT_OFF_NOTE, CUT_OFF_ACTION_NOTE)):
+        text = f"{text}\n\n{note}" if text else note
+    raw_calls = ("tool_calls", "function_call")  # langchain-openai would send these again
+    extra = {k: v for k, v in message.additional_kwargs.items() if k not in raw_calls}
+    return AIMessage(
+        content=text,
+        id=message.id,
+        name=message.name,
+        additional_kwargs=extra,
+        response_metadata={**message.response_metadata, CUT_OFF_KEY: True},
+        usage_metadata=message.usage_metadata,
+    )

@@ -1,0 +1,561 @@
+"""Failures of the model endpoint: which are worth retrying, and how they are reported.
+
+The graph retries a failed assistant node with ``DEFAULT_RETRY_POLICY`` (backoff on
+timeouts, rate limits, server errors and dropped connections); the HTTP client itself
+does not retry, so retries happen in one place. What still fails reaches the caller as
+``ModelProviderError``, with the conversation saved, and with a message a customer or a
+clerk can act on: what happened, the server's own words for why (the line of a long
+error body that says it, not its first line), and whether sending the message again can
+help, or what to do instead (``diagnose``).
+
+Two limits of our own end a model call too (``ModelDeadlineError``): the total time one
+reply may take, since a server that keeps streaming never trips the client's timeout,
+which only bounds the wait between two chunks; and ``time_limit``, a deadline the caller
+sets around a whole run (the evaluation's time limit per scenario).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import json
+import re
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+from langgraph.types import RetryPolicy
+
+# How much of the server's message is shown at most.
+MAX_REASON_CHARS = 300
+
+
+class ModelProviderError(Exception):
+    """The model endpoint kept failing; the conversation is saved and can go on.
+
+    ``str(error)`` is the whole message for the customer: what happened, why, and what
+    helps. ``retryable`` tells whether sending the same message again can work, and
+    ``hint`` is the advice alone.
+    """
+
+    def __init__(
+        self, message: str, *, retryable: bool | None = None, hint: str | None = None
+    ) -> None:
+        """Carry ``message``; ``retryable`` and ``hint`` default to the cause's diagnosis."""
+        super().__init__(message)
+        self._retryable = retryable
+        self._hint = hint
+
+    @classmethod
+    def from_error(cls, error: BaseException) -> ModelProviderError:
+        """Return the error to raise (``from error``) for a failed model call."""
+        failure = diagnose(error)
+        return cls(failure.message(), retryable=failure.retryable, hint=failure.hint)
+
+    def _diagnosis(self) -> ProviderFailure | None:
+        # Callers may build the error from ``describe_provider_error`` alone and raise it
+        # ``from`` the cause: the advice then comes from the cause.
+        cause = self.__cause__
+        return diagnose(cause) if isinstance(cause, Exception) else None
+
+    @property
+    def retryable(self) -> bool:
+        """Tell whether sending the same message again can work."""
+        if self._retryable is not None:
+            return self._retryable
+        failure = self._diagnosis()
+        return failure.retryable if failure else False
+
+    @property
+    def hint(self) -> str:
+        """Return what helps: send again, wait, or what to change first."""
+        if self._hint is not None:
+            return self._hint
+        failure = self._diagnosis()
+        return failure.hint if failure else ""
+
+
+class ModelDeadlineError(Exception):
+    """A model call ran past one of our own time limits (not retried)."""
+
+    def __init__(self, seconds: float, *, whole_run: bool = False) -> None:
+        """Say which limit: ``seconds`` for one reply, or the run's (``whole_run``)."""
+        self.seconds = seconds
+        self.whole_run = whole_run
+        what = "the time limit of this run" if whole_run else "the limit for one reply"
+        super().__init__(f"The model's reply was not finished after {seconds:g} s ({what}).")
+
+
+class ContextBudgetError(Exception):
+    """The prompt cannot be made to fit the model's context window."""
+
+    def __init__(self, needed: int, budget: int) -> None:
+        """Say how many tokens the prompt needs at least and how many it may have."""
+        self.needed = needed
+        self.budget = budget
+        super().__init__(
+            f"The prompt needs about {needed} tokens even at its shortest, but the context "
+            f"window leaves {budget} for it."
+        )
+
+
+# --- time limits ------------------------------------------------------------------------------
+
+# The moment (time.monotonic) after which no model call of this context may go on, and the
+# limit in seconds it came from. Context variables follow LangGraph into the worker
+# threads that run the nodes.
+_RUN_DEADLINE: contextvars.ContextVar[tuple[float, float] | None] = contextvars.ContextVar(
+    "travel_assistant_run_deadline", default=None
+)
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float) -> Iterator[None]:
+    """Bound every model call made inside the block to ``seconds`` from now, in total.
+
+    A call that is still streaming at the deadline stops with ``ModelDeadlineError``
+    (``whole_run`` set), and so does every call that would start after it.
+    """
+    token = _RUN_DEADLINE.set((time.monotonic() + seconds, seconds))
+    try:
+        yield
+    finally:
+        _RUN_DEADLINE.reset(token)
+
+
+def check_time_limit() -> None:
+    """Raise ``ModelDeadlineError`` when the enclosing ``time_limit`` has passed."""
+    deadline = _RUN_DEADLINE.get()
+    if deadline is not None and time.monotonic() > deadline[0]:
+        raise ModelDeadlineError(deadline[1], whole_run=True)
+
+
+class ReplyTimer:
+    """The clock of one model reply: ``check`` on every streamed chunk."""
+
+    def __init__(self, reply_seconds: float | None) -> None:
+        """Start timing; ``reply_seconds`` bounds the reply (``None``: only the run's limit)."""
+        self.reply_seconds = reply_seconds
+        self.started = time.monotonic()
+
+    def check(self) -> None:
+        """Raise ``ModelDeadlineError`` when the reply or the run took too long."""
+        check_time_limit()
+        elapsed = time.monotonic() - self.started
+        if self.reply_seconds is not None and elapsed > self.reply_seconds:
+            raise ModelDeadlineError(self.reply_seconds)
+
+
+# --- what failed, and what helps --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProviderFailure:
+    """How a model call failed, for the customer.
+
+    Attributes:
+        what: What happened, e.g. ``"The model server is rate-limiting requests (HTTP 429)"``.
+        reason: The server's own words for why, shortened (may be empty).
+        retryable: Sending the same message again can work.
+        hint: What helps: send again, wait, or what to change first.
+        status: The HTTP status, when the server answered.
+    """
+
+    what: str
+    reason: str
+    retryable: bool
+    hint: str
+    status: int | None = None
+
+    def message(self) -> str:
+        """Return the whole message: what, why, what helps."""
+        text = self.what
+        if self.reason:
+            text += f": {self.reason}"
+        text = text.rstrip()
+        if not text.endswith((".", "!", "?", "…")):
+            text += "."
+        return f"{text} {self.hint}".strip()
+
+
+def _transport_errors() -> tuple[type[Exception], ...]:
+    """Return the HTTP libraries' transport errors (a stream broken off, a read timeout).
+
+    They escape the OpenAI client while a streamed reply is read, unwrapped. Recent
+    ``openai`` releases use ``httpx2``, older ones ``httpx``: both are recognised.
+    """
+    found: list[type[Exception]] = []
+    for name in ("httpx", "httpx2"):
+        try:
+            module = __import__(name)
+        except ImportError:
+            continue
+        found.append(module.TransportError)
+    return tuple(found)
+
+
+def _timeout_errors() -> tuple[type[Exception], ...]:
+    found: list[type[Exception]] = []
+    for name in ("httpx", "httpx2"):
+        try:
+            module = __import__(name)
+        except ImportError:
+            continue
+        found.append(module.TimeoutException)
+    return tuple(found)
+
+
+def _openai() -> Any:
+    try:
+        import openai
+    except ImportError:  # pragma: no cover - langchain-openai depends on openai
+        return None
+    return openai
+
+
+_CONTEXT_TOO_LONG = re.compile(
+    r"context[ _-]?(length|window|size)|maximum context|exceeds? the (available )?context|"
+    r"too many tokens|prompt is too long|reduce the length|exceed_context|"
+    r"input tokens exceed|longer than the model",
+    re.IGNORECASE,
+)
+_TEMPLATE = re.compile(
+    r"roles must alternate|jinja|chat template|parser for this template|"
+    r"system message must be|raise_exception",
+    re.IGNORECASE,
+)
+_NO_TOOLS = re.compile(
+    r"does not support tools|tool choice requires|tools param requires|"
+    r"enable-auto-tool-choice|--jinja|tool[_ ]calls? (are|is) not supported",
+    re.IGNORECASE,
+)
+_QUOTA = re.compile(r"insufficient_quota|exceeded your current quota|billing", re.IGNORECASE)
+_NOISE = re.compile(r"^[-=~^.\s]*$")
+_PREFIX = re.compile(r"^(Error code: \d+ - )")
+
+
+def reason_of(text: str) -> str:
+    """Return the part of a server's error message that says why, on one line.
+
+    A template error from llama.cpp reads "Unable to generate parser for this template.
+    Automatic parser generation failed:" and then, lines later, after a source excerpt,
+    "Error: Jinja Exception: Conversation roles must alternate ...": the first line alone
+    says nothing. Keep the first line and the line that names the error.
+    """
+    lines = [line.strip() for line in _PREFIX.sub("", text).splitlines()]
+    lines = [line for line in lines if line and not _NOISE.match(line)]
+    if not lines:
+        return ""
+    first = lines[0]
+    named = [
+        line for line in lines[1:] if re.match(r"^(error|exception)\b", line, re.IGNORECASE)
+    ] or [line for line in lines[1:] if "Exception:" in line or "Error:" in line]
+    if named:
+        why = re.sub(r"^(?:\w*Error|\w*Exception)\s*:\s*", "", named[-1], flags=re.IGNORECASE)
+        why = re.sub(r"^(?:Jinja Exception|\w*Exception)\s*:\s*", "", why)
+        reason = why if first.startswith(("---", "While ")) else f"{first.rstrip(': ')}: {why}"
+    elif len(lines) > 1:
+        reason = f"{first.rstrip(': ')}: {lines[-1]}"
+    else:
+        reason = first
+    reason = " ".join(reason.split())
+    if len(reason) > MAX_REASON_CHARS:
+        reason = reason[: MAX_REASON_CHARS - 1].rstrip() + "…"
+    return reason
+
+
+def _server_text(error: BaseException) -> str:
+    """Return the server's message from an error's JSON body, or the error's text."""
+    body = getattr(error, "body", None)
+    if isinstance(body, Mapping):
+        for key in ("message", "detail", "error"):
+            value = body.get(key)
+            if isinstance(value, Mapping):
+                value = value.get("message")
+            if isinstance(value, str) and value.strip():
+                return value
+    if isinstance(body, str) and body.strip():
+        return body
+    message = getattr(error, "message", None)
+    return message if isinstance(message, str) and message.strip() else str(error)
+
+
+def _retry_after(error: BaseException) -> float | None:
+    """Return the seconds the server asked to wait (``Retry-After``), if it said."""
+    response = getattr(error, "response", None)
+    headers = getattr(response, "headers", None)
+    if headers is None:
+        return None
+    milliseconds = headers.get("retry-after-ms")
+    if milliseconds:
+        with contextlib.suppress(ValueError):
+            return float(milliseconds) / 1000
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    try:
+        moment = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, moment.timestamp() - time.time())
+
+
+def _requested_model(error: BaseException) -> str | None:
+    """Return the model name of the failed request, when it can be read back."""
+    request = getattr(error, "request", None)
+    try:
+        payload = json.loads(getattr(request, "content", b"") or b"{}")
+    except (TypeError, ValueError):
+        return None
+    model = payload.get("model") if isinstance(payload, dict) else None
+    return model if isinstance(model, str) else None
+
+
+SEND_AGAIN = "Sending your message again may work."
+NOT_AGAIN = "Sending it again will not help"
+BUG_HINT = (
+    f"{NOT_AGAIN}: this is a bug in travel-assistant (run with --debug and report it); "
+    "/new starts a fresh conversation."
+)
+
+
+def diagnose(error: BaseException) -> ProviderFailure:
+    """Tell how a model call failed, whether retrying helps, and what to do."""
+    if isinstance(error, ModelDeadlineError):
+        if error.whole_run:
+            return ProviderFailure(
+                f"The run reached its time limit of {error.seconds:g} s",
+                "",
+                False,
+                "The model server is too slow for this limit.",
+            )
+        return ProviderFailure(
+            f"The model's reply was not finished after {error.seconds:g} s, "
+            "the limit for one reply",
+            "",
+            False,
+            "The model may be repeating itself: lower --max-tokens, or raise "
+            "TRAVEL_ASSISTANT_REPLY_TIMEOUT if the server is only slow.",
+        )
+    if isinstance(error, ContextBudgetError):
+        return ProviderFailure(
+            "The conversation does not fit the model's context window",
+            str(error),
+            False,
+            f"{NOT_AGAIN}: raise TRAVEL_ASSISTANT_CONTEXT_TOKENS if the server has a larger "
+            "context, lower --max-tokens, or start a new conversation with /new.",
+        )
+    openai = _openai()
+    if openai is not None and isinstance(error, openai.APIStatusError):
+        return _diagnose_status(error, error.status_code)
+    connection = _connection_failure(error, openai)
+    if connection is not None:
+        return connection
+    if openai is not None and isinstance(error, openai.OpenAIError):
+        return ProviderFailure(
+            "The model server's answer could not be used",
+            reason_of(str(error)),
+            False,
+            f"{NOT_AGAIN} unless the server is fixed; run with --debug for details.",
+        )
+    return ProviderFailure(
+        f"The model call failed ({type(error).__name__})",
+        reason_of(str(error)),
+        False,
+        "Run with --debug for details.",
+    )
+
+
+def _causes(error: BaseException) -> Iterator[BaseException]:
+    """Yield ``error`` and what it was raised from, innermost last (a few levels)."""
+    current: BaseException | None = error
+    for _ in range(8):
+        if current is None:
+            return
+        yield current
+        current = current.__cause__ or current.__context__
+
+
+def _connection_failure(error: BaseException, openai: Any) -> ProviderFailure | None:
+    """Diagnose a timeout or a broken connection, or return ``None`` for anything else.
+
+    The OpenAI client wraps what the HTTP library raised, so the chain of causes tells a
+    server that cannot be reached from a stream that broke off mid-reply.
+    """
+    api_connection = openai is not None and isinstance(error, openai.APIConnectionError)
+    if not (
+        api_connection or isinstance(error, (ConnectionError, TimeoutError, *_transport_errors()))
+    ):
+        return None
+    causes = list(_causes(error))
+    timeouts: tuple[type[BaseException], ...] = (TimeoutError, *_timeout_errors())
+    if (openai is not None and isinstance(error, openai.APITimeoutError)) or any(
+        isinstance(c, timeouts) for c in causes
+    ):
+        return ProviderFailure(
+            "The model server did not answer in time",
+            "",
+            True,
+            f"{SEND_AGAIN} If it keeps happening the server is overloaded or too slow for "
+            "this model (TRAVEL_ASSISTANT_TIMEOUT gives it longer).",
+        )
+    transport = [c for c in causes if isinstance(c, (ConnectionError, *_transport_errors()))]
+    unreachable = not transport or any(
+        isinstance(c, ConnectionRefusedError) or type(c).__name__ == "ConnectError"
+        for c in transport
+    )
+    if unreachable:
+        return ProviderFailure(
+            "Cannot reach the model server",
+            reason_of(str(transport[-1])) if transport else "",
+            True,
+            "Check that it is running and that OPENAI_BASE_URL points to it, then send "
+            "your message again.",
+        )
+    return ProviderFailure(
+        "The connection to the model server broke off during the reply",
+        reason_of(str(transport[-1])),
+        True,
+        SEND_AGAIN,
+    )
+
+
+def _diagnose_status(error: BaseException, status: int) -> ProviderFailure:
+    reason = reason_of(_server_text(error))
+    code = f"(HTTP {status})"
+    if _TEMPLATE.search(reason):
+        # llama.cpp answers a template error with 400 or 500: either way, not transient.
+        return ProviderFailure(
+            f"The model server's chat template rejected the conversation {code}",
+            reason,
+            False,
+            BUG_HINT,
+            status,
+        )
+    if _NO_TOOLS.search(reason):
+        return ProviderFailure(
+            f"The model server cannot make tool calls as it was started {code}",
+            reason,
+            False,
+            f"{NOT_AGAIN}: start llama-server with --jinja, vLLM with "
+            "--enable-auto-tool-choice --tool-call-parser NAME, or pick a model that "
+            "supports tools (README, Local models).",
+            status,
+        )
+    if status == 429:
+        if _QUOTA.search(reason):
+            return ProviderFailure(
+                f"The account behind OPENAI_API_KEY is out of quota {code}",
+                reason,
+                False,
+                f"{NOT_AGAIN}: check the plan and billing of the account.",
+                status,
+            )
+        wait = _retry_after(error)
+        advice = (
+            f"The server asked to wait {wait:.0f} s: send your message again after that."
+            if wait is not None
+            else "Wait a little, then send your message again."
+        )
+        return ProviderFailure(
+            f"The model server is rate-limiting requests {code}", reason, True, advice, status
+        )
+    if status >= 500:
+        return ProviderFailure(
+            f"The model server failed {code}",
+            reason,
+            True,
+            f"The fault is on the server's side. {SEND_AGAIN}",
+            status,
+        )
+    if status == 401:
+        return ProviderFailure(
+            f"The model server rejected the API key {code}",
+            reason,
+            False,
+            f"{NOT_AGAIN}: check OPENAI_API_KEY.",
+            status,
+        )
+    if status == 403:
+        return ProviderFailure(
+            f"The model server refused access {code}",
+            reason,
+            False,
+            f"{NOT_AGAIN}: check that the key in OPENAI_API_KEY may use this model.",
+            status,
+        )
+    if status == 404:
+        model = _requested_model(error)
+        if model is not None or "model" in reason.lower():
+            name = f" {model!r}" if model else ""
+            return ProviderFailure(
+                f"The model server has no model{name} {code}",
+                reason,
+                False,
+                f"{NOT_AGAIN}: check --model or TRAVEL_ASSISTANT_MODEL against the "
+                "server's models (GET $OPENAI_BASE_URL/models), or fetch the model first "
+                "(for Ollama: ollama pull NAME).",
+                status,
+            )
+        return ProviderFailure(
+            f"The model server has no such endpoint {code}",
+            reason,
+            False,
+            f"{NOT_AGAIN}: check OPENAI_BASE_URL (it usually ends in /v1).",
+            status,
+        )
+    if _CONTEXT_TOO_LONG.search(reason):
+        return ProviderFailure(
+            f"The conversation is too long for the model's context window {code}",
+            reason,
+            False,
+            f"{NOT_AGAIN}: set TRAVEL_ASSISTANT_CONTEXT_TOKENS to the server's context size "
+            "(or start the server with a larger one), or start a new conversation with /new.",
+            status,
+        )
+    return ProviderFailure(
+        f"The model server refused the request {code}",
+        reason,
+        False,
+        f"{NOT_AGAIN}; if it keeps happening, run with --debug and report it.",
+        status,
+    )
+
+
+def describe_provider_error(error: Exception) -> str:
+    """Return the customer's message for a failed model call (what, why, what helps)."""
+    return diagnose(error).message()
+
+
+def is_provider_error(error: BaseException) -> bool:
+    """Tell whether ``error`` comes from the model endpoint or our limits on it."""
+    if isinstance(error, ModelDeadlineError | ContextBudgetError | TimeoutError | ConnectionError):
+        return True
+    if isinstance(error, _transport_errors()):
+        return True
+    openai = _openai()
+    return openai is not None and isinstance(error, openai.OpenAIError)
+
+
+def is_transient_provider_error(error: Exception) -> bool:
+    """Tell whether a model call failed for a reason worth retrying.
+
+    Timeouts, dropped connections, rate limits (not an exhausted quota) and server
+    errors (not a chat-template error, which comes back the same every time).
+    """
+    return is_provider_error(error) and diagnose(error).retryable
+
+
+DEFAULT_RETRY_POLICY = RetryPolicy(
+    initial_interval=1.0,
+    backoff_factor=2.0,
+    max_interval=20.0,
+    max_attempts=4,
+    retry_on=is_transient_provider_error,
+)

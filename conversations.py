@@ -1,0 +1,400 @@
+"""The caller's API: ``TravelAssistant`` drives conversations over the compiled graph.
+
+The terminal program, the evaluation, the tests and any server use it, and none of them
+touches the graph's internals: send a message, stream the reply as events, read the
+pending sensitive actions with their previews, approve or decline each with a reason,
+read the history and the active assistant. Facts about tool answers (declined, not run
+and why, a hand-over) come from ``assistants.approvals.facts_of``, and what a tool call
+is (safe, sensitive, a hand-over) from ``TravelAssistant.call_kind``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.messages import AIMessage, AIMessageChunk, AnyMessage, HumanMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.errors import GraphRecursionError
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import RetryPolicy
+
+from assistants.approvals import (
+    APPROVALS_KEY,
+    ActionPreview,
+    Decision,
+    PendingAction,
+    describe_action,
+    not_run_answer,
+    pending_calls,
+)
+from assistants.prompts import (
+    CANCELLED_TOOL_MESSAGE,
+    STEP_LIMIT_APOLOGY,
+    STEP_LIMIT_TOOL_MESSAGE,
+    TURN_CANCELLED_NOTE,
+)
+from assistants.providers import (
+    DEFAULT_RETRY_POLICY,
+    ModelProviderError,
+    describe_provider_error,
+    is_provider_error,
+)
+from assistants.routing import last_tool_batch
+from assistants.specialists import CallKind, Crew, build_crew
+from assistants.state import active_assistant
+from db.engine import Database
+from db.passengers import passenger_exists
+from graph import DEFAULT_RECURSION_LIMIT, ModelsArg, build_graph
+
+__all__ = [
+    "ActionPreview",
+    "Decision",
+    "MessageEvent",
+    "ModelProviderError",
+    "PendingAction",
+    "Thread",
+    "TokenEvent",
+    "TravelAssistant",
+    "TurnCancelledError",
+    "TurnEvent",
+    "is_cancel_note",
+]
+
+# ``response_metadata`` key marking the note that closes a cancelled turn.
+CANCELLED_KEY = "turn_cancelled"
+
+
+@dataclass(frozen=True)
+class TokenEvent:
+    """A piece of an assistant's reply, as the model streams it."""
+
+    text: str
+    assistant: str
+    message_id: str | None
+
+
+@dataclass(frozen=True)
+class MessageEvent:
+    """A complete message added by a node (an assistant's reply or a tool result)."""
+
+    message: AnyMessage
+    node: str
+
+
+TurnEvent = TokenEvent | MessageEvent
+
+
+@dataclass(frozen=True)
+class Thread:
+    """One conversation: its id and the passenger it acts for."""
+
+    thread_id: str
+    passenger_id: str
+
+
+class TurnCancelledError(Exception):
+    """The caller cancelled the turn; the conversation was closed and can go on."""
+
+
+def is_cancel_note(message: AnyMessage) -> bool:
+    """Tell whether ``message`` is the note that closes a cancelled or interrupted turn."""
+    return isinstance(message, AIMessage) and bool(message.response_metadata.get(CANCELLED_KEY))
+
+
+class _CancelOnRequest(BaseCallbackHandler):
+    """Stop a run soon after ``cancel`` is set.
+
+    LangGraph runs nodes in worker threads, so the caller's thread cannot interrupt a
+    model's HTTP stream itself. This handler raises in the worker: on the next streamed
+    token (leaving the stream closes the HTTP response), before a model call, and before
+    any node of the graph starts, so no tool runs after the cancel. It never raises in
+    the middle of a node's tools, so a write that started is answered, not lost.
+    """
+
+    raise_error = True
+
+    def __init__(self, cancel: threading.Event) -> None:
+        self.cancel = cancel
+        self.root: UUID | None = None
+
+    def _check(self) -> None:
+        if self.cancel.is_set():
+            raise TurnCancelledError("The turn was cancelled.")
+
+    def on_chain_start(
+        self,
+        serialized: dict[str, Any] | None,
+        inputs: Any,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if parent_run_id is None:
+            self.root = run_id
+        if parent_run_id is None or parent_run_id == self.root:  # the graph, or one node
+            self._check()
+
+    def on_chat_model_start(self, serialized: Any, messages: Any, **kwargs: Any) -> None:
+        self._check()
+
+    def on_llm_start(self, serialized: Any, prompts: Any, **kwargs: Any) -> None:
+        self._check()
+
+    def on_llm_new_token(self, token: Any, **kwargs: Any) -> None:
+        self._check()
+
+
+class _HideCancelWarnings(logging.Filter):
+    """Drop LangChain's warning about the exception ``_CancelOnRequest`` raises on purpose."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args if isinstance(record.args, tuple) else ()
+        return not (args and args[0] == _CancelOnRequest.__name__)
+
+
+_CANCEL_WARNINGS_FILTER = _HideCancelWarnings()
+
+
+class TravelAssistant:
+    """Drive conversations over a compiled graph.
+
+    A turn is ``send`` (a customer message), then, while ``pending_actions`` is not
+    empty, ``resolve`` with one ``Decision`` per pending call. Events are yielded as the
+    graph produces them, so a caller can stream the reply.
+    """
+
+    def __init__(
+        self,
+        graph: CompiledStateGraph[Any, Any, Any, Any],
+        db: Database,
+        crew: Crew | None = None,
+        *,
+        recursion_limit: int = DEFAULT_RECURSION_LIMIT,
+    ) -> None:
+        """Wrap ``graph`` (from ``build_graph``) over ``db``.
+
+        Pass the ``crew`` the graph was built with when it is not the default one, so
+        previews and call kinds know every specialist's tools.
+        """
+        self.graph = graph
+        self.db = db
+        self.crew = crew or build_crew(db, tavily_api_key=os.environ.get("TAVILY_API_KEY"))
+        self.recursion_limit = recursion_limit
+
+    @classmethod
+    def build(
+        cls,
+        models: ModelsArg,
+        checkpointer: BaseCheckpointSaver[Any] | None,
+        *,
+        db: Database,
+        crew: Crew | None = None,
+        retry_policy: RetryPolicy | None = DEFAULT_RETRY_POLICY,
+        recursion_limit: int = DEFAULT_RECURSION_LIMIT,
+    ) -> TravelAssistant:
+        """Build the graph (see ``graph.build_graph``) and wrap it, with one crew for both."""
+        crew = crew or build_crew(db, tavily_api_key=os.environ.get("TAVILY_API_KEY"))
+        graph = build_graph(models, checkpointer, db=db, crew=crew, retry_policy=retry_policy)
+        return cls(graph, db, crew, recursion_limit=recursion_limit)
+
+    def config(self, thread: Thread, **extra: Any) -> RunnableConfig:
+        """Return the run config of ``thread``; ``extra`` adds configurable keys."""
+        return {
+            "configurable": {
+                "thread_id": thread.thread_id,
+                "passenger_id": thread.passenger_id,
+                **extra,
+            },
+            "recursion_limit": self.recursion_limit,
+        }
+
+    def check_passenger(self, passenger_id: str) -> bool:
+        """Tell whether ``passenger_id`` is a known passenger."""
+        with self.db.session() as session:
+            return passenger_exists(session, passenger_id)
+
+    def send(
+        self, thread: Thread, text: str, *, cancel: threading.Event | None = None
+    ) -> Iterator[TurnEvent]:
+        """Add the customer's message and run until the reply or an approval stop.
+
+        Setting ``cancel`` (from any thread) stops the run soon after: see ``_run``.
+
+        Raises:
+            ModelProviderError: The model endpoint failed after the retries.
+            TurnCancelledError: ``cancel`` was set; the turn is closed as cancelled.
+        """
+        yield from self._run(
+            {"messages": [HumanMessage(content=text)]}, self.config(thread), cancel
+        )
+
+    def resolve(
+        self,
+        thread: Thread,
+        decisions: Mapping[str, Decision],
+        *,
+        cancel: threading.Event | None = None,
+    ) -> Iterator[TurnEvent]:
+        """Resume a run stopped for approval with one decision per pending call.
+
+        A pending call missing from ``decisions`` is not run (only an explicit approval
+        runs a call). ``cancel`` works as for ``send``; an approved call that had not
+        started when it was set is not run.
+        """
+        payload = {call_id: d.as_config() for call_id, d in decisions.items()}
+        yield from self._run(None, self.config(thread, **{APPROVALS_KEY: payload}), cancel)
+
+    def approve_all(self, thread: Thread) -> Iterator[TurnEvent]:
+        """Approve every pending call."""
+        decisions = {a.tool_call_id: Decision(True) for a in self.pending_actions(thread)}
+        return self.resolve(thread, decisions)
+
+    def deny_all(self, thread: Thread, reason: str | None) -> Iterator[TurnEvent]:
+        """Deny every pending call with the same reason."""
+        decisions = {a.tool_call_id: Decision(False, reason) for a in self.pending_actions(thread)}
+        return self.resolve(thread, decisions)
+
+    def pending_actions(self, thread: Thread) -> list[PendingAction]:
+        """Return the sensitive calls waiting for a decision, in the model's order."""
+        snapshot = self.graph.get_state(self.config(thread))
+        owners = [
+            self.crew.sensitive_nodes[n] for n in snapshot.next if n in self.crew.sensitive_nodes
+        ]
+        if not owners:
+            return []
+        calls = pending_calls(snapshot.values.get("messages", []), self.crew.sensitive_names)
+        return [PendingAction(str(c["id"]), c["name"], dict(c["args"]), owners[0]) for c in calls]
+
+    def preview(self, thread: Thread, action: PendingAction) -> ActionPreview:
+        """Describe what ``action`` would do (before -> after, price), without doing it."""
+        return describe_action(
+            self.db, thread.passenger_id, action.name, action.args, self.crew.previews
+        )
+
+    def call_kind(self, name: str) -> CallKind:
+        """Tell whether a tool call named ``name`` is safe, sensitive or a hand-over."""
+        return self.crew.call_kind(name)
+
+    def label(self, assistant: str) -> str:
+        """Return how a terminal names ``assistant`` (empty for the primary assistant)."""
+        return self.crew.label(assistant)
+
+    def active_assistant(self, thread: Thread) -> str:
+        """Return the assistant that will answer the next message."""
+        snapshot = self.graph.get_state(self.config(thread))
+        return active_assistant(snapshot.values.get("dialog_state"))
+
+    def user_info(self, thread: Thread) -> str:
+        """Return the passenger's bookings as the last turn gave them to the model."""
+        snapshot = self.graph.get_state(self.config(thread))
+        return str(snapshot.values.get("user_info", ""))
+
+    def messages(self, thread: Thread) -> list[AnyMessage]:
+        """Return the saved conversation of ``thread``."""
+        snapshot = self.graph.get_state(self.config(thread))
+        messages: list[AnyMessage] = snapshot.values.get("messages", [])
+        return messages
+
+    def interrupted(self, thread: Thread) -> bool:
+        """Tell whether the last turn of ``thread`` stopped part-way.
+
+        That is a run that neither finished nor stopped for approval: the process was
+        killed, or lost its terminal, while the assistant worked.
+        """
+        snapshot = self.graph.get_state(self.config(thread))
+        waiting = set(snapshot.next)
+        return bool(waiting) and not waiting <= set(self.crew.sensitive_nodes)
+
+    def cancel_turn(self, thread: Thread) -> bool:
+        """Close the current turn of ``thread`` as cancelled, so the conversation can go on.
+
+        Every unanswered call of the last batch is answered as not run (``"cancelled"``)
+        and the turn ends with a short note from the active assistant, so the next
+        request is a well-formed conversation. A pending approval counts as unanswered.
+
+        Returns:
+            Whether there was an unfinished turn to close.
+        """
+        return self._close_cancelled(self.config(thread))
+
+    def _close_cancelled(self, config: RunnableConfig) -> bool:
+        snapshot = self.graph.get_state(config)
+        messages: list[AnyMessage] = snapshot.values.get("messages", [])
+        _, pending = last_tool_batch(messages)
+        unanswered = bool(messages) and isinstance(messages[-1], HumanMessage)
+        if not (snapshot.next or pending or unanswered):
+            return False
+        owner = active_assistant(snapshot.values.get("dialog_state"))
+        closing: list[AnyMessage] = [
+            not_run_answer(c, CANCELLED_TOOL_MESSAGE, "cancelled") for c in pending
+        ]
+        closing.append(
+            AIMessage(
+                content=TURN_CANCELLED_NOTE,
+                name=owner,
+                response_metadata={CANCELLED_KEY: True},
+            )
+        )
+        self.graph.update_state(config, {"messages": closing}, as_node=owner)
+        return True
+
+    def _run(
+        self,
+        inputs: dict[str, Any] | None,
+        config: RunnableConfig,
+        cancel: threading.Event | None = None,
+    ) -> Iterator[TurnEvent]:
+        run_config = config
+        if cancel is not None:
+            logging.getLogger("langchain_core.callbacks.manager").addFilter(_CANCEL_WARNINGS_FILTER)
+            run_config = {**config, "callbacks": [_CancelOnRequest(cancel)]}
+        try:
+            for mode, payload in self.graph.stream(
+                inputs, run_config, stream_mode=["messages", "updates"]
+            ):
+                yield from _events(mode, payload)
+        except GraphRecursionError:
+            yield from self._end_at_step_limit(config)
+        except TurnCancelledError:
+            self._close_cancelled(config)
+            raise
+        except Exception as error:
+            if is_provider_error(error):
+                raise ModelProviderError(describe_provider_error(error)) from error
+            raise
+
+    def _end_at_step_limit(self, config: RunnableConfig) -> Iterator[TurnEvent]:
+        """Close a run that hit the recursion limit with a polite message."""
+        snapshot = self.graph.get_state(config)
+        _, pending = last_tool_batch(snapshot.values.get("messages", []))
+        closing: list[AnyMessage] = [
+            not_run_answer(c, STEP_LIMIT_TOOL_MESSAGE, "step_limit") for c in pending
+        ]
+        apology = AIMessage(content=STEP_LIMIT_APOLOGY)
+        closing.append(apology)
+        owner = active_assistant(snapshot.values.get("dialog_state"))
+        self.graph.update_state(config, {"messages": closing}, as_node=owner)
+        yield MessageEvent(apology, owner)
+
+
+def _events(mode: str, payload: Any) -> Iterator[TurnEvent]:
+    if mode == "messages":
+        chunk, metadata = payload
+        if isinstance(chunk, AIMessageChunk) and isinstance(chunk.content, str) and chunk.content:
+            yield TokenEvent(chunk.content, str(metadata.get("langgraph_node", "")), chunk.id)
+        return
+    for node, update in (payload or {}).items():
+        if not isinstance(update, Mapping):
+            continue
+        for message in update.get("messages", []) or []:
+            if isinstance(message, AIMessage | ToolMessage):
+                yield MessageEvent(message, node)

@@ -1,0 +1,162 @@
+"""Orchestration: build the database by running every stage in order, in one transaction.
+
+``build_database`` drops and recreates every table; ``ensure_database`` builds only when
+the tables are missing. Each stage draws from its own random generator, seeded from
+``seed`` and the stage's topic, so the stages stay stable when another one changes.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from time import perf_counter
+from types import MappingProxyType
+
+from sqlalchemy import Engine
+
+from db.engine import Database
+from db.generate.bulk_load import _open_writer, _RowSink, _Writer
+from db.generate.fixture_bookings import _book_fixture_reservations, _sell_fixture_tickets
+from db.generate.reference import ReferenceData, _write_reference, load_reference_data
+from db.generate.reservations import _book_random_reservations, _Reservations
+from db.generate.sales import _Counters, _People, _Sales
+from db.generate.schedule import _build_schedule, _plan_quotas, _plan_routes, _write_flights
+
+DEFAULT_SCALE = 1
+MAX_SCALE = 25
+DEFAULT_SEED = 42
+
+
+@dataclass(frozen=True)
+class BuildReport:
+    """What a build produced.
+
+    Attributes:
+        seed: The seed the rows were generated from.
+        scale: The size of the schedule.
+        now: The moment the data is relative to (UTC).
+        counts: Rows written per table, in dependency order.
+        seconds: Wall time the build took.
+    """
+
+    seed: int
+    scale: int
+    now: datetime
+    counts: Mapping[str, int]
+    seconds: float
+
+    @property
+    def total_rows(self) -> int:
+        """Return the number of rows written over all tables."""
+        return sum(self.counts.values())
+
+
+def _generate(
+    writer: _Writer, ref: ReferenceData, seed: int, scale: int, now: datetime
+) -> dict[str, int]:
+    """Write every row; each concern draws from its own generator so they stay stable."""
+
+    def rng(topic: str) -> random.Random:
+        return random.Random(f"{seed}:{topic}")
+
+    sink = _RowSink(writer)
+    _write_reference(sink, ref)
+    routes = _plan_routes(ref, scale, rng("routes"))
+    flights = _build_schedule(ref, routes, now, rng("schedule"))
+    _write_flights(sink, flights)
+    sink.flush()
+
+    counters = _Counters()
+    people = _People(sink, rng("people"))
+    sales = _Sales(sink, people, counters, now, rng("sales"))
+    full_flight = _sell_fixture_tickets(sales, people, ref, flights, now)
+    _plan_quotas(flights, full_flight, now, rng("quotas"))
+    sales.sell_connections(flights)
+    sales.sell_direct(flights)
+    sink.flush()
+
+    reservations = _Reservations(sink, counters, now, rng("reservations"))
+    owners = people.random_ids
+    _book_fixture_reservations(reservations, ref, flights, owners, now, rng("fixture-stays"))
+    _book_random_reservations(reservations, ref, owners, scale, now.date(), rng("stays"))
+    sink.flush()
+    return sink.counts
+
+
+def _build(
+    db: Database, seed: int, scale: int, now: datetime | None, only_if_missing: bool
+) -> BuildReport | None:
+    if not 1 <= scale <= MAX_SCALE:
+        raise ValueError(f"scale must be between 1 and {MAX_SCALE}, not {scale}.")
+    moment = now if now is not None else db.clock()
+    if moment.tzinfo is None:
+        raise ValueError("now must be timezone-aware.")
+    moment = moment.astimezone(UTC)
+    started = perf_counter()
+    ref = load_reference_data()
+    with _open_writer(db.engine, only_if_missing) as writer:
+        if writer is None:
+            return None
+        counts = _generate(writer, ref, seed, scale, moment)
+    return BuildReport(seed, scale, moment, MappingProxyType(counts), perf_counter() - started)
+
+
+def build_database(
+    db: Database,
+    *,
+    seed: int = DEFAULT_SEED,
+    scale: int = DEFAULT_SCALE,
+    now: datetime | None = None,
+) -> BuildReport:
+    """Drop and recreate every table, then fill the database deterministically.
+
+    Args:
+        db: The database to (re)build; its clock gives "now" unless ``now`` is passed.
+        seed: The seed of every random choice.
+        scale: The size of the route network, 1 to ``MAX_SCALE``.
+        now: The moment the data is relative to (timezone-aware).
+
+    Returns:
+        The rows written per table and the time taken.
+
+    Raises:
+        ValueError: ``scale`` is out of range, ``now`` is naive, or a reference file is
+            inconsistent with the fixtures.
+    """
+    report = _build(db, seed, scale, now, only_if_missing=False)
+    assert report is not None  # only_if_missing=False always builds
+    return report
+
+
+def _make_parent_folder(engine: Engine) -> None:
+    url = engine.url
+    if url.get_backend_name() != "sqlite":
+        return
+    path = url.database
+    if not path or path == ":memory:" or path.startswith("file:"):
+        return
+    Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+
+
+def ensure_database(db: Database, *, seed: int = DEFAULT_SEED, scale: int = DEFAULT_SCALE) -> bool:
+    """Build the database unless it already has its tables.
+
+    Creates the folder of a SQLite file first. On SQLite two processes starting at once
+    do not both build: the second waits for the first (up to the busy timeout) and then
+    finds the tables.
+
+    Args:
+        db: The database; its clock gives "now".
+        seed: The seed used if a build is needed.
+        scale: The scale used if a build is needed.
+
+    Returns:
+        ``True`` if this call built the database, ``False`` if it was already there.
+    """
+    _make_parent_folder(db.engine)
+    if db.has_schema():
+        return False
+    return _build(db, seed, scale, None, only_if_missing=True) is not None

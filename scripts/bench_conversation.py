@@ -1,0 +1,451 @@
+"""Benchmark: what one conversation costs in prompt tokens, checkpoint bytes and time.
+
+A zero-latency scripted model plays a fixed conversation through the real graph, the
+real tools and the SQLite checkpointer: flight times, a policy question, a flight
+change, a hotel, a car and an excursion booked, every approval answered yes (14 turns),
+and the same pattern continued to 30 turns. For every model call it counts the prompt
+offline with the o200k tokenizer (``bpe-openai``) over the messages as the OpenAI client
+sends them (system prompt included), the tool definitions sent beside them, and the
+share of the messages that repeats the start of the previous call's in the same thread
+(what a provider's prompt cache can reuse). Per turn it reports the checkpoint bytes written and
+the wall and CPU time outside the model, beside a bare LangGraph graph with the same
+checkpointer (one node answering each message: the floor).
+
+    python scripts/bench_conversation.py [--turns 14] [--turns 30] [--calls]
+
+Targets (issue 12): on 14 turns, total prompt tokens <= 60,000, median cacheable share
+>= 80 %, no call above 6,000 tokens; over 30 turns, tokens per call flat after turn 10,
+checkpoint bytes per turn flat and <= 40 kB median; time per turn outside the model
+<= 20 ms median.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bpe_openai import get_encoding
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from langchain_openai.chat_models.base import _convert_message_to_dict
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph import START, MessagesState, StateGraph
+
+from conversations import Decision, Thread, TravelAssistant
+from db.clock import fixed_clock
+from db.engine import Database
+from db.fixtures import FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO
+from db.generate import build_database
+from evaluation import Resolver, percentile
+from tests.support.scripted import ScriptedChatModel, call, say
+
+NOW = datetime(2026, 5, 4, 9, 0, tzinfo=UTC)
+ENCODING = get_encoding("o200k_base")
+
+
+class MeasuredModel(ScriptedChatModel):
+    """The scripted model, recording the tool schemas bound with each request."""
+
+    schemas: list[list[dict[str, Any]]] = field(default_factory=list)  # type: ignore[assignment]
+    bound: list[dict[str, Any]] = field(default_factory=list)  # type: ignore[assignment]
+    seconds: float = 0.0
+
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> MeasuredModel:  # type: ignore[override]
+        bound = super().bind_tools(tools, **kwargs)
+        copy = bound.model_copy()
+        copy.bound = [convert_to_openai_tool(t) for t in tools]
+        return copy
+
+    def _next(self, messages: list[BaseMessage]) -> AIMessage:
+        started = time.perf_counter()
+        try:
+            return super()._next(messages)
+        finally:
+            MeasuredModel.seconds += time.perf_counter() - started
+            self.schemas.append(self.bound)
+
+
+@dataclass
+class Turn:
+    """One customer message and the model's scripted replies to it."""
+
+    text: str
+    replies: list[AIMessage]
+
+
+def tutorial_turns(resolve: Resolver) -> list[Turn]:
+    """Return the 14 turns: the shape of the tutorial's conversation, in our words."""
+    flight = resolve("{flight:LX0112+1}")
+    hotel = resolve("{hotel:Hotel Spalentor Garden}")
+    car = resolve("{car:Alpina Car Hire/Economy}")
+    excursion = resolve("{excursion:Kunstmuseum Highlights Tour}")
+    day1, day3, day4 = resolve("{date:1}"), resolve("{date:3}"), resolve("{date:4}")
+    to_flights = call("ToFlightBookingAssistant", {"request": "move the flight to tomorrow"})
+    to_hotel = call(
+        "ToHotelBookingAssistant",
+        {"location": "Basel", "checkin_date": day1, "checkout_date": day4, "request": "mid-range"},
+    )
+    to_car = call(
+        "ToBookCarRental",
+        {"location": "Basel", "start_date": day1, "end_date": day3, "request": "cheapest"},
+    )
+    to_trip = call("ToBookExcursion", {"location": "Basel", "request": "a museum"})
+    done = {"cancel": True, "reason": "Done."}
+    return [
+        Turn("Hello, when does my flight leave?", [say("Your LX0112 leaves today.")]),
+        Turn(
+            "Could I move it to an earlier flight today?",
+            [
+                say("", call("lookup_policy", {"query": "change a flight on the same day"})),
+                say("Changes must leave at least 3 hours from now; the fee depends on the fare."),
+            ],
+        ),
+        Turn(
+            "Then tomorrow at the same time, please.",
+            [
+                say("", to_flights),
+                say(
+                    "",
+                    call(
+                        "search_flights",
+                        {"departure_airport": "CDG", "arrival_airport": "BSL", "start_time": day1},
+                    ),
+                ),
+                say("Tomorrow's LX0112 has seats. Shall I move you?"),
+            ],
+        ),
+        Turn(
+            "Yes, do it.",
+            [
+                say(
+                    "",
+                    call(
+                        "update_ticket_to_new_flight",
+                        {"ticket_no": FIXTURE_TICKET_NO, "new_flight_id": flight},
+                    ),
+                ),
+                say("", call("CompleteOrEscalate", done)),
+                say("You are on tomorrow's flight."),
+            ],
+        ),
+        Turn(
+            "What about a place to stay and getting around?", [say("I can book a hotel and a car.")]
+        ),
+        Turn(
+            "A mid-range hotel in Basel for three nights, and a car.",
+            [
+                say("", to_hotel),
+                say(
+                    "",
+                    call(
+                        "search_hotels",
+                        {"location": "Basel", "checkin_date": day1, "checkout_date": day4},
+                    ),
+                ),
+                say("Hotel Spalentor Garden fits. Book it?"),
+            ],
+        ),
+        Turn(
+            "Yes, book it.",
+            [
+                say(
+                    "",
+                    call(
+                        "book_hotel",
+                        {"hotel_id": hotel, "checkin_date": day1, "checkout_date": day4},
+                    ),
+                ),
+                say("", call("CompleteOrEscalate", done)),
+                say("Your hotel is booked."),
+            ],
+        ),
+        Turn(
+            "Now the car: what can I get?",
+            [
+                say("", to_car),
+                say(
+                    "",
+                    call(
+                        "search_car_rentals",
+                        {"location": "Basel", "start_date": day1, "end_date": day3},
+                    ),
+                ),
+                say("Alpina Car Hire has a midsize car."),
+            ],
+        ),
+        Turn(
+            "Take the cheapest and book it.",
+            [
+                say(
+                    "",
+                    call(
+                        "book_car_rental", {"rental_id": car, "start_date": day1, "end_date": day3}
+                    ),
+                ),
+                say("", call("CompleteOrEscalate", done)),
+                say("Your car is booked."),
+            ],
+        ),
+        Turn(
+            "Anything worth doing in Basel?",
+            [
+                say("", to_trip),
+                say("", call("search_trip_recommendations", {"location": "Basel"})),
+                say("Museums, walks and river trips."),
+            ],
+        ),
+        Turn("Are they open while I am there?", [say("Yes, every day of your stay.")]),
+        Turn(
+            "I like museums. Which ones?",
+            [
+                say(
+                    "",
+                    call(
+                        "search_trip_recommendations", {"location": "Basel", "keywords": "museum"}
+                    ),
+                ),
+                say("The Kunstmuseum tour."),
+            ],
+        ),
+        Turn(
+            "Book it for my second day.",
+            [
+                say("", call("book_excursion", {"recommendation_id": excursion, "date": day3})),
+                say("Booked."),
+            ],
+        ),
+        Turn(
+            "That's all, thanks.",
+            [say("", call("CompleteOrEscalate", done)), say("Have a good trip!")],
+        ),
+    ]
+
+
+def conversation(resolve: Resolver, turns: int) -> list[Turn]:
+    """Return ``turns`` turns: the 14 above, then questions and searches repeating."""
+    script = tutorial_turns(resolve)[:turns]
+    extra = [
+        Turn("When does my flight leave again?", [say("Tomorrow, as booked.")]),
+        Turn(
+            "Any flights from Paris to Basel next week?",
+            [
+                say(
+                    "",
+                    call(
+                        "search_flights",
+                        {
+                            "departure_airport": "CDG",
+                            "arrival_airport": "BSL",
+                            "start_time": resolve("{date:7}"),
+                        },
+                    ),
+                ),
+                say("Several, daily."),
+            ],
+        ),
+        Turn(
+            "What is the baggage allowance?",
+            [
+                say("", call("lookup_policy", {"query": "baggage allowance Economy"})),
+                say("One bag of 23 kg."),
+            ],
+        ),
+    ]
+    while len(script) < turns:
+        script.append(extra[len(script) % len(extra)])
+    return script
+
+
+def render(messages: Sequence[BaseMessage]) -> list[int]:
+    """Return the o200k tokens of a request's messages as the OpenAI client sends them."""
+    body = "".join(json.dumps(_convert_message_to_dict(m), ensure_ascii=False) for m in messages)
+    return ENCODING.encode(body)
+
+
+def schema_tokens(schemas: Sequence[dict[str, Any]]) -> int:
+    """Return the o200k tokens of the tool definitions sent beside the messages."""
+    return len(ENCODING.encode(json.dumps(schemas, ensure_ascii=False)))
+
+
+def shared_prefix(left: Sequence[int], right: Sequence[int]) -> int:
+    """Return how many leading tokens two requests share."""
+    count = 0
+    for a, b in zip(left, right, strict=False):
+        if a != b:
+            break
+        count += 1
+    return count
+
+
+def stored_bytes(connection: sqlite3.Connection) -> int:
+    """Bytes of checkpoints and writes in the saver's database."""
+    tables = {r[0] for r in connection.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    if "checkpoints" not in tables:
+        return 0
+    (stored,) = connection.execute(
+        "SELECT COALESCE(SUM(LENGTH(checkpoint) + LENGTH(metadata)), 0) FROM checkpoints"
+    ).fetchone()
+    (written,) = connection.execute("SELECT COALESCE(SUM(LENGTH(value)), 0) FROM writes").fetchone()
+    return int(stored) + int(written)
+
+
+@dataclass
+class Figures:
+    """What one run measured."""
+
+    tokens: list[int] = field(default_factory=list)
+    tool_tokens: list[int] = field(default_factory=list)
+    cacheable: list[float] = field(default_factory=list)
+    call_turns: list[int] = field(default_factory=list)
+    turn_bytes: list[int] = field(default_factory=list)
+    turn_wall_ms: list[float] = field(default_factory=list)
+    turn_cpu_ms: list[float] = field(default_factory=list)
+
+
+def run_assistant(template: Path, folder: Path, turns: int) -> Figures:
+    """Play the conversation through the assistant; return its figures."""
+    db_path = folder / "travel.sqlite"
+    db_path.write_bytes(template.read_bytes())
+    db = Database.from_url(str(db_path), clock=fixed_clock(NOW))
+    script = conversation(Resolver(db), turns)
+    model = MeasuredModel(script=[r for t in script for r in t.replies])
+    checkpoints = sqlite3.connect(folder / "checkpoints.sqlite", check_same_thread=False)
+    assistant = TravelAssistant.build(model, SqliteSaver(checkpoints), db=db)
+    thread = Thread("bench", FIXTURE_PASSENGER_ID)
+    figures = Figures()
+    for index, turn in enumerate(script, start=1):
+        before = stored_bytes(checkpoints)
+        calls_before = len(model.received)
+        MeasuredModel.seconds = 0.0
+        wall, cpu = time.perf_counter(), time.process_time()
+        for _ in assistant.send(thread, turn.text):
+            pass
+        while pending := assistant.pending_actions(thread):
+            for _ in assistant.resolve(thread, {p.tool_call_id: Decision(True) for p in pending}):
+                pass
+        model_seconds = MeasuredModel.seconds
+        figures.turn_wall_ms.append((time.perf_counter() - wall - model_seconds) * 1000)
+        figures.turn_cpu_ms.append((time.process_time() - cpu - model_seconds) * 1000)
+        figures.turn_bytes.append(stored_bytes(checkpoints) - before)
+        figures.call_turns += [index] * (len(model.received) - calls_before)
+    if model.script:
+        raise SystemExit(f"the script and the graph disagree: {len(model.script)} replies left")
+    previous: list[int] = []
+    for messages, schemas in zip(model.received, model.schemas, strict=True):
+        tokens = render(messages)
+        figures.tokens.append(len(tokens))
+        figures.tool_tokens.append(schema_tokens(schemas))
+        figures.cacheable.append(shared_prefix(previous, tokens) / len(tokens) if previous else 0.0)
+        previous = tokens
+    db.dispose()
+    checkpoints.close()
+    return figures
+
+
+def run_floor(folder: Path, turns: int) -> Figures:
+    """Play ``turns`` messages through a one-node LangGraph graph with the same saver."""
+    checkpoints = sqlite3.connect(folder / "floor.sqlite", check_same_thread=False)
+
+    def answer(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [AIMessage(content="ok")]}
+
+    graph = (
+        StateGraph(MessagesState)
+        .add_node("answer", answer)
+        .add_edge(START, "answer")
+        .compile(checkpointer=SqliteSaver(checkpoints))
+    )
+    config = {"configurable": {"thread_id": "floor"}}
+    figures = Figures()
+    for index in range(turns):
+        before = stored_bytes(checkpoints)
+        wall, cpu = time.perf_counter(), time.process_time()
+        graph.invoke({"messages": [HumanMessage(content=f"message {index}")]}, config)
+        figures.turn_wall_ms.append((time.perf_counter() - wall) * 1000)
+        figures.turn_cpu_ms.append((time.process_time() - cpu) * 1000)
+        figures.turn_bytes.append(stored_bytes(checkpoints) - before)
+    checkpoints.close()
+    return figures
+
+
+def report(turns: int, figures: Figures, floor: Figures, show_calls: bool) -> None:
+    """Print the figures of one conversation length."""
+    tokens = figures.tokens
+    print(f"\n{turns}-turn conversation: {len(tokens)} model calls")
+    print(
+        f"  prompt tokens (o200k, messages): total {sum(tokens):,}, "
+        f"median {statistics.median(tokens):,.0f}, max {max(tokens):,}"
+    )
+    tools = figures.tool_tokens
+    print(
+        f"  tool definitions beside them (JSON, o200k): total {sum(tools):,}, "
+        f"median {statistics.median(tools):,.0f}, max {max(tools):,}"
+    )
+    shares = figures.cacheable[1:] or [0.0]
+    print(
+        f"  cacheable share (prefix of the previous call): median "
+        f"{statistics.median(shares) * 100:.1f} %, p10 {percentile(shares, 0.10) * 100:.1f} %"
+    )
+    by_turn: dict[int, list[int]] = {}
+    for turn, count in zip(figures.call_turns, tokens, strict=True):
+        by_turn.setdefault(turn, []).append(count)
+    curve = ", ".join(f"{t}:{max(c):,}" for t, c in sorted(by_turn.items()))
+    print(f"  largest prompt per turn: {curve}")
+    print(
+        f"  checkpoint bytes per turn: median {statistics.median(figures.turn_bytes):,.0f}, "
+        f"first {figures.turn_bytes[0]:,}, last {figures.turn_bytes[-1]:,} "
+        f"(floor median {statistics.median(floor.turn_bytes):,.0f})"
+    )
+    print(
+        "  per turn outside the model: wall median "
+        f"{statistics.median(figures.turn_wall_ms):.1f} ms "
+        f"(p95 {percentile(figures.turn_wall_ms, 0.95):.1f}), CPU median "
+        f"{statistics.median(figures.turn_cpu_ms):.1f} ms | floor: wall median "
+        f"{statistics.median(floor.turn_wall_ms):.1f} ms, CPU median "
+        f"{statistics.median(floor.turn_cpu_ms):.1f} ms"
+    )
+    if show_calls:
+        for index, (count, share) in enumerate(zip(tokens, figures.cacheable, strict=True), 1):
+            print(
+                f"    call {index:3d} (turn {figures.call_turns[index - 1]:2d}): "
+                f"{count:6,} tokens, {share * 100:5.1f} % cacheable"
+            )
+
+
+def main() -> int:
+    """Run the benchmark and print the figures."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--turns", type=int, action="append", help="conversation length (repeatable)"
+    )
+    parser.add_argument("--calls", action="store_true", help="print every model call")
+    args = parser.parse_args()
+    lengths = args.turns or [14, 30]
+    with tempfile.TemporaryDirectory() as name:
+        folder = Path(name)
+        template = folder / "template.sqlite"
+        build_database(Database.from_url(str(template), clock=fixed_clock(NOW)), seed=7, scale=1)
+        print("zero-latency scripted model, SQLite checkpointer, default-scale database")
+        for turns in lengths:
+            work = folder / f"run{turns}"
+            work.mkdir()
+            figures = run_assistant(template, work, turns)
+            floor = run_floor(work, turns)
+            report(turns, figures, floor, args.calls)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,1138 @@
+"""Mutation testing with hand-written mutants: do the tests catch realistic bugs?
+
+Each mutant below is one plausible bug (a boundary off by one, a comparison flipped, a
+check removed, the wrong constant, a fee not charged, a refund paid twice, a decision
+that fails open, a stack pop that does not pop, an answer skipped for parallel calls),
+written as an exact ``find`` string that must occur once in one file and its
+``replace``, with the few tests that should fail because of it.
+
+The working tree is never touched. The script copies the files git knows about
+(tracked, plus untracked files that are not ignored) into a temporary folder, checks
+every mutant still applies (a ``find`` that no longer occurs exactly once is *stale*:
+the script fails rather than count it), runs every selected test on the unmutated copy
+(the baseline must pass, and ``db`` must import from the copy), then applies one
+mutant at a time, runs its tests with ``python -m pytest -x`` and restores the file.
+
+    python scripts/mutants.py                    # every mutant, one at a time
+    python scripts/mutants.py --jobs 2           # two at a time, each in its own copy
+    python scripts/mutants.py --list             # the mutants, stale ones flagged
+    python scripts/mutants.py --only hotel-free-hours-wrong-constant stack-pop-keeps-top
+
+A mutant is *killed* when its tests fail, *SURVIVED* when they pass (a test is missing,
+or the mutant changes nothing a customer could notice: replace it), *timeout* when they
+run past ``--timeout`` (not counted as killed: on a loaded machine a timeout proves
+nothing). The exit code is non-zero when fewer than 95% are killed or a mutant is stale.
+See TESTING.md for how to add one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import queue
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+MIN_SCORE = 0.95
+DEFAULT_TIMEOUT = 300.0
+# The packages the tests import from the copy, not from the editable install.
+PROBED_MODULES = ("db", "tools", "assistants", "graph", "conversations", "cli")
+# The pytest processes running now, killed when the run is interrupted (each runs in its
+# own session, so Ctrl-C does not reach it).
+_RUNNING: set[subprocess.Popen[bytes]] = set()
+_RUNNING_LOCK = threading.Lock()
+_STOPPING = threading.Event()
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """One realistic bug and the tests that must catch it.
+
+    Attributes:
+        id: A short unique name, used by ``--only``.
+        area: What part of the product the rule belongs to (for the listing).
+        rule: The rule the bug breaks, in one line.
+        file: The file to change, relative to the repository root.
+        find: Text that must occur exactly once in ``file``.
+        replace: What replaces it.
+        tests: Test node ids (``path::name``) that should fail; the fastest first,
+            since pytest stops at the first failure.
+    """
+
+    id: str
+    area: str
+    rule: str
+    file: str
+    find: str
+    replace: str
+    tests: tuple[str, ...]
+
+
+U = "tests/unit/"
+# Tests named here more than once.
+POLICY_FARES = U + "test_policies.py::test_policy_md_fare_table_matches_fare_rules"
+POLICY_TIMES = U + "test_policies.py::test_policy_md_time_limits_table_matches_rules"
+POLICY_PARTNERS = U + "test_policies.py::test_policy_md_partner_table_matches_rules"
+POLICY_NUMBERS = U + "test_policy_numbers.py::test_policy_numbers_each_match_their_own_kinds_rule"
+FLIGHTS = U + "test_db_flights.py::"
+HOTELS = U + "test_db_hotels.py::"
+CARS = U + "test_db_car_rentals.py::"
+EXCURSIONS = U + "test_db_excursions.py::"
+EDGES = U + "test_rule_edges.py::"
+GAPS = U + "test_mutant_gaps.py::"
+GRAPH = U + "test_graph.py::"
+ROUTING = U + "test_routing.py::"
+CLI_ANSWERS = U + "test_cli_approval_answers.py::"
+DELEGATES = GRAPH + "test_graph_delegates_and_returns"
+PARALLEL_DECISIONS = GRAPH + "test_graph_parallel_sensitive_calls_approve_one_deny_other"
+ROUTER_ORDER = ROUTING + "test_next_step_orders_safe_then_sensitive_then_leave"
+
+
+def _constant(ident: str, rule: str, find: str, replace: str, *tests: str) -> Mutant:
+    return Mutant(ident, "db/rules.py", rule, "db/rules.py", find, replace, tests)
+
+
+MUTANTS: tuple[Mutant, ...] = (
+    # --- db/rules.py: every constant of the one table of rules ----------------------------
+    _constant(
+        "rule-change-hours",
+        "a ticket moves only to a flight at least 3 hours away",
+        "MIN_HOURS_BEFORE_DEPARTURE_FOR_CHANGE = 3",
+        "MIN_HOURS_BEFORE_DEPARTURE_FOR_CHANGE = 2",
+        POLICY_TIMES,
+        FLIGHTS + "test_update_ticket_rejects_a_flight_leaving_within_three_hours",
+    ),
+    _constant(
+        "rule-cancel-hours",
+        "no change or cancel within 3 hours of departure",
+        "MIN_HOURS_BEFORE_DEPARTURE_FOR_CANCEL = 3",
+        "MIN_HOURS_BEFORE_DEPARTURE_FOR_CANCEL = 2",
+        POLICY_TIMES,
+        FLIGHTS + "test_cancel_ticket_rejects_a_flight_within_three_hours",
+    ),
+    _constant(
+        "rule-free-window-hours",
+        "24-hour free window after booking",
+        "FREE_WINDOW_HOURS_AFTER_BOOKING = 24",
+        "FREE_WINDOW_HOURS_AFTER_BOOKING = 48",
+        POLICY_TIMES,
+        EDGES + "test_free_window_after_booking_charges_the_fee_a_minute_after_it_ends",
+    ),
+    _constant(
+        "rule-check-in-hours",
+        "online check-in opens 24 hours before departure",
+        "CHECK_IN_OPENS_HOURS = 24",
+        "CHECK_IN_OPENS_HOURS = 48",
+        POLICY_TIMES,
+        U + "test_db_generate.py::test_check_ins_happen_within_the_check_in_window",
+    ),
+    _constant(
+        "rule-economy-change-fee",
+        "Economy change fee EUR 75",
+        "change_fee_cents=7_500,",
+        "change_fee_cents=5_000,",
+        POLICY_FARES,
+        POLICY_NUMBERS,
+    ),
+    _constant(
+        "rule-economy-cancel-fee",
+        "Economy cancellation fee EUR 100",
+        "cancel_fee_cents=10_000,",
+        "cancel_fee_cents=7_500,",
+        POLICY_FARES,
+        POLICY_NUMBERS,
+    ),
+    _constant(
+        "rule-comfort-change-fee",
+        "Comfort change fee EUR 40",
+        "change_fee_cents=4_000,",
+        "change_fee_cents=2_500,",
+        POLICY_FARES,
+        POLICY_NUMBERS,
+    ),
+    _constant(
+        "rule-comfort-cancel-fee",
+        "Comfort cancellation fee EUR 50",
+        "cancel_fee_cents=5_000,",
+        "cancel_fee_cents=4_000,",
+        POLICY_FARES,
+        POLICY_NUMBERS,
+    ),
+    _constant(
+        "rule-business-change-fee",
+        "Business changes free",
+        "change_fee_cents=0,",
+        "change_fee_cents=4_000,",
+        POLICY_FARES,
+        POLICY_NUMBERS,
+    ),
+    _constant(
+        "rule-business-cancel-fee",
+        "Business cancellations free",
+        "cancel_fee_cents=0,",
+        "cancel_fee_cents=5_000,",
+        POLICY_FARES,
+        POLICY_NUMBERS,
+        FLIGHTS + "test_cancel_ticket_business_fee_comes_from_the_fare_rules",
+    ),
+    _constant(
+        "rule-hotel-free-hours",
+        "hotels change or cancel free until 48 hours before check-in day",
+        "HOTEL_FREE_CANCEL_HOURS = 48",
+        "HOTEL_FREE_CANCEL_HOURS = 72",
+        POLICY_PARTNERS,
+        POLICY_NUMBERS,
+    ),
+    _constant(
+        "rule-car-free-hours",
+        "cars change or cancel free until 24 hours before pick-up day",
+        "CAR_FREE_CANCEL_HOURS = 24",
+        "CAR_FREE_CANCEL_HOURS = 48",
+        POLICY_PARTNERS,
+        POLICY_NUMBERS,
+    ),
+    _constant(
+        "rule-excursion-free-hours",
+        "excursions change or cancel free until 72 hours before the day",
+        "EXCURSION_FREE_CANCEL_HOURS = 72",
+        "EXCURSION_FREE_CANCEL_HOURS = 48",
+        POLICY_PARTNERS,
+        POLICY_NUMBERS,
+    ),
+    _constant(
+        "rule-max-hotel-nights",
+        "a stay is at most 30 nights",
+        "MAX_HOTEL_NIGHTS = 30",
+        "MAX_HOTEL_NIGHTS = 31",
+        POLICY_PARTNERS,
+        POLICY_NUMBERS,
+    ),
+    _constant(
+        "rule-max-car-days",
+        "a rental is at most 30 days",
+        "MAX_CAR_RENTAL_DAYS = 30",
+        "MAX_CAR_RENTAL_DAYS = 31",
+        POLICY_PARTNERS,
+        POLICY_NUMBERS,
+    ),
+    _constant(
+        "rule-max-days-ahead",
+        "partner reservations open 365 days ahead",
+        "MAX_DAYS_AHEAD = 365",
+        "MAX_DAYS_AHEAD = 366",
+        POLICY_PARTNERS,
+        POLICY_NUMBERS,
+    ),
+    # --- flights: SPEC section 4 for tickets ------------------------------------------------
+    Mutant(
+        "flights-route-departure-only",
+        "tickets",
+        "same route: the departure AND the arrival airport must match",
+        "db/flights.py",
+        "if (s.flight.departure_airport, s.flight.arrival_airport) == route",
+        "if s.flight.departure_airport == route[0]",
+        (
+            EDGES + "test_ticket_change_refuses_a_flight_sharing_only_one_airport",
+            FLIGHTS + "test_update_ticket_rejects_a_different_route",
+        ),
+    ),
+    Mutant(
+        "flights-route-arrival-only",
+        "tickets",
+        "same route: the departure AND the arrival airport must match",
+        "db/flights.py",
+        "if (s.flight.departure_airport, s.flight.arrival_airport) == route",
+        "if s.flight.arrival_airport == route[1]",
+        (
+            EDGES + "test_ticket_change_refuses_a_flight_sharing_only_one_airport",
+            FLIGHTS + "test_update_ticket_rejects_a_different_route",
+        ),
+    ),
+    Mutant(
+        "flights-status-not-scheduled",
+        "tickets",
+        "a ticket moves only to a scheduled (bookable) flight",
+        "db/flights.py",
+        "if new_flight.status not in BOOKABLE_FLIGHT_STATUSES:",
+        'if new_flight.status in ("Departed", "Arrived"):',
+        (FLIGHTS + "test_update_ticket_rejects_a_cancelled_flight",),
+    ),
+    Mutant(
+        "flights-change-hours-boundary",
+        "tickets",
+        "a flight leaving exactly 3 hours from now is still a valid new flight",
+        "db/flights.py",
+        "if new_flight.scheduled_departure - now < hours(MIN_HOURS_BEFORE_DEPARTURE_FOR_CHANGE):",
+        "if new_flight.scheduled_departure - now <= hours(MIN_HOURS_BEFORE_DEPARTURE_FOR_CHANGE):",
+        (
+            GAPS + "test_ticket_change_accepts_a_flight_leaving_exactly_the_minimum_hours_ahead",
+            FLIGHTS + "test_update_ticket_rejects_a_flight_leaving_within_three_hours",
+        ),
+    ),
+    Mutant(
+        "flights-seat-free-in-class",
+        "tickets",
+        "a ticket moves only to a flight with a seat free in its fare class",
+        "db/flights.py",
+        "if seats_left(session, new_flight, fare_class) <= 0:",
+        "if seats_left(session, new_flight, fare_class) < 0:",
+        (
+            FLIGHTS + "test_update_ticket_rejects_a_full_flight",
+            FLIGHTS + "test_update_ticket_error_leaves_the_database_unchanged",
+        ),
+    ),
+    Mutant(
+        "flights-flown-segment",
+        "tickets",
+        "no change of a flown segment",
+        "db/flights.py",
+        "    if segment_has_departed(item.flight, now):\n",
+        '    if item.flight.status == "Departed":\n',
+        (FLIGHTS + "test_update_ticket_rejects_a_flown_segment",),
+    ),
+    Mutant(
+        "flights-checked-in-segment",
+        "tickets",
+        "no change or cancel of a checked-in segment",
+        "db/flights.py",
+        "if item.boarding is not None and item.boarding.checked_in_at is not None:",
+        "if item.boarding is not None and item.boarding.boarding_no is None:",
+        (
+            FLIGHTS + "test_update_ticket_rejects_a_checked_in_segment",
+            FLIGHTS + "test_cancel_ticket_rejects_a_checked_in_ticket",
+        ),
+    ),
+    Mutant(
+        "flights-ticket-ownership",
+        "tickets",
+        "a ticket is changed or cancelled only by its own passenger",
+        "db/flights.py",
+        "if ticket.passenger_id != passenger_id:",
+        "if not ticket.passenger_id:",
+        (
+            FLIGHTS + "test_update_ticket_rejects_someone_elses_ticket",
+            FLIGHTS + "test_cancel_ticket_rejects_someone_elses_ticket",
+        ),
+    ),
+    Mutant(
+        "flights-free-window-widened",
+        "tickets",
+        "no fee only within 24 hours of booking (widened to 48)",
+        "db/flights.py",
+        "if now - booking.book_date <= hours(FREE_WINDOW_HOURS_AFTER_BOOKING):",
+        "if now - booking.book_date <= hours(2 * FREE_WINDOW_HOURS_AFTER_BOOKING):",
+        (EDGES + "test_free_window_after_booking_charges_the_fee_a_minute_after_it_ends",),
+    ),
+    Mutant(
+        "flights-fare-difference-refunded",
+        "tickets",
+        "a higher fare is charged, a lower one never refunded",
+        "db/flights.py",
+        "fare_difference_cents=max(fare.amount_cents - current.segment.amount_cents, 0),",
+        "fare_difference_cents=fare.amount_cents - current.segment.amount_cents,",
+        (FLIGHTS + "test_quote_ticket_change_never_refunds_a_lower_fare",),
+    ),
+    Mutant(
+        "flights-cancel-fee-not-deducted",
+        "tickets",
+        "a cancellation refunds what was paid minus the cancel fee",
+        "db/flights.py",
+        "return max(self.paid_cents - self.cancel_fee_cents, 0)",
+        "return self.paid_cents",
+        (FLIGHTS + "test_cancel_ticket_refunds_paid_minus_fee_and_releases_the_seat",),
+    ),
+    # --- hotels, car rentals, excursions: SPEC section 4 for reservations ----------------
+    Mutant(
+        "partners-ownership",
+        "reservations",
+        "a reservation is changed or cancelled only by its own passenger",
+        "db/partners.py",
+        "if booking.passenger_id != passenger_id:",
+        "if not booking.passenger_id:",
+        (
+            HOTELS + "test_update_hotel_rejects_someone_elses_reservation",
+            CARS + "test_update_car_rental_rejects_someone_elses_reservation",
+        ),
+    ),
+    Mutant(
+        "hotel-ownership-bypassed",
+        "reservations",
+        "ownership of a hotel reservation (the quote reads the row directly)",
+        "db/hotels.py",
+        "booking = partners.owned_booking(session, HOTEL, passenger_id, booking_id)",
+        "booking = session.get(HotelBooking, booking_id)",
+        (HOTELS + "test_update_hotel_rejects_someone_elses_reservation",),
+    ),
+    Mutant(
+        "car-ownership-bypassed",
+        "reservations",
+        "ownership of a car rental reservation (the quote reads the row directly)",
+        "db/car_rentals.py",
+        "booking = partners.owned_booking(session, CAR_RENTAL, passenger_id, booking_id)",
+        "booking = session.get(CarRentalBooking, booking_id)",
+        (CARS + "test_update_car_rental_rejects_someone_elses_reservation",),
+    ),
+    Mutant(
+        "excursion-ownership-bypassed",
+        "reservations",
+        "ownership of an excursion reservation (the quote reads the row directly)",
+        "db/excursions.py",
+        "booking = partners.owned_booking(session, EXCURSION, passenger_id, booking_id)",
+        "booking = session.get(ExcursionBooking, booking_id)",
+        (EXCURSIONS + "test_update_excursion_rejects_someone_elses_reservation",),
+    ),
+    Mutant(
+        "partners-past-start-accepted",
+        "reservations",
+        "dates in the future: a start before today is refused",
+        "db/partners.py",
+        "    if start < current:\n",
+        "    if start < current - timedelta(days=1):\n",
+        (
+            HOTELS + "test_book_hotel_rejects_bad_dates",
+            CARS + "test_book_car_rental_rejects_bad_dates",
+        ),
+    ),
+    Mutant(
+        "hotel-checkout-not-after-checkin",
+        "reservations",
+        "dates valid: a stay checks out after it checks in",
+        "db/hotels.py",
+        "if checkout <= checkin:",
+        "if checkout < checkin:",
+        (HOTELS + "test_book_hotel_rejects_bad_dates",),
+    ),
+    Mutant(
+        "hotel-max-nights-boundary",
+        "reservations",
+        "a stay of exactly 30 nights can be booked",
+        "db/hotels.py",
+        "if nights > MAX_HOTEL_NIGHTS:",
+        "if nights >= MAX_HOTEL_NIGHTS:",
+        (
+            GAPS + "test_hotel_stay_of_exactly_the_maximum_nights_is_bookable",
+            HOTELS + "test_book_hotel_rejects_bad_dates",
+        ),
+    ),
+    Mutant(
+        "car-max-days-boundary",
+        "reservations",
+        "a rental of exactly 30 days can be booked",
+        "db/car_rentals.py",
+        "if days > MAX_CAR_RENTAL_DAYS:",
+        "if days >= MAX_CAR_RENTAL_DAYS:",
+        (
+            GAPS + "test_car_rental_of_exactly_the_maximum_days_is_bookable",
+            CARS + "test_book_car_rental_rejects_bad_dates",
+        ),
+    ),
+    Mutant(
+        "hotel-free-hours-wrong-constant",
+        "reservations",
+        "hotels use their own free window (48 h), not the car's (24 h)",
+        "db/hotels.py",
+        "free_hours=HOTEL_FREE_CANCEL_HOURS,",
+        "free_hours=24,",
+        (
+            GAPS + "test_reservation_cancellation_is_free_until_its_kinds_window_closes",
+            HOTELS + "test_cancel_hotel_late_keeps_the_first_night",
+        ),
+    ),
+    Mutant(
+        "car-free-hours-wrong-constant",
+        "reservations",
+        "cars use their own free window (24 h), not the hotel's (48 h)",
+        "db/car_rentals.py",
+        "free_hours=CAR_FREE_CANCEL_HOURS,",
+        "free_hours=48,",
+        (
+            GAPS + "test_reservation_cancellation_is_free_until_its_kinds_window_closes",
+            CARS + "test_cancel_car_rental_in_the_free_window_refunds_everything",
+        ),
+    ),
+    Mutant(
+        "excursion-free-hours-wrong-constant",
+        "reservations",
+        "excursions use their own free window (72 h), not the hotel's (48 h)",
+        "db/excursions.py",
+        "free_hours=EXCURSION_FREE_CANCEL_HOURS,",
+        "free_hours=48,",
+        (
+            GAPS + "test_reservation_cancellation_is_free_until_its_kinds_window_closes",
+            EXCURSIONS + "test_cancel_excursion_late_refunds_nothing",
+        ),
+    ),
+    Mutant(
+        "hotel-late-fee-whole-stay",
+        "reservations",
+        "a late hotel change or cancellation keeps the first night only",
+        "db/hotels.py",
+        "late_fee_parts=lambda dates: max((dates[1] - dates[0]).days, 1),",
+        "late_fee_parts=lambda dates: 1,",
+        (HOTELS + "test_cancel_hotel_late_keeps_the_first_night",),
+    ),
+    Mutant(
+        "car-late-fee-off-by-one",
+        "reservations",
+        "a late car change or cancellation keeps one day's rate",
+        "db/car_rentals.py",
+        "late_fee_parts=lambda dates: (dates[1] - dates[0]).days + 1,",
+        "late_fee_parts=lambda dates: (dates[1] - dates[0]).days,",
+        (CARS + "test_cancel_car_rental_late_keeps_one_day",),
+    ),
+    Mutant(
+        "excursion-late-fee-half",
+        "reservations",
+        "a late excursion cancellation refunds nothing",
+        "db/excursions.py",
+        "late_fee_parts=lambda dates: 1,",
+        "late_fee_parts=lambda dates: 2,",
+        (EXCURSIONS + "test_cancel_excursion_late_refunds_nothing",),
+    ),
+    Mutant(
+        "partners-late-change-fee-not-charged",
+        "reservations",
+        "a late change of a reservation pays the late fee",
+        "db/partners.py",
+        "    before = kind.dates_of(booking)\n"
+        "    fee, note = late_fee(kind, booking, now)\n"
+        "    return ReservationQuote(\n"
+        '        action="update",',
+        "    before = kind.dates_of(booking)\n"
+        "    fee, note = 0, late_fee(kind, booking, now)[1]\n"
+        "    return ReservationQuote(\n"
+        '        action="update",',
+        (
+            HOTELS + "test_update_hotel_late_change_charges_the_first_night",
+            CARS + "test_update_car_rental_late_change_charges_one_day",
+        ),
+    ),
+    Mutant(
+        "partners-refund-paid-twice",
+        "reservations",
+        "a cancellation refunds once",
+        "db/partners.py",
+        '    booking.status = "cancelled"\n    _pay(session, kind, applied, booking.id, now)\n',
+        '    booking.status = "cancelled"\n'
+        "    _pay(session, kind, applied, booking.id, now)\n"
+        "    _pay(session, kind, applied, booking.id, now)\n",
+        (GAPS + "test_reservation_cancellation_records_one_refund_of_the_amount_returned",),
+    ),
+    Mutant(
+        "hotel-book-capacity",
+        "availability",
+        "book_hotel checks a room is free every night",
+        "db/hotels.py",
+        "_require_rooms(session, hotel, checkin, checkout)",
+        "_require_rooms(session, hotel, checkin, checkin)",
+        (HOTELS + "test_book_hotel_refuses_a_full_hotel",),
+    ),
+    Mutant(
+        "hotel-update-capacity",
+        "availability",
+        "update_hotel checks a room is free every new night",
+        "db/hotels.py",
+        "_require_rooms(session, hotel, checkin, checkout, exclude_booking_id=booking.id)",
+        "_require_rooms(session, hotel, checkin, checkin, exclude_booking_id=booking.id)",
+        (HOTELS + "test_update_hotel_refuses_full_nights",),
+    ),
+    Mutant(
+        "car-book-capacity-first-day-only",
+        "availability",
+        "book_car_rental checks a car is free every day, not only the pick-up day",
+        "db/car_rentals.py",
+        "_require_cars(session, rental, start, end)",
+        "_require_cars(session, rental, start, start)",
+        (
+            GAPS + "test_car_rental_booking_refuses_a_sold_out_later_day",
+            CARS + "test_book_car_rental_refuses_when_the_fleet_is_out",
+        ),
+    ),
+    Mutant(
+        "car-update-capacity",
+        "availability",
+        "update_car_rental checks a car is free every new day",
+        "db/car_rentals.py",
+        "_require_cars(session, rental, start, end, exclude_booking_id=booking.id)",
+        "pass",
+        (EDGES + "test_update_car_rental_refuses_sold_out_days_and_changes_nothing",),
+    ),
+    Mutant(
+        "excursion-book-capacity",
+        "availability",
+        "book_excursion checks a place is left that day",
+        "db/excursions.py",
+        "_require_place(session, excursion, when)",
+        "pass",
+        (EXCURSIONS + "test_book_excursion_refuses_a_full_day",),
+    ),
+    Mutant(
+        "excursion-update-capacity",
+        "availability",
+        "update_excursion checks a place is left on the new day (not the old one)",
+        "db/excursions.py",
+        "_require_place(session, excursion, when, exclude_booking_id=booking.id)",
+        "_require_place(session, excursion, booking.date, exclude_booking_id=booking.id)",
+        (EDGES + "test_update_excursion_refuses_a_full_day_and_changes_nothing",),
+    ),
+    # --- writes: one transaction, exactly once ---------------------------------------------
+    Mutant(
+        "writes-not-atomic",
+        "writes",
+        "each write in one transaction: a write failing halfway leaves nothing behind",
+        "db/engine.py",
+        "        with self._sessions.begin() as session:\n            yield session\n",
+        "        with self._sessions() as session:\n"
+        "            try:\n"
+        "                yield session\n"
+        "            finally:\n"
+        "                session.commit()\n",
+        (GAPS + "test_write_transaction_leaves_nothing_behind_when_the_write_fails_halfway",),
+    ),
+    Mutant(
+        "writes-run-twice",
+        "writes",
+        "a write repeated for the same tool call takes effect once (the tool drops its id)",
+        "tools/common.py",
+        "        tool_call_id=tool_call_id,\n",
+        "        tool_call_id=None,\n",
+        (
+            U + "test_tools_hotels.py::test_book_hotel_repeated_call_books_once",
+            U + "test_tools_flights.py::test_cancel_ticket_repeated_call_refunds_once",
+        ),
+    ),
+    # --- the approval path -------------------------------------------------------------------
+    Mutant(
+        "approval-any-truthy-approves-all",
+        "approval",
+        "only an explicit approval runs a call (APPROVE_ALL is the one blanket yes)",
+        "assistants/approvals.py",
+        "if approvals == APPROVE_ALL:",
+        "if approvals:",
+        (GRAPH + "test_graph_malformed_decisions_fail_closed", PARALLEL_DECISIONS),
+    ),
+    Mutant(
+        "approval-declined-call-runs",
+        "approval",
+        "a declined call does not run",
+        "assistants/approvals.py",
+        "elif decision.approved:",
+        "elif decision is not None:",
+        (GRAPH + "test_graph_denial_keeps_db_and_tells_model_the_reason",),
+    ),
+    Mutant(
+        "approval-missing-decision-fails-open",
+        "approval",
+        "a call without a decision fails closed",
+        "assistants/approvals.py",
+        "    if not isinstance(given, Mapping):\n        return None\n",
+        "    if not isinstance(given, Mapping):\n        return Decision(True)\n",
+        (GRAPH + "test_graph_missing_decision_fails_closed",),
+    ),
+    Mutant(
+        "approval-reason-dropped",
+        "approval",
+        "a declined call is answered with the customer's reason",
+        "assistants/approvals.py",
+        'reason_text = f"Their reason: {reason!r}. " if reason else "They gave no reason. "',
+        'reason_text = "They gave no reason. "',
+        (GRAPH + "test_graph_denial_keeps_db_and_tells_model_the_reason",),
+    ),
+    Mutant(
+        "approval-first-decision-for-all",
+        "approval",
+        "each parallel sensitive call is decided on its own",
+        "assistants/approvals.py",
+        "decision = _decision_for(approvals, call)",
+        "decision = _decision_for(approvals, pending[0])",
+        (PARALLEL_DECISIONS,),
+    ),
+    Mutant(
+        "approval-first-call-only",
+        "approval",
+        "every parallel sensitive call is answered",
+        "assistants/approvals.py",
+        'for call in groups.select(pending, "sensitive_tools"):',
+        'for call in groups.select(pending, "sensitive_tools")[:1]:',
+        (PARALLEL_DECISIONS,),
+    ),
+    Mutant(
+        "cli-enter-approves",
+        "approval",
+        "Enter at 'Approve this action? [y/N]' declines",
+        "cli.py",
+        'if answer in ("y", "yes"):',
+        'if answer in ("y", "yes", ""):',
+        (CLI_ANSWERS + "test_cli_approval_declines_enter_and_anything_but_yes",),
+    ),
+    Mutant(
+        "cli-any-y-word-approves",
+        "approval",
+        "only y or yes approves ('yep' declines)",
+        "cli.py",
+        'if answer in ("y", "yes"):',
+        'if answer.startswith("y"):',
+        (CLI_ANSWERS + "test_cli_approval_declines_enter_and_anything_but_yes",),
+    ),
+    Mutant(
+        "cli-eof-approves",
+        "approval",
+        "EOF (Ctrl-D, no terminal) at the approval prompt declines",
+        "cli.py",
+        'return Decision(False, "The customer did not answer the approval prompt."',
+        'return Decision(True, "The customer did not answer the approval prompt."',
+        (U + "test_cli.py::test_cli_eof_at_approval_denies",),
+    ),
+    # --- the dialog stack and the router ---------------------------------------------------------
+    Mutant(
+        "stack-push-replaces",
+        "dialog stack",
+        "a specialist name pushes onto the stack",
+        "assistants/state.py",
+        "return [*left, right]",
+        "return [right]",
+        (ROUTING + "test_update_dialog_stack_pushes_pops_and_keeps",),
+    ),
+    Mutant(
+        "stack-pop-keeps-top",
+        "dialog stack",
+        '"pop" drops the top of the stack',
+        "assistants/state.py",
+        "return left[:-1]",
+        "return left",
+        (ROUTING + "test_update_dialog_stack_pushes_pops_and_keeps",),
+    ),
+    Mutant(
+        "stack-keep-clears",
+        "dialog stack",
+        "None keeps the stack as it is",
+        "assistants/state.py",
+        "    if right is None:\n        return left\n",
+        "    if right is None:\n        return []\n",
+        (ROUTING + "test_update_dialog_stack_pushes_pops_and_keeps",),
+    ),
+    Mutant(
+        "enter-does-not-push",
+        "dialog stack",
+        "enter_X pushes X",
+        "assistants/nodes.py",
+        'return {"messages": answers, "dialog_state": specialist.name}',
+        'return {"messages": answers, "dialog_state": None}',
+        (DELEGATES,),
+    ),
+    Mutant(
+        "enter-answers-first-routing-call-only",
+        "dialog stack",
+        "enter_X answers every routing call of the batch",
+        "assistants/nodes.py",
+        "            for c in routing\n            if c is not chosen\n",
+        "            for c in routing[:0]\n",
+        (GRAPH + "test_graph_routing_call_beside_search",),
+    ),
+    Mutant(
+        "leave-does-not-pop",
+        "dialog stack",
+        "leave_skill pops the stack",
+        "assistants/nodes.py",
+        'return {"messages": answers, "dialog_state": POP}',
+        'return {"messages": answers, "dialog_state": None}',
+        (DELEGATES,),
+    ),
+    Mutant(
+        "leave-answers-first-call-only",
+        "dialog stack",
+        "leave_skill answers every CompleteOrEscalate of the batch (and pops once)",
+        "assistants/nodes.py",
+        '        for c in pending\n        if c["name"] == COMPLETE_OR_ESCALATE\n',
+        '        for c in pending[:1]\n        if c["name"] == COMPLETE_OR_ESCALATE\n',
+        (
+            GAPS + "test_leave_skill_answers_every_complete_or_escalate_and_pops_once",
+            GAPS + "test_graph_parallel_complete_or_escalate_calls_are_all_answered",
+        ),
+    ),
+    Mutant(
+        "router-sensitive-before-safe",
+        "dialog stack",
+        "the router runs safe calls before asking about sensitive ones",
+        "assistants/routing.py",
+        "    if any(groups.is_safe(c) for c in pending):\n"
+        '        return "safe_tools"\n'
+        "    if any(groups.is_sensitive(c) for c in pending):\n"
+        '        return "sensitive_tools"\n',
+        "    if any(groups.is_sensitive(c) for c in pending):\n"
+        '        return "sensitive_tools"\n'
+        "    if any(groups.is_safe(c) for c in pending):\n"
+        '        return "safe_tools"\n',
+        (ROUTER_ORDER, GRAPH + "test_graph_mixed_batch_runs_safe_calls_before_stopping"),
+    ),
+    Mutant(
+        "router-leave-before-sensitive",
+        "dialog stack",
+        "the router hands over (routing calls) only after the sensitive calls",
+        "assistants/routing.py",
+        "    if any(groups.is_sensitive(c) for c in pending):\n"
+        '        return "sensitive_tools"\n'
+        '    if any(c["name"] == COMPLETE_OR_ESCALATE for c in pending):\n'
+        '        return "leave"\n',
+        '    if any(c["name"] == COMPLETE_OR_ESCALATE for c in pending):\n'
+        '        return "leave"\n'
+        "    if any(groups.is_sensitive(c) for c in pending):\n"
+        '        return "sensitive_tools"\n',
+        (ROUTER_ORDER,),
+    ),
+    Mutant(
+        "user-info-without-cars",
+        "user info",
+        "user_info (first node of every turn) lists car rental reservations",
+        "db/passengers.py",
+        '"car_rental_reservations": _car_reservations(session, passenger_id),',
+        '"car_rental_reservations": [],',
+        (EDGES + "test_passenger_summary_includes_hotel_car_and_excursion_reservations",),
+    ),
+)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What running one mutant's tests gave."""
+
+    mutant: Mutant
+    status: str  # "killed", "SURVIVED", "timeout" or "error"
+    seconds: float
+    detail: str = ""
+    output: str = ""
+
+
+# --- the copy -----------------------------------------------------------------------------
+
+
+def project_files(root: Path) -> list[str]:
+    """Return the files git knows about: tracked, plus untracked ones that are not ignored."""
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+        cwd=root,
+        check=True,
+        capture_output=True,
+    ).stdout.decode()
+    names = sorted({name for name in listed.split("\0") if name})
+    # A tracked file deleted in the working tree is listed but absent.
+    return [name for name in names if (root / name).is_file()]
+
+
+def make_copy(root: Path, files: Iterable[str], dest: Path) -> Path:
+    """Copy ``files`` from ``root`` into ``dest`` (created), keeping their paths."""
+    for name in files:
+        target = dest / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(root / name, target, follow_symlinks=False)
+    return dest
+
+
+def mutant_problem(mutant: Mutant, tree: Path) -> str | None:
+    """Return why ``mutant`` cannot be applied in ``tree`` (stale or broken), or ``None``."""
+    path = tree / mutant.file
+    if not path.is_file():
+        return f"stale: {mutant.file} does not exist"
+    text = path.read_text(encoding="utf-8")
+    count = text.count(mutant.find)
+    if count != 1:
+        return f"stale: find occurs {count} times in {mutant.file} (must be exactly once)"
+    if mutant.find == mutant.replace:
+        return "broken: replace equals find"
+    if mutant.file.endswith(".py"):
+        try:
+            compile(text.replace(mutant.find, mutant.replace), mutant.file, "exec")
+        except SyntaxError as error:
+            return f"broken: the mutated {mutant.file} does not compile ({error.msg})"
+    for node in mutant.tests:
+        test_file, _, name = node.partition("::")
+        test_path = tree / test_file
+        if not test_path.is_file():
+            return f"stale: test file {test_file} does not exist"
+        function = name.split("[")[0]
+        pattern = rf"^\s*(?:async\s+)?def {re.escape(function)}\("
+        if function and not re.search(pattern, test_path.read_text(encoding="utf-8"), re.M):
+            return f"stale: no test {function} in {test_file}"
+    return None
+
+
+# --- running tests ------------------------------------------------------------------------
+
+
+def test_env(tree: Path) -> dict[str, str]:
+    """Return the environment that makes ``tree``'s modules win over the editable install."""
+    env = dict(os.environ)
+    inherited = env.get("PYTHONPATH")
+    env["PYTHONPATH"] = str(tree) + (os.pathsep + inherited if inherited else "")
+    # A mutant may keep the file's size and land within the same second as a cached
+    # compile; without bytecode files a stale .pyc can never stand in for the mutant.
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+def run_pytest(
+    tree: Path, tests: Sequence[str], basetemp: Path, timeout: float, *, stop_first: bool
+) -> tuple[int | None, str, float]:
+    """Run ``tests`` in ``tree``; return (exit code or ``None`` on timeout, output, seconds)."""
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    if stop_first:
+        command.append("-x")
+    command += [f"--basetemp={basetemp}", *tests]
+    started = time.monotonic()
+    process = subprocess.Popen(
+        command,
+        cwd=tree,
+        env=test_env(tree),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    with _RUNNING_LOCK:
+        _RUNNING.add(process)
+    try:
+        output, _ = process.communicate(timeout=timeout)
+        code: int | None = process.returncode
+    except subprocess.TimeoutExpired:
+        _kill(process)
+        output, _ = process.communicate()
+        code = None
+    finally:
+        with _RUNNING_LOCK:
+            _RUNNING.discard(process)
+    return code, output.decode(errors="replace"), time.monotonic() - started
+
+
+def _kill(process: subprocess.Popen[bytes]) -> None:
+    """Kill a pytest process and everything it started."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+
+
+def stop_everything() -> None:
+    """Stop starting mutants and kill the pytest processes that are running."""
+    _STOPPING.set()
+    with _RUNNING_LOCK:
+        running = list(_RUNNING)
+    for process in running:
+        _kill(process)
+
+
+def probe_imports(tree: Path) -> list[str]:
+    """Return the modules that would not be imported from ``tree`` (empty when all are)."""
+    script = (
+        "import importlib, sys\n"
+        f"for name in {PROBED_MODULES!r}:\n"
+        "    print(name, importlib.import_module(name).__file__)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=tree,
+        env=test_env(tree),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if result.returncode != 0:
+        return [f"the import probe failed: {result.stderr.strip()[-500:]}"]
+    wrong = []
+    for line in result.stdout.splitlines():
+        name, _, location = line.partition(" ")
+        if not Path(location).resolve().is_relative_to(tree.resolve()):
+            wrong.append(f"{name} imports from {location}, not from the copy {tree}")
+    return wrong
+
+
+def first_failure(output: str) -> str:
+    """Return the node id of the first failing test in pytest's summary, if any."""
+    match = re.search(r"^(?:FAILED|ERROR) (\S+)", output, re.M)
+    return match.group(1) if match else ""
+
+
+def run_mutant(mutant: Mutant, tree: Path, basetemp: Path, timeout: float) -> Outcome:
+    """Apply ``mutant`` in ``tree``, run its tests, restore the file; return the outcome."""
+    path = tree / mutant.file
+    original = path.read_bytes()
+    text = original.decode("utf-8")
+    try:
+        path.write_text(text.replace(mutant.find, mutant.replace, 1), encoding="utf-8")
+        code, output, seconds = run_pytest(tree, mutant.tests, basetemp, timeout, stop_first=True)
+    finally:
+        path.write_bytes(original)
+    if code is None:
+        return Outcome(mutant, "timeout", seconds, f"after {timeout:.0f}s", output)
+    if code == 0:
+        return Outcome(mutant, "SURVIVED", seconds, "", output)
+    if code == 1:
+        return Outcome(mutant, "killed", seconds, first_failure(output), output)
+    if code == 5:
+        return Outcome(mutant, "error", seconds, "pytest collected no test", output)
+    # 2, 3, 4: the mutant broke collection or pytest itself; the suite noticed.
+    return Outcome(mutant, "killed", seconds, f"pytest exit {code}", output)
+
+
+# --- the command --------------------------------------------------------------------------
+
+
+def select(only: Sequence[str] | None) -> list[Mutant]:
+    """Return the mutants named by ``--only`` (all without it); unknown names are an error."""
+    ids = [m.id for m in MUTANTS]
+    repeated = sorted({i for i in ids if ids.count(i) > 1})
+    if repeated:
+        raise SystemExit(f"mutant ids used twice: {', '.join(repeated)}")
+    if not only:
+        return list(MUTANTS)
+    unknown = [name for name in only if name not in ids]
+    if unknown:
+        raise SystemExit(f"unknown mutant ids: {', '.join(unknown)} (see --list)")
+    return [m for m in MUTANTS if m.id in only]
+
+
+def print_list(mutants: Sequence[Mutant], tree: Path) -> int:
+    stale = 0
+    for mutant in mutants:
+        problem = mutant_problem(mutant, tree)
+        stale += problem is not None
+        flag = f"  <-- {problem}" if problem else ""
+        print(f"{mutant.id:<40} {mutant.area:<13} {mutant.file}{flag}")
+        print(f"    {mutant.rule}")
+        for node in mutant.tests:
+            print(f"    - {node}")
+    areas: dict[str, int] = {}
+    for mutant in mutants:
+        areas[mutant.area] = areas.get(mutant.area, 0) + 1
+    summary = ", ".join(f"{area} {count}" for area, count in areas.items())
+    print(f"\n{len(mutants)} mutants ({summary}); {stale} stale")
+    return 1 if stale else 0
+
+
+def unique(items: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(items))
+
+
+def run_all(mutants: Sequence[Mutant], jobs: int, timeout: float, verbose: bool) -> int:
+    """Copy the tree, check the mutants, run the baseline, then every mutant; print a score."""
+    started = time.monotonic()
+    files = project_files(ROOT)
+    with tempfile.TemporaryDirectory(prefix="mutants-", ignore_cleanup_errors=True) as scratch:
+        work = Path(scratch)
+        copies = [make_copy(ROOT, files, work / f"copy-{n}") for n in range(jobs)]
+        print(f"{len(mutants)} mutants, {jobs} at a time, copies of {len(files)} files")
+
+        problems = {m.id: mutant_problem(m, copies[0]) for m in mutants}
+        for mutant in mutants:
+            if problems[mutant.id]:
+                print(f"{'STALE':<9} {'':>7}  {mutant.id}: {problems[mutant.id]}")
+        runnable = [m for m in mutants if not problems[m.id]]
+
+        for copy in copies:
+            wrong = probe_imports(copy)
+            if wrong:
+                print("the copy's modules do not win over the installed ones:", *wrong, sep="\n  ")
+                return 2
+        baseline = unique(node for m in runnable for node in m.tests)
+        print(f"baseline: {len(baseline)} tests on the unmutated copy ...", flush=True)
+        code, output, seconds = run_pytest(
+            copies[0], baseline, work / "tmp-baseline", timeout * 4, stop_first=False
+        )
+        if code != 0:
+            print(output[-4000:])
+            print(f"baseline failed (pytest exit {code}) after {seconds:.0f}s: fix it first")
+            return 2
+        print(f"baseline passed in {seconds:.0f}s; modules import from the copy")
+
+        free: queue.Queue[int] = queue.Queue()
+        for index in range(len(copies)):
+            free.put(index)
+        lock = threading.Lock()
+
+        def work_on(mutant: Mutant) -> Outcome | None:
+            if _STOPPING.is_set():
+                return None
+            index = free.get()
+            try:
+                outcome = run_mutant(mutant, copies[index], work / f"tmp-{index}", timeout)
+            finally:
+                free.put(index)
+            if _STOPPING.is_set():
+                return None
+            with lock:
+                note = f"  ({outcome.detail})" if outcome.detail else ""
+                print(f"{outcome.status:<9} {outcome.seconds:6.1f}s  {mutant.id}{note}", flush=True)
+                if verbose and outcome.status != "killed":
+                    print(outcome.output[-3000:])
+            return outcome
+
+        pool = ThreadPoolExecutor(max_workers=len(copies))
+        try:
+            futures = [pool.submit(work_on, mutant) for mutant in runnable]
+            outcomes = [outcome for f in futures if (outcome := f.result()) is not None]
+        except KeyboardInterrupt:
+            stop_everything()
+            raise
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    killed = sum(o.status == "killed" for o in outcomes)
+    total = len(mutants)
+    score = killed / total if total else 1.0
+    print()
+    for status in ("SURVIVED", "timeout", "error"):
+        for outcome in (o for o in outcomes if o.status == status):
+            print(f"{status}: {outcome.mutant.id} ({outcome.mutant.file}): {outcome.mutant.rule}")
+    stale = sum(1 for p in problems.values() if p)
+    print(
+        f"score: {killed}/{total} killed ({score:.1%}); "
+        f"{sum(o.status == 'SURVIVED' for o in outcomes)} survived, "
+        f"{sum(o.status == 'timeout' for o in outcomes)} timed out, {stale} stale; "
+        f"{time.monotonic() - started:.0f}s"
+    )
+    if stale:
+        print("stale mutants: update their find strings or tests (see --list)")
+    return 0 if score >= MIN_SCORE and not stale else 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description="Apply hand-written mutants one at a time in a copy of the tree and run "
+        "the tests that should catch each.",
+    )
+    parser.add_argument("--list", action="store_true", help="list the mutants and exit")
+    parser.add_argument("--only", nargs="+", metavar="ID", help="run only these mutants")
+    parser.add_argument("--jobs", type=int, default=1, help="mutants run at once (default 1)")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT,
+        help=f"seconds per mutant (default {DEFAULT_TIMEOUT:.0f})",
+    )
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="show pytest's output for survivors"
+    )
+    args = parser.parse_args(argv)
+    mutants = select(args.only)
+    if args.list:
+        return print_list(mutants, ROOT)
+    if args.jobs < 1:
+        parser.error("--jobs must be at least 1")
+    try:
+        return run_all(mutants, min(args.jobs, len(mutants)), args.timeout, args.verbose)
+    except KeyboardInterrupt:
+        stop_everything()
+        print("\ninterrupted: the running tests were stopped; no score")
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

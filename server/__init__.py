@@ -1,0 +1,11 @@
+"""The HTTP service and the web chat: ``travel-assistant serve``.
+
+``server.app`` builds the FastAPI application over a ``conversations.TravelAssistant``,
+``server.auth`` issues and checks the passengers' signed tokens, ``server.schemas`` holds
+the request, response and event models of the API, ``server.service`` turns the
+assistant's messages and events into those models and runs turns in worker threads, and
+``server/static`` is the web chat page. ``server.studio`` is the graph factory that
+LangGraph's own tooling loads (``langgraph.json``).
+
+Importing this package builds nothing; the command imports it only when it is used.
+"""

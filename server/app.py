@@ -1,0 +1,419 @@
+"""The FastAPI application: the JSON API under ``/api/v1`` and the web chat at ``/``.
+
+Every API request but the health check carries ``Authorization: Bearer <token>`` and
+acts for the passenger the token names. Another passenger's conversation answers 404,
+exactly as one that does not exist. A customer message or a set of decisions answers
+with the turn as server-sent events (``token``, ``status``, ``message``, ``pending``,
+then ``done``, or ``error``); everything is refused with a 4xx and changes nothing
+before a stream starts. The graph runs in worker threads (``server.service``), never on
+the event loop; the JSON endpoints, which read checkpoints and the travel database, are
+plain functions that FastAPI runs in its thread pool.
+
+``create_app`` takes the service and the token signer, so tests build the app over a
+scripted model and a temporary database; ``serve`` runs it with uvicorn.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from contextlib import asynccontextmanager
+from importlib.resources import files
+from pathlib import Path
+from typing import Annotated, Any, cast
+
+import anyio
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
+from fastapi import Path as PathParam
+from fastapi.responses import FileResponse, JSONResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.sse import EventSourceResponse, ServerSentEvent
+from fastapi.staticfiles import StaticFiles
+from pydantic import TypeAdapter
+
+from conversations import Thread
+from server.auth import AuthError, Claims, TokenSigner
+from server.schemas import (
+    CONVERSATION_ID_PATTERN,
+    STREAM_EVENT_NAMES,
+    ConversationList,
+    ConversationOut,
+    DecisionsIn,
+    History,
+    Me,
+    MessageIn,
+    PendingList,
+    Problem,
+    StreamEvent,
+)
+from server.service import ConversationService, ServiceError
+
+API_PREFIX = "/api/v1"
+API_VERSION = "1.0.0"
+# The largest request body read: a 4,000-character message is at most 48 kB as JSON
+# (every character a \\u escaped surrogate pair); anything bigger is refused unread.
+MAX_BODY_BYTES = 64 * 1024
+PAGE_HEADERS = {
+    # The page runs only its own script and style, talks only to this service, and is
+    # never framed; its URL (which may carry a token in its fragment) is never sent on.
+    "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; "
+    "frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+
+ASGIApp = Callable[
+    [MutableMapping[str, Any], Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]],
+    Awaitable[None],
+]
+
+_bearer = HTTPBearer(
+    auto_error=False,
+    bearerFormat="JWT",
+    description="A token from: travel-assistant token --passenger-id ID",
+)
+
+ConversationId = Annotated[
+    str,
+    PathParam(
+        pattern=CONVERSATION_ID_PATTERN,
+        max_length=100,
+        description="The conversation, as created by POST /conversations.",
+    ),
+]
+
+_PROBLEMS: dict[int | str, dict[str, Any]] = {
+    401: {"model": Problem, "description": "No token, or one that is not valid or expired."},
+    413: {"model": Problem, "description": "The request body is too large."},
+}
+_NOT_FOUND: dict[int | str, dict[str, Any]] = {
+    404: {"model": Problem, "description": "No such conversation for this passenger."}
+}
+_CONFLICT: dict[int | str, dict[str, Any]] = {
+    409: {"model": Problem, "description": "A turn is running, or the decisions do not fit."},
+    400: {"model": Problem, "description": "The body cannot be read (not UTF-8)."},
+}
+
+
+def _service(request: Request) -> ConversationService:
+    return cast(ConversationService, request.app.state.service)
+
+
+def current_passenger(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> Claims:
+    """Return what the request's bearer token says, or answer 401."""
+    if credentials is None:
+        raise HTTPException(
+            401,
+            "Sign in: send 'Authorization: Bearer <token>'; get a token with: "
+            "travel-assistant token --passenger-id ID",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+    signer = cast(TokenSigner, request.app.state.signer)
+    try:
+        return signer.verify(credentials.credentials)
+    except AuthError as error:
+        raise HTTPException(
+            401, str(error), headers={"WWW-Authenticate": 'Bearer error="invalid_token"'}
+        ) from error
+
+
+Passenger = Annotated[Claims, Depends(current_passenger)]
+Service = Annotated[ConversationService, Depends(_service)]
+
+
+def _owned(service: Service, claims: Passenger, conversation_id: ConversationId) -> Thread:
+    return service.owned(claims.passenger_id, conversation_id)
+
+
+OwnedThread = Annotated[Thread, Depends(_owned)]
+
+
+async def _message_turn(
+    service: Service, thread: OwnedThread, body: MessageIn
+) -> AsyncIterator[StreamEvent]:
+    return service.start_message(thread, body.text)
+
+
+async def _decision_turn(
+    service: Service, thread: OwnedThread, body: DecisionsIn
+) -> AsyncIterator[StreamEvent]:
+    cancel = service.claim(thread)
+    try:
+        await anyio.to_thread.run_sync(service.check_decisions, thread, body.decisions)
+    except BaseException:
+        service.release(thread)
+        raise
+    return service.start_decisions(thread, cancel, body.decisions)
+
+
+async def _as_sse(events: AsyncIterator[StreamEvent]) -> AsyncIterator[ServerSentEvent]:
+    async for event in events:
+        yield ServerSentEvent(event=event.type, data=event)
+
+
+def _router() -> APIRouter:
+    router = APIRouter(prefix=API_PREFIX, responses=_PROBLEMS)
+
+    @router.get("/me", tags=["session"], summary="Who the token says you are")
+    def me(claims: Passenger) -> Me:
+        return Me(passenger_id=claims.passenger_id, expires_at=claims.expires_at)
+
+    @router.get("/conversations", tags=["conversations"], summary="List your conversations")
+    def list_conversations(service: Service, claims: Passenger) -> ConversationList:
+        return ConversationList(conversations=service.conversations(claims.passenger_id))
+
+    @router.post(
+        "/conversations",
+        status_code=201,
+        tags=["conversations"],
+        summary="Start a conversation",
+        responses={403: {"model": Problem, "description": "The passenger is not known."}},
+    )
+    def create_conversation(service: Service, claims: Passenger) -> ConversationOut:
+        return service.create(claims.passenger_id, str(uuid.uuid4()))
+
+    @router.get(
+        "/conversations/{conversation_id}",
+        tags=["conversations"],
+        summary="Read one conversation's summary",
+        responses=_NOT_FOUND,
+    )
+    def get_conversation(service: Service, thread: OwnedThread) -> ConversationOut:
+        record = service.sessions.get(thread.thread_id)
+        if record is None:  # deleted in between
+            raise HTTPException(404, f"No conversation {thread.thread_id}.")
+        return service.summary(record)
+
+    @router.get(
+        "/conversations/{conversation_id}/messages",
+        tags=["conversations"],
+        summary="Read the conversation",
+        description="Customer and assistant messages, and what became of every action "
+        "(approved, declined with the reason, refused, not done), in order. Tool calls "
+        "and their raw results are left out.",
+        responses=_NOT_FOUND,
+    )
+    def get_history(service: Service, thread: OwnedThread) -> History:
+        return History(conversation_id=thread.thread_id, items=service.history(thread))
+
+    @router.post(
+        "/conversations/{conversation_id}/messages",
+        response_class=EventSourceResponse,
+        tags=["turns"],
+        summary="Send a message; the reply streams as server-sent events",
+        description="Events: token (a piece of the reply), status (what the assistant is "
+        "doing), message (a complete assistant message), pending (actions waiting for "
+        "your decision, with their previews), then done; or error, which ends the stream. "
+        "Actions left pending by an earlier turn are dropped by a new message (not done). "
+        "The turn goes on if the client disconnects; read the history afterwards.",
+        responses={**_NOT_FOUND, **_CONFLICT},
+    )
+    async def send_message(
+        events: Annotated[AsyncIterator[StreamEvent], Depends(_message_turn)],
+    ) -> AsyncIterator[ServerSentEvent]:
+        async for item in _as_sse(events):
+            yield item
+
+    @router.get(
+        "/conversations/{conversation_id}/pending",
+        tags=["approvals"],
+        summary="List the actions waiting for your decision, with their previews",
+        responses=_NOT_FOUND,
+    )
+    def get_pending(service: Service, thread: OwnedThread) -> PendingList:
+        return PendingList(actions=service.pending(thread))
+
+    @router.post(
+        "/conversations/{conversation_id}/decisions",
+        response_class=EventSourceResponse,
+        tags=["approvals"],
+        summary="Approve or decline every pending action; the rest of the turn streams",
+        description="One decision per pending action, each approved or declined with an "
+        "optional reason, which is passed to the assistant. Only an explicit approval runs "
+        "an action. The events are those of sending a message.",
+        responses={**_NOT_FOUND, **_CONFLICT},
+    )
+    async def decide(
+        events: Annotated[AsyncIterator[StreamEvent], Depends(_decision_turn)],
+    ) -> AsyncIterator[ServerSentEvent]:
+        async for item in _as_sse(events):
+            yield item
+
+    return router
+
+
+class _Api(FastAPI):
+    """FastAPI whose OpenAPI document says what each streamed event carries."""
+
+    def openapi(self) -> dict[str, Any]:
+        if self.openapi_schema is None:
+            document_event_streams(super().openapi())
+        assert self.openapi_schema is not None
+        return self.openapi_schema
+
+
+def document_event_streams(schema: dict[str, Any]) -> None:
+    """Describe the events of every ``text/event-stream`` response in ``schema``.
+
+    FastAPI documents a stream of ``ServerSentEvent`` as events of any name and any
+    data; this names the events and gives their data's schema (``StreamEvent``), and
+    files the streaming routes' refusals under ``application/json``, which they are.
+    """
+    event_schema = TypeAdapter(StreamEvent).json_schema(
+        ref_template="#/components/schemas/{model}", mode="serialization"
+    )
+    components = schema.setdefault("components", {}).setdefault("schemas", {})
+    for name, definition in event_schema.pop("$defs", {}).items():
+        components.setdefault(name, definition)
+    components["StreamEvent"] = event_schema
+    item_schema = {
+        "type": "object",
+        "required": ["event", "data"],
+        "properties": {
+            "event": {"type": "string", "enum": list(STREAM_EVENT_NAMES)},
+            "data": {
+                "type": "string",
+                "contentMediaType": "application/json",
+                "contentSchema": {"$ref": "#/components/schemas/StreamEvent"},
+            },
+            "id": {"type": "string"},
+            "retry": {"type": "integer", "minimum": 0},
+        },
+    }
+    for path_item in schema.get("paths", {}).values():
+        for operation in path_item.values():
+            responses = operation.get("responses", {})
+            content = responses.get("200", {}).get("content", {})
+            if "text/event-stream" not in content:
+                continue
+            content["text/event-stream"]["itemSchema"] = item_schema
+            # FastAPI files every other answer of a streaming route under the stream's
+            # media type too; refusals are plain JSON.
+            for status, response in responses.items():
+                other = response.get("content", {})
+                if status != "200" and "text/event-stream" in other:
+                    other["application/json"] = other.pop("text/event-stream")
+
+
+class _BodyTooLargeError(Exception):
+    pass
+
+
+class BodyLimit:
+    """Refuse request bodies larger than ``max_bytes`` with 413, before they are parsed."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int = MAX_BODY_BYTES) -> None:
+        """Wrap ``app``."""
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(
+        self,
+        scope: MutableMapping[str, Any],
+        receive: Callable[[], Awaitable[Any]],
+        send: Callable[[Any], Awaitable[None]],
+    ) -> None:
+        """Pass the request on, counting its body."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+            await self._refuse(send)
+            return
+        received = 0
+        started = False
+
+        async def counted_receive() -> Any:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_bytes:
+                    raise _BodyTooLargeError
+            return message
+
+        async def watched_send(message: Any) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, counted_receive, watched_send)
+        except _BodyTooLargeError:
+            if not started:
+                await self._refuse(send)
+
+    async def _refuse(self, send: Callable[[Any], Awaitable[None]]) -> None:
+        body = json.dumps(
+            {"detail": f"The request body is larger than {self.max_bytes} bytes."}
+        ).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 413,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+
+def static_dir() -> Path:
+    """Return the folder of the web chat's files (package data of ``server``)."""
+    folder = files("server") / "static"
+    return Path(str(folder))
+
+
+def create_app(service: ConversationService, signer: TokenSigner) -> FastAPI:
+    """Return the application over ``service``, authenticating with ``signer``."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        # Cancel the turns still running and wait for them to close, off the loop.
+        await anyio.to_thread.run_sync(service.close)
+
+    app = _Api(
+        title="Meridian Travel assistant",
+        version=API_VERSION,
+        description="The customer-service assistant over HTTP: conversations, replies "
+        "streamed as server-sent events, and approval of every action that writes. "
+        "Authenticate with a bearer token from `travel-assistant token --passenger-id ID`.",
+        lifespan=lifespan,
+    )
+    app.state.service = service
+    app.state.signer = signer
+
+    @app.exception_handler(ServiceError)
+    async def _refused(request: Request, error: ServiceError) -> JSONResponse:
+        return JSONResponse({"detail": error.detail}, status_code=error.status)
+
+    @app.get("/api/v1/health", tags=["session"], summary="Tell whether the service is up")
+    def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    app.include_router(_router())
+    folder = static_dir()
+
+    @app.get("/", include_in_schema=False)
+    def page() -> FileResponse:
+        return FileResponse(folder / "index.html", headers=PAGE_HEADERS)
+
+    app.mount("/static", StaticFiles(directory=folder), name="static")
+    app.add_middleware(BodyLimit)  # type: ignore[arg-type]
+    return app
+
+
+def serve(app: FastAPI, host: str, port: int) -> None:
+    """Run ``app`` with uvicorn until interrupted (Ctrl-C stops it gracefully)."""
+    import uvicorn
+
+    uvicorn.run(app, host=host, port=port, log_level="info", timeout_graceful_shutdown=30)

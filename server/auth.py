@@ -1,0 +1,168 @@
+"""Who is asking: signed bearer tokens, one passenger each.
+
+``travel-assistant token --passenger-id ID`` issues a token; every API request carries it
+as ``Authorization: Bearer <token>``. A token is a JWT signed with HMAC-SHA256 (PyJWT)
+naming the passenger (``sub``), when it was issued and when it expires; the service
+accepts nothing else (no other algorithm, no token without an expiry, no other issuer
+or audience).
+
+The signing secret is ``TRAVEL_ASSISTANT_SECRET`` when it is set (at least 32
+characters; every worker of a deployment needs the same one), otherwise a random secret
+generated once into ``<home>/server-secret`` with 0600 permissions. Changing the secret
+invalidates every token issued with the old one; there is no other revocation, so keep
+lifetimes short.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import stat
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import jwt
+
+SECRET_ENV = "TRAVEL_ASSISTANT_SECRET"
+SECRET_FILE = "server-secret"
+MIN_SECRET_CHARS = 32
+ALGORITHM = "HS256"
+ISSUER = "travel-assistant"
+AUDIENCE = "travel-assistant-api"
+DEFAULT_LIFETIME = timedelta(hours=24)
+MAX_LIFETIME = timedelta(days=30)
+
+
+class SecretError(Exception):
+    """The signing secret cannot be used; the message names the fix."""
+
+
+class AuthError(Exception):
+    """A request's token is missing, malformed, forged or expired."""
+
+
+@dataclass(frozen=True)
+class Claims:
+    """What a valid token says: the passenger and until when."""
+
+    passenger_id: str
+    expires_at: datetime
+
+
+def load_secret(home: Path, env: Mapping[str, str] | None = None) -> str:
+    """Return the signing secret: ``TRAVEL_ASSISTANT_SECRET``, or the one kept in ``home``.
+
+    The file is created on first use, atomically (a second process started at the same
+    moment reads the same secret), readable by its owner only.
+
+    Raises:
+        SecretError: The variable is too short, or the file is readable by others or
+            cannot be read.
+    """
+    env = os.environ if env is None else env
+    given = env.get(SECRET_ENV)
+    if given is not None:
+        if len(given.strip()) < MIN_SECRET_CHARS:
+            raise SecretError(
+                f"{SECRET_ENV} must be at least {MIN_SECRET_CHARS} characters long; "
+                'generate one with: python -c "import secrets; print(secrets.token_urlsafe(48))"'
+            )
+        return given.strip()
+    path = home / SECRET_FILE
+    if not path.exists():
+        _create_secret_file(path)
+    return _read_secret_file(path)
+
+
+def _create_secret_file(path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    scratch = path.with_name(f".{path.name}.{secrets.token_hex(8)}")
+    descriptor = os.open(scratch, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    try:
+        with os.fdopen(descriptor, "w", encoding="ascii") as handle:
+            handle.write(secrets.token_urlsafe(48) + "\n")
+        # Fails if another process created it first: theirs is kept.
+        with contextlib.suppress(FileExistsError):
+            os.link(scratch, path)
+    finally:
+        scratch.unlink(missing_ok=True)
+
+
+def _read_secret_file(path: Path) -> str:
+    try:
+        mode = path.stat().st_mode
+        if os.name == "posix" and mode & (stat.S_IRWXG | stat.S_IRWXO):
+            raise SecretError(
+                f"{path} is readable by other users; make it private with: chmod 600 {path}"
+            )
+        value = path.read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError) as error:
+        raise SecretError(f"Cannot read the signing secret {path} ({error}).") from error
+    if len(value) < MIN_SECRET_CHARS:
+        raise SecretError(
+            f"The signing secret {path} is too short; delete it and a new one is made "
+            "(every token issued so far stops working)."
+        )
+    return value
+
+
+class TokenSigner:
+    """Issue and check the passengers' tokens with one secret."""
+
+    def __init__(self, secret: str) -> None:
+        """Sign with ``secret`` (see ``load_secret``)."""
+        if len(secret) < MIN_SECRET_CHARS:
+            raise SecretError(f"The signing secret must be at least {MIN_SECRET_CHARS} characters.")
+        self._secret = secret
+
+    def issue(
+        self,
+        passenger_id: str,
+        lifetime: timedelta = DEFAULT_LIFETIME,
+        *,
+        now: datetime | None = None,
+    ) -> str:
+        """Return a token for ``passenger_id``, valid for ``lifetime`` from ``now``."""
+        if not passenger_id.strip():
+            raise ValueError("A token needs a passenger id.")
+        if lifetime > MAX_LIFETIME:
+            raise ValueError(f"A token may live at most {MAX_LIFETIME.days} days.")
+        issued = (now or datetime.now(UTC)).replace(microsecond=0)
+        claims = {
+            "sub": passenger_id,
+            "iat": issued,
+            "exp": issued + lifetime,
+            "iss": ISSUER,
+            "aud": AUDIENCE,
+        }
+        return jwt.encode(claims, self._secret, algorithm=ALGORITHM)
+
+    def verify(self, token: str) -> Claims:
+        """Return what ``token`` says, if this service signed it and it has not expired.
+
+        Raises:
+            AuthError: The token is malformed, signed with another secret or algorithm,
+                expired, or lacks a claim.
+        """
+        try:
+            claims = jwt.decode(
+                token,
+                self._secret,
+                algorithms=[ALGORITHM],
+                audience=AUDIENCE,
+                issuer=ISSUER,
+                options={"require": ["sub", "exp", "iat", "iss", "aud"]},
+            )
+        except jwt.ExpiredSignatureError as error:
+            raise AuthError(
+                "Your token has expired; ask for a new one (travel-assistant token)."
+            ) from error
+        except jwt.InvalidTokenError as error:
+            raise AuthError("The token is not valid.") from error
+        passenger_id = claims.get("sub")
+        if not isinstance(passenger_id, str) or not passenger_id.strip():
+            raise AuthError("The token names no passenger.")
+        return Claims(passenger_id, datetime.fromtimestamp(int(claims["exp"]), UTC))

@@ -1,0 +1,315 @@
+"""The shapes of the HTTP API: requests, responses and the events of a streamed turn.
+
+Pydantic models, so FastAPI validates every body against them and the OpenAPI document
+is generated from them. Bodies refuse unknown fields; a customer message is at most
+``MAX_MESSAGE_CHARS`` characters, as in the terminal.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
+
+from customer_words import MAX_MESSAGE_CHARS
+
+__all__ = [
+    "MAX_MESSAGE_CHARS",
+    "ActionItem",
+    "AssistantItem",
+    "ConversationList",
+    "ConversationOut",
+    "CustomerItem",
+    "DecisionIn",
+    "DecisionsIn",
+    "DoneEvent",
+    "ErrorEvent",
+    "History",
+    "HistoryItem",
+    "Me",
+    "MessageEvent",
+    "MessageIn",
+    "NoticeItem",
+    "PendingActionOut",
+    "PendingEvent",
+    "PendingList",
+    "PreviewOut",
+    "Problem",
+    "StatusEvent",
+    "StreamEvent",
+    "TokenEvent",
+]
+
+MAX_REASON_CHARS = 500
+MAX_DECISIONS = 20
+# Conversation ids are the terminal's UUIDs; anything else that is safe in a path is kept
+# for threads made by other tools.
+CONVERSATION_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$"
+
+
+# A message: no NUL character (no storage engine keeps one in text) and at least one
+# character that is not a space, a tab or a line break. Documented in the OpenAPI
+# document and checked by the validators below, with messages for people.
+MESSAGE_PATTERN = r"^[^\x00]*[^\x00 \t\n\r][^\x00]*$"
+REASON_PATTERN = r"^[^\x00]*$"
+BLANKS = " \t\n\r"
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Problem(BaseModel):
+    """Why a request was refused, in words for the person or program that sent it."""
+
+    detail: str
+
+
+class Me(BaseModel):
+    """Who the token says the caller is."""
+
+    passenger_id: str
+    expires_at: datetime
+
+
+# --- conversations --------------------------------------------------------------------------
+
+
+class ConversationOut(BaseModel):
+    """One of the passenger's conversations."""
+
+    conversation_id: str
+    title: str = Field(description="The first customer message (empty until there is one).")
+    created_at: datetime
+    updated_at: datetime
+    assistant: str = Field(description="The assistant that answers the next message.")
+    assistant_label: str = Field(description="How the chat names it (empty for the primary).")
+    pending_actions: int = Field(description="Actions waiting for the customer's decision.")
+    busy: bool = Field(description="A turn is running right now.")
+
+
+class ConversationList(BaseModel):
+    """The passenger's conversations, most recently used first."""
+
+    conversations: list[ConversationOut]
+
+
+class MessageIn(_Body):
+    """A customer message."""
+
+    text: str = Field(
+        description=f"What the customer says: at most {MAX_MESSAGE_CHARS} characters, not "
+        "all blank, without NUL characters. Outer blanks are dropped.",
+        examples=["I'd like to fly to Basel tomorrow instead of today."],
+        json_schema_extra={
+            "minLength": 1,
+            "maxLength": MAX_MESSAGE_CHARS,
+            "pattern": MESSAGE_PATTERN,
+        },
+    )
+
+    @field_validator("text")
+    @classmethod
+    def _fits(cls, value: str) -> str:
+        if "\x00" in value:
+            raise ValueError("The message contains a NUL character.")
+        if not value.strip(BLANKS):
+            raise ValueError("The message is empty.")
+        if len(value) > MAX_MESSAGE_CHARS:
+            raise ValueError(
+                f"The message is {len(value)} characters long; the limit is {MAX_MESSAGE_CHARS}."
+            )
+        return value.strip(BLANKS)
+
+
+# --- approvals -----------------------------------------------------------------------------
+
+
+class PreviewOut(BaseModel):
+    """What a pending action would do, as the terminal shows it before asking."""
+
+    title: str = Field(examples=["Change flight"])
+    lines: list[str] = Field(
+        description="Before -> after, prices and fees, and last the amount to pay or refund "
+        "(the terminal's lines, word for word). Empty when the action cannot be done."
+    )
+    amount: str | None = Field(
+        description="The last line again when it is the amount to pay or refund "
+        '("To pay: EUR 75.00", "Refund: EUR 40.00"), so a client can make it stand out.'
+    )
+    amount_kind: Literal["pay", "refund"] | None
+    error: str | None = Field(
+        description="Why the action cannot be done, in the customer's words. Such an action "
+        "is never run: whatever the decision, the assistant is told why."
+    )
+
+
+class PendingActionOut(BaseModel):
+    """A sensitive action waiting for the customer's decision."""
+
+    tool_call_id: str
+    tool: str = Field(examples=["update_ticket_to_new_flight"])
+    assistant: str
+    assistant_label: str
+    preview: PreviewOut
+
+
+class PendingList(BaseModel):
+    """Every action waiting for a decision, in the assistant's order."""
+
+    actions: list[PendingActionOut]
+
+
+class DecisionIn(_Body):
+    """The customer's decision on one pending action."""
+
+    tool_call_id: str = Field(min_length=1, max_length=200)
+    approved: StrictBool
+    reason: str | None = Field(
+        default=None,
+        max_length=MAX_REASON_CHARS,
+        pattern=REASON_PATTERN,
+        description="Why not (optional, for a decline): passed to the assistant. "
+        "Outer blanks are dropped; a blank reason is no reason.",
+    )
+
+    @field_validator("reason")
+    @classmethod
+    def _clean_reason(cls, value: str | None) -> str | None:
+        return (value or "").strip(BLANKS) or None
+
+
+class DecisionsIn(_Body):
+    """One decision for every pending action of the conversation."""
+
+    decisions: list[DecisionIn] = Field(min_length=1, max_length=MAX_DECISIONS)
+
+    @model_validator(mode="after")
+    def _one_each(self) -> DecisionsIn:
+        ids = [d.tool_call_id for d in self.decisions]
+        repeated = sorted({i for i in ids if ids.count(i) > 1})
+        if repeated:
+            raise ValueError(f"More than one decision for {', '.join(repeated)}.")
+        return self
+
+
+# --- history -------------------------------------------------------------------------------
+
+
+class CustomerItem(BaseModel):
+    """A message the customer sent."""
+
+    type: Literal["customer"] = "customer"
+    id: str | None
+    text: str
+
+
+class AssistantItem(BaseModel):
+    """A message an assistant wrote."""
+
+    type: Literal["assistant"] = "assistant"
+    id: str | None
+    assistant: str
+    label: str
+    text: str
+
+
+class ActionItem(BaseModel):
+    """What became of a sensitive action: approved, declined, refused or not done."""
+
+    type: Literal["action"] = "action"
+    tool_call_id: str
+    tool: str
+    title: str
+    outcome: Literal["approved", "failed", "declined", "refused", "not_done"] = Field(
+        description="approved: it ran; failed: approved but refused by the rules when it ran; "
+        "declined: the customer said no; refused: it could not be done, so it was not asked; "
+        "not_done: never decided (a new message came first, the turn was cancelled, ...)."
+    )
+    reason: str | None = Field(
+        description="The customer's reason for a decline; why it was not done otherwise."
+    )
+    lines: list[str] = Field(description="The preview the customer decided on.")
+    amount: str | None
+    result: str | None = Field(description="What the action did, in the customer's words.")
+
+
+class NoticeItem(BaseModel):
+    """A note in the conversation that no one wrote (a turn cancelled or cut short)."""
+
+    type: Literal["notice"] = "notice"
+    text: str
+
+
+HistoryItem = Annotated[
+    CustomerItem | AssistantItem | ActionItem | NoticeItem, Field(discriminator="type")
+]
+
+
+class History(BaseModel):
+    """The conversation as the customer saw it; tool calls and their raw results left out."""
+
+    conversation_id: str
+    items: list[HistoryItem]
+
+
+# --- events of a streamed turn -------------------------------------------------------------
+
+
+class TokenEvent(BaseModel):
+    """A piece of an assistant's reply as the model writes it."""
+
+    type: Literal["token"] = "token"
+    text: str
+    assistant: str
+    label: str
+    message_id: str | None = Field(description="The same for every piece of one reply.")
+
+
+class StatusEvent(BaseModel):
+    """What the assistant is doing, in the customer's words."""
+
+    type: Literal["status"] = "status"
+    text: str = Field(examples=["Searching flights…"])
+    tool: str | None
+
+
+class MessageEvent(BaseModel):
+    """An assistant's complete message (replaces the pieces streamed with its id)."""
+
+    type: Literal["message"] = "message"
+    id: str | None
+    assistant: str
+    label: str
+    text: str
+
+
+class PendingEvent(BaseModel):
+    """The turn stopped: these actions wait for the customer's decision."""
+
+    type: Literal["pending"] = "pending"
+    actions: list[PendingActionOut]
+
+
+class DoneEvent(BaseModel):
+    """The turn is over (the last event, unless ``error``)."""
+
+    type: Literal["done"] = "done"
+    pending_actions: int
+    assistant: str
+    label: str
+
+
+class ErrorEvent(BaseModel):
+    """The turn failed; the conversation is saved (the last event)."""
+
+    type: Literal["error"] = "error"
+    detail: str
+
+
+StreamEvent = Annotated[
+    TokenEvent | StatusEvent | MessageEvent | PendingEvent | DoneEvent | ErrorEvent,
+    Field(discriminator="type"),
+]
+STREAM_EVENT_NAMES = ("token", "status", "message", "pending", "done", "error")

@@ -1,0 +1,62 @@
+"""The graph for LangGraph's own tooling: ``langgraph.json`` names ``make_graph``.
+
+``langgraph dev`` (and LangGraph Studio connected to it, or a LangGraph server) imports
+this module and calls ``make_graph`` to get the assistant graph. The graph is compiled
+without a checkpointer, because that server brings its own persistence; everything else
+is what the terminal runs: the models from the same settings (``OPENAI_API_KEY`` or
+``OPENAI_BASE_URL``, ``TRAVEL_ASSISTANT_MODEL`` ...), the travel database from
+``TRAVEL_ASSISTANT_DB`` or the home folder (built on first use), and an interrupt before
+every action that writes.
+
+The server calls the factory on its event loop for every run, so the factory is a
+coroutine that builds in a worker thread (opening, maybe building, the database blocks),
+once per process and settings.
+
+A run there acts for ``config["configurable"]["passenger_id"]``, and approvals stay
+fail-closed: resuming a run stopped before an action runs nothing unless the run's
+config carries ``"approvals": "all"`` or ``{tool_call_id: {"approved": true}}``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from functools import cache
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.graph.state import CompiledStateGraph
+
+# The settings the graph is built from; another value means another graph.
+SETTING_PREFIXES = ("OPENAI_", "TRAVEL_ASSISTANT_", "TAVILY_", "XDG_DATA_HOME")
+
+
+def _settings() -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith(SETTING_PREFIXES)))
+
+
+@cache
+def _graph(settings: tuple[tuple[str, str], ...]) -> CompiledStateGraph[Any, Any, Any, Any]:
+    """Build the graph for ``settings`` (the environment), once per process."""
+    from assistants.models import ModelSettings, build_chat_models
+    from db.engine import Database, default_db_path
+    from db.generate import ensure_database
+    from graph import build_graph
+
+    env = dict(settings)
+    location = env.get("TRAVEL_ASSISTANT_DB") or str(default_db_path())
+    models = build_chat_models(ModelSettings.from_env(env=env))
+    database = Database.from_url(location)
+    ensure_database(database)
+    return build_graph(models, None, db=database)
+
+
+async def make_graph(
+    config: RunnableConfig | None = None,
+) -> CompiledStateGraph[Any, Any, Any, Any]:
+    """Return the assistant graph built from the environment, without a checkpointer.
+
+    Raises:
+        ModelConfigError: No model endpoint is configured (the message says what to set).
+    """
+    return await asyncio.to_thread(_graph, _settings())

@@ -1,0 +1,122 @@
+"""``travel-assistant eval`` at real-model speed: picking scenarios, a time limit per trial,
+a provider error recorded as that trial's error while the suite goes on, every trial as a
+JSON line, and a progress bar with the running pass rate."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from cli import Console, Overrides, main
+from db.clock import fixed_clock
+from tests.conftest import FIXED_NOW
+from tests.support.fake_openai import Endless, Fail, FakeOpenAI, Reply
+
+A_PASS = [
+    Reply(tool_calls=[("lookup_policy", {"query": "cancel within 24 hours of booking"})]),
+    Reply(text="Yes: within 24 hours of booking you can cancel without a fee."),
+    Reply(text="###STOP###"),
+]
+
+
+class Terminal(io.StringIO):
+    """Standard error as a terminal, so the progress bar is drawn."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def run_eval(argv: list[str], home: Path, err: io.StringIO | None = None) -> tuple[int, str, str]:
+    out, err = io.StringIO(), err or io.StringIO()
+    overrides = Overrides(console=Console(out=out, err=err), clock=fixed_clock(FIXED_NOW))
+    code = main(["--home", str(home), "eval", *argv], overrides)
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture
+def endpoint(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+
+
+def test_scenarios_are_picked_by_name_pattern_or_category(tmp_path: Path, endpoint: None) -> None:
+    code, out, _ = run_eval(["--list", "--category", "policy"], tmp_path)
+    assert code == 0
+    listed = [line.split()[0] for line in out.splitlines()]
+    assert "policy_24_hour_cancel" in listed and len(listed) == 5
+    code, out, _ = run_eval(["--list", "--scenario", "cancel_hotel_*"], tmp_path)
+    assert [line.split()[0] for line in out.splitlines()] == [
+        "cancel_hotel_free_new_york",
+        "cancel_hotel_late_fee",
+    ]
+    code, _, err = run_eval(["--list", "--category", "nope"], tmp_path)
+    assert code == 2
+    assert "No category ['nope']; the categories are [" in err
+
+
+def test_a_provider_error_is_that_trials_error_and_the_suite_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    records = tmp_path / "runs" / "trials.jsonl"
+    # The scenarios run in file-name order: policy_24_hour_cancel, then the check-in one.
+    script = [*A_PASS, Fail(400, "Invalid 'messages': unsupported field")]
+    with FakeOpenAI(script) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        argv = ["--model", "gpt-4o-mini", "--jsonl", str(records), "--max-tokens", "300"]
+        argv += ["--scenario", "policy_check_in_and_seats", "--scenario", "policy_24_hour_cancel"]
+        code, out, err = run_eval(argv, tmp_path)
+    assert code == 1  # an error is reported in the exit code, after the whole suite
+    assert "policy_24_hour_cancel trial 1: pass" in err
+    assert (
+        "policy_check_in_and_seats trial 1: FAIL: error: The model server refused the request "
+        "(HTTP 400): Invalid 'messages': unsupported field." in err
+    )
+    assert "1 of 2 trials ended in an error" in err
+    assert "policy                     2    0.50    0.50" in out
+    lines = [json.loads(line) for line in records.read_text().splitlines()]
+    assert [(r["scenario"], r["passed"]) for r in lines] == [
+        ("policy_24_hour_cancel", True),
+        ("policy_check_in_and_seats", False),
+    ]
+    passed, failed = lines
+    assert failed["error"].startswith("The model server refused the request (HTTP 400)")
+    assert failed["reasons"] == [f"error: {failed['error']}"]
+    assert passed["error"] is None and passed["reasons"] == []
+    assert passed["tokens"] == {"input": 20, "output": 10}
+    assert len(passed["latency"]["per_message"]) == 1
+    assert passed["model"] == "gpt-4o-mini" and passed["max_tokens"] == 300
+    assert passed["run"] == failed["run"]
+    assert all(r["max_tokens"] == 300 for r in server.requests)
+
+
+def test_a_trial_that_runs_too_long_is_stopped_and_the_suite_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    records = tmp_path / "trials.jsonl"
+    with FakeOpenAI([*A_PASS, Endless()]) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        # Room for the first trial to pass at any reasonable speed; the second never ends.
+        argv = ["--time-limit", "4", "--scenario", "policy_check_in_and_seats"]
+        argv += ["--scenario", "policy_24_hour_cancel", "--jsonl", str(records)]
+        code, _, err = run_eval(argv, tmp_path)
+    assert code == 1
+    stopped = json.loads(records.read_text().splitlines()[-1])
+    assert 4 <= stopped["seconds"] < 10  # the stream went on for ever; the trial did not
+    assert "policy_24_hour_cancel trial 1: pass" in err
+    assert (
+        "policy_check_in_and_seats trial 1: FAIL: error: The run reached its time limit of 4 s"
+        in err
+    )
+
+
+def test_the_progress_bar_shows_the_running_pass_rate(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with FakeOpenAI(A_PASS) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        code, _, err = run_eval(["--scenario", "policy_24_hour_cancel"], tmp_path, Terminal())
+    assert code == 0
+    assert "pass 1/1 (100%)" in err
+    assert "policy_24_hour_cancel trial 1: pass" in err

@@ -1,0 +1,257 @@
+"""The program against a server that behaves like real ones, through the real client.
+
+``tests.support.fake_openai`` plays what llama.cpp, vLLM, Ollama and OpenAI do: usage
+chunks with empty ``choices``, extra fields, tool-call arguments in pieces, replies cut at
+the output limit, a 400 for roles that do not alternate, 429 with ``Retry-After``, 5xx,
+a connection dropped mid-stream, a stream that never ends. Each test drives
+``TravelAssistant`` (or the terminal program) over models built by
+``assistants.models.build_chat_models``, as the program builds them.
+"""
+
+from __future__ import annotations
+
+import io
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+from langchain_core.messages import HumanMessage, SystemMessage
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import RetryPolicy
+from prompt_toolkit.input import create_pipe_input
+from prompt_toolkit.output import DummyOutput
+from sqlalchemy import select
+
+from assistants.assistant import is_cut_off
+from assistants.models import ModelSettings, build_chat_models
+from assistants.prompts import CUT_OFF_ACTION_NOTE, CUT_OFF_NOTE
+from assistants.providers import describe_provider_error, is_transient_provider_error, time_limit
+from cli import Console, Overrides, main
+from conversations import ModelProviderError, Thread, TokenEvent, TravelAssistant
+from db.clock import fixed_clock
+from db.engine import Database
+from db.fixtures import FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO
+from db.models import Ticket
+from tests.conftest import FIXED_NOW
+from tests.support.fake_openai import Drop, Endless, Fail, FakeOpenAI, Reply
+
+THREAD = Thread("real-server", FIXTURE_PASSENGER_ID)
+# The program's retry policy, with no wait between its attempts.
+TWO_QUICK_ATTEMPTS = RetryPolicy(
+    initial_interval=0.01,
+    backoff_factor=1.0,
+    jitter=False,
+    max_attempts=2,
+    retry_on=is_transient_provider_error,
+)
+
+
+def settings(server: FakeOpenAI, **env: str) -> ModelSettings:
+    return ModelSettings.from_env(
+        env={
+            "OPENAI_BASE_URL": server.base_url,
+            "OPENAI_API_KEY": "test-key",
+            "TRAVEL_ASSISTANT_MODEL": "scripted",
+            **env,
+        }
+    )
+
+
+def assistant_for(server: FakeOpenAI, db: Database, **env: str) -> TravelAssistant:
+    models = build_chat_models(settings(server, **env))
+    return TravelAssistant.build(models, InMemorySaver(), db=db, retry_policy=TWO_QUICK_ATTEMPTS)
+
+
+def streamed(events: Iterator[Any]) -> str:
+    return "".join(e.text for e in events if isinstance(e, TokenEvent))
+
+
+def ticket_status(db: Database) -> str:
+    with db.session() as session:
+        ticket = session.scalars(select(Ticket).where(Ticket.ticket_no == FIXTURE_TICKET_NO)).one()
+        return str(getattr(ticket, "status", "active"))
+
+
+def test_a_turn_through_a_realistic_stream(travel_db: Database) -> None:
+    script = [
+        Reply(tool_calls=[("fetch_user_flight_information", {})], argument_pieces=4),
+        Reply(text="You fly LX0112 today."),
+    ]
+    with FakeOpenAI(script) as server:
+        assistant = assistant_for(server, travel_db)
+        text = streamed(assistant.send(THREAD, "Which flight am I on?"))
+    assert text == "You fly LX0112 today."
+    last = assistant.messages(THREAD)[-1]
+    # The usage came in a chunk with empty choices; llama.cpp's "timings" were ignored.
+    assert last.usage_metadata is not None and last.usage_metadata["input_tokens"] == 10
+    assert not server.rejected
+    first = server.requests[0]
+    assert first["stream"] and first["stream_options"] == {"include_usage": True}
+    assert first["max_tokens"] == 1024  # every call is bounded
+    assert any(m["role"] == "tool" for m in server.requests[1]["messages"])
+
+
+def test_a_reply_cut_at_the_limit_is_marked_as_it_streams(travel_db: Database) -> None:
+    script = [Reply(text="Within twenty-four hours of booking you", finish_reason="length")]
+    with FakeOpenAI(script) as server:
+        assistant = assistant_for(server, travel_db)
+        text = streamed(assistant.send(THREAD, "Can I cancel for free?"))
+    assert text == f"Within twenty-four hours of booking you\n\n{CUT_OFF_NOTE}"
+    last = assistant.messages(THREAD)[-1]
+    assert last.content == text and is_cut_off(last)
+
+
+def test_a_tool_call_cut_at_the_limit_is_not_run(travel_db: Database) -> None:
+    script = [
+        Reply(tool_calls=[("ToFlightBookingAssistant", {"request": "cancel my ticket"})]),
+        Reply(
+            text="Cancelling now.",
+            tool_calls=[("cancel_ticket", {"ticket_no": FIXTURE_TICKET_NO})],
+            finish_reason="length",
+            cut_arguments=22,  # '{"ticket_no": "7240005': parses, partially
+        ),
+        Reply(text="Shall I try again?"),
+    ]
+    before = ticket_status(travel_db)
+    with FakeOpenAI(script) as server:
+        assistant = assistant_for(server, travel_db)
+        text = streamed(assistant.send(THREAD, "Cancel my ticket"))
+        assert text.endswith(CUT_OFF_ACTION_NOTE)
+        assert assistant.pending_actions(THREAD) == []
+        list(assistant.send(THREAD, "Well?"))
+    assert ticket_status(travel_db) == before
+    assert not server.rejected  # the next request is still a valid conversation
+
+
+def test_the_strict_server_refuses_roles_that_do_not_alternate(travel_db: Database) -> None:
+    # What a client without normalisation sends after an interrupted turn.
+    with FakeOpenAI([Reply(text="never")]) as server:
+        model = build_chat_models(settings(server))["primary_assistant"]
+        with pytest.raises(openai.BadRequestError) as raised:
+            model.invoke([SystemMessage("s"), HumanMessage("first"), HumanMessage("again")])
+    message = describe_provider_error(raised.value)
+    assert "Conversation roles must alternate" in message  # not just the first line
+    assert "bug in travel-assistant" in message
+    assert server.script  # a refused request takes no reply
+
+
+def test_a_dropped_connection_then_a_new_message(travel_db: Database) -> None:
+    with FakeOpenAI([Drop(), Drop(), Reply(text="Hello again.")]) as server:
+        assistant = assistant_for(server, travel_db)
+        with pytest.raises(ModelProviderError, match="broke off") as raised:
+            list(assistant.send(THREAD, "Hello?"))
+        assert raised.value.retryable
+        assert len(server.requests) == 2  # retried once
+        # The first message is still without reply: the next request merges the two.
+        assert streamed(assistant.send(THREAD, "Are you there?")) == "Hello again."
+    last = server.requests[-1]["messages"]
+    assert [m["role"] for m in last] == ["system", "user"]
+    assert last[1]["content"] == "Hello?\n\nAre you there?"
+    assert not server.rejected
+
+
+def test_rate_limit_with_retry_after(travel_db: Database) -> None:
+    busy = Fail(429, "Too many requests", {"Retry-After": "3"})
+    with FakeOpenAI([busy, busy, busy, Reply(text="Made it.")]) as server:
+        assistant = assistant_for(server, travel_db)
+        with pytest.raises(ModelProviderError) as raised:
+            list(assistant.send(THREAD, "Hello"))
+        assert str(raised.value) == (
+            "The model server is rate-limiting requests (HTTP 429): Too many requests. "
+            "The server asked to wait 3 s: send your message again after that."
+        )
+        assert raised.value.retryable
+        # Within the retries, a 429 then an answer is no error at all.
+        assert streamed(assistant.send(THREAD, "Hello?")) == "Made it."
+
+
+def test_server_errors_are_retried_then_reported(travel_db: Database) -> None:
+    down = Fail(503, "Service Unavailable: loading model")
+    with FakeOpenAI([down, Reply(text="Ready.")]) as server:
+        assistant = assistant_for(server, travel_db)
+        assert streamed(assistant.send(THREAD, "Hello")) == "Ready."
+    with FakeOpenAI([down, down]) as server:
+        assistant = assistant_for(server, travel_db)
+        with pytest.raises(ModelProviderError, match="loading model") as raised:
+            list(assistant.send(Thread("other", FIXTURE_PASSENGER_ID), "Hello"))
+    assert "Sending your message again may work" in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("failure", "expected"),
+    [
+        (Fail(404, "model 'scripted' not found"), "no model 'scripted'"),
+        (
+            Fail(400, "the request exceeds the available context size, try increasing it"),
+            "TRAVEL_ASSISTANT_CONTEXT_TOKENS",
+        ),
+        (Fail(401, "Invalid API key"), "check OPENAI_API_KEY"),
+    ],
+)
+def test_errors_a_retry_cannot_fix_are_not_retried(
+    travel_db: Database, failure: Fail, expected: str
+) -> None:
+    with FakeOpenAI([failure, Reply(text="unused")]) as server:
+        assistant = assistant_for(server, travel_db)
+        with pytest.raises(ModelProviderError, match=expected) as raised:
+            list(assistant.send(THREAD, "Hello"))
+    assert len(server.requests) == 1
+    assert not raised.value.retryable
+    assert "will not help" in str(raised.value)
+
+
+def test_a_reply_that_never_ends_is_stopped_by_its_total_deadline(travel_db: Database) -> None:
+    # Chunks keep coming every 20 ms, so the client's timeout between chunks (120 s)
+    # never fires: only the total limit of one reply can stop it.
+    with FakeOpenAI([Endless(), Endless()]) as server:
+        assistant = assistant_for(server, travel_db, TRAVEL_ASSISTANT_REPLY_TIMEOUT="1")
+        started = time.monotonic()
+        with pytest.raises(ModelProviderError, match="limit for one reply") as raised:
+            list(assistant.send(THREAD, "Tell me everything"))
+        assert time.monotonic() - started < 5
+        assert not raised.value.retryable
+        assert len(server.requests) == 1
+        waited = time.monotonic()
+        while server.abandoned == 0 and time.monotonic() - waited < 5:
+            time.sleep(0.05)
+        assert server.abandoned == 1  # the stream was closed, not left running
+
+
+def test_the_time_limit_of_a_run_reaches_the_model_call(travel_db: Database) -> None:
+    with FakeOpenAI([Endless()]) as server:
+        assistant = assistant_for(server, travel_db)
+        started = time.monotonic()
+        with time_limit(1.0), pytest.raises(ModelProviderError, match="time limit"):
+            list(assistant.send(THREAD, "Tell me everything"))
+    assert time.monotonic() - started < 5
+
+
+def test_the_terminal_shows_why_and_does_not_promise_a_retry_will_work(
+    tmp_path: Path, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with FakeOpenAI([Fail(401, "Invalid API key provided: test-key")]) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+        out, err = io.StringIO(), io.StringIO()
+        with create_pipe_input() as pipe:
+            pipe.send_text("Hello\n")
+            pipe.close()
+            overrides = Overrides(
+                pt_input=pipe,
+                pt_output=DummyOutput(),
+                console=Console(out=out, err=err),
+                clock=fixed_clock(FIXED_NOW),
+            )
+            argv = ["--home", str(tmp_path / "app"), "chat", "--passenger-id"]
+            argv += [FIXTURE_PASSENGER_ID, "--db", str(db_path), "--max-tokens", "77"]
+            code = main(argv, overrides)
+    assert code == 0, err.getvalue()
+    assert (
+        "The model server rejected the API key (HTTP 401): Invalid API key provided: test-key. "
+        "Sending it again will not help: check OPENAI_API_KEY. Your conversation is saved."
+    ) in err.getvalue()
+    assert "send your message again" not in err.getvalue()
+    assert server.requests[0]["max_tokens"] == 77

@@ -1,0 +1,276 @@
+"""The installed ``travel-assistant chat`` in a pseudo-terminal, as a desk agent uses it.
+
+Against the scripted OpenAI-compatible server on 127.0.0.1 (made to stream slowly where
+it matters): Ctrl-C while the assistant streams cancels the turn within a second and the
+conversation goes on; Ctrl-C clears a half-typed line; the thinking indicator shows; a
+Markdown reply is rendered; leaving prints a resume line that repeats ``--home`` and
+``--db``; at 60 columns the approval box and the replies fit the width; a lost terminal
+(SIGHUP) leaves the action pending and resuming asks it again.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+
+from db.engine import Database
+from db.fixtures import FIXTURE_FLIGHT_NO, FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO
+from db.models import Flight, TicketFlight
+from tests.support.fake_openai import FakeOpenAI, Reply
+
+pexpect = pytest.importorskip("pexpect")
+
+ESCAPES = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r")
+PROGRAM = Path(sys.executable).parent / "travel-assistant"
+
+
+@pytest.fixture(scope="module")
+def built_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A travel database built at the real clock (the program reads the real time)."""
+    from db.generate import build_database
+
+    path = tmp_path_factory.mktemp("terminal") / "travel.sqlite"
+    database = Database.from_url(str(path))
+    build_database(database, seed=42)
+    database.dispose()
+    return path
+
+
+@pytest.fixture
+def files(built_db: Path, tmp_path: Path) -> Iterator[tuple[Path, Path]]:
+    """A home folder and a private copy of the database, outside the home."""
+    home = tmp_path / "home"
+    db = tmp_path / "data" / "travel.sqlite"
+    db.parent.mkdir()
+    shutil.copyfile(built_db, db)
+    yield home, db
+
+
+def spawn(server: FakeOpenAI, args: list[str], *, columns: int = 100, color: bool = True) -> Any:
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("OPENAI", "TAVILY", "NO_COLOR"))
+    }
+    env.update(
+        OPENAI_BASE_URL=server.base_url,
+        OPENAI_API_KEY="test-key",
+        TRAVEL_ASSISTANT_MODEL="scripted",
+        PROMPT_TOOLKIT_NO_CPR="1",
+        TERM="xterm-256color",
+    )
+    if not color:
+        env["NO_COLOR"] = "1"
+    child = pexpect.spawn(
+        str(PROGRAM), args, env=env, encoding="utf-8", timeout=20, dimensions=(40, columns)
+    )
+    child.logfile_read = _Log()
+    return child
+
+
+class _Log:
+    """Everything the terminal received."""
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+
+    def write(self, text: str) -> None:
+        self.parts.append(text)
+
+    def flush(self) -> None:
+        return
+
+    @property
+    def text(self) -> str:
+        return ESCAPES.sub("", "".join(self.parts))
+
+    @property
+    def raw(self) -> str:
+        return "".join(self.parts)
+
+
+def chat_args(home: Path, db: Path, *extra: str) -> list[str]:
+    # The global options after the command, and the passenger id without its space.
+    return [
+        "chat",
+        "--passenger-id",
+        FIXTURE_PASSENGER_ID.replace(" ", ""),
+        "--home",
+        str(home),
+        "--db",
+        str(db),
+        *extra,
+    ]
+
+
+def roles(request: dict[str, Any]) -> list[str]:
+    return [m["role"] for m in request["messages"] if m["role"] != "system"]
+
+
+def test_terminal_ctrl_c_cancels_the_turn_and_the_chat_goes_on(
+    files: tuple[Path, Path],
+) -> None:
+    home, db = files
+    long_reply = " ".join(f"word{i}" for i in range(300))
+    script = [Reply(text=long_reply), Reply(text="I am **still here**:\n\n- ask me\n- anything")]
+    with FakeOpenAI(script, chunk_delay=0.05) as server:
+        child = spawn(server, chat_args(home, db))
+        child.expect("you>")
+        child.send("cancel my ticket")
+        child.sendcontrol("c")  # a half-typed line: cleared, nothing sent
+        child.send("hello\r")
+        child.expect("Thinking")  # the indicator shows until the first token
+        child.expect("word3 ")
+        pressed = time.monotonic()
+        child.sendintr()  # Ctrl-C while the assistant streams
+        child.expect("Turn cancelled")
+        assert time.monotonic() - pressed < 1.5
+        child.expect("you>")
+        assert len(server.requests) == 1
+        assert server.requests[0]["messages"][-1]["content"] == "hello"
+
+        child.send("are you there?\r")
+        child.expect("still here")
+        child.expect("you>")
+        child.sendcontrol("c")  # at an empty prompt: leave
+        child.expect("Resume it with: ")
+        child.expect(pexpect.EOF)
+        child.close()
+    assert child.exitstatus == 0
+    log: _Log = child.logfile_read
+    command = shlex.split(log.text.split("Resume it with: ")[1].splitlines()[0])
+    assert "Traceback" not in log.text
+    assert "word100" not in log.text  # the stream stopped
+    assert roles(server.requests[-1]) == ["user", "assistant", "user"]  # a valid conversation
+    assert "I am still here:" in log.text and "\x1b[1m" in log.raw  # Markdown, rendered
+    assert "• ask me" in log.text
+    assert command[command.index("--home") + 1] == str(home)
+    assert command[command.index("--db") + 1] == str(db)
+    assert command[command.index("--passenger-id") + 1] == FIXTURE_PASSENGER_ID
+
+
+def tomorrow_flight(db: Path) -> int:
+    database = Database.from_url(str(db))
+    try:
+        with database.session() as session:
+            segment = session.scalars(
+                select(TicketFlight).where(TicketFlight.ticket_no == FIXTURE_TICKET_NO)
+            ).one()
+            current = session.get(Flight, segment.flight_id)
+            assert current is not None
+            flight_id: int = session.scalars(
+                select(Flight.flight_id)
+                .where(
+                    Flight.flight_no == FIXTURE_FLIGHT_NO,
+                    Flight.scheduled_departure >= current.scheduled_departure + timedelta(hours=12),
+                )
+                .order_by(Flight.scheduled_departure)
+            ).first()
+            return flight_id
+    finally:
+        database.dispose()
+
+
+def ticket_flight(db: Path) -> int:
+    database = Database.from_url(str(db))
+    try:
+        with database.session() as session:
+            flight_id: int = session.scalars(
+                select(TicketFlight.flight_id).where(TicketFlight.ticket_no == FIXTURE_TICKET_NO)
+            ).one()
+            return flight_id
+    finally:
+        database.dispose()
+
+
+def change_script(db: Path, reply: str) -> tuple[list[Reply], int]:
+    """A hand-over, a change of the fixture ticket to tomorrow, an answer; and the flight."""
+    new_flight = tomorrow_flight(db)
+    change = (
+        "update_ticket_to_new_flight",
+        {"ticket_no": FIXTURE_TICKET_NO, "new_flight_id": new_flight},
+    )
+    return [
+        Reply(tool_calls=[("ToFlightBookingAssistant", {"request": "fly tomorrow"})]),
+        Reply(text=reply, tool_calls=[change]),
+        Reply(text="Done: your ticket is on tomorrow's flight."),
+    ], new_flight
+
+
+def test_terminal_at_60_columns_everything_fits(files: tuple[Path, Path]) -> None:
+    home, db = files
+    reply = (
+        "Tomorrow's LX0112 leaves at the same time and still has Economy seats; the change "
+        "fee for your Economy ticket is EUR 75.00, and the fare difference is shown below."
+    )
+    script, new_flight = change_script(db, reply)
+    with FakeOpenAI(script) as server:
+        child = spawn(server, chat_args(home, db), columns=60, color=False)
+        child.expect("you>")
+        child.send("Please move my flight to tomorrow\r")
+        child.expect("Approve this action")
+        child.send("y\r")
+        child.expect("Done: your ticket")
+        child.expect("you>")
+        child.send("exit\r")
+        child.expect(pexpect.EOF)
+        child.close()
+    log: _Log = child.logfile_read
+    lines = log.text.split("\n")
+    box = lines[
+        next(i for i, line in enumerate(lines) if line.startswith("╭")) : next(
+            i for i, line in enumerate(lines) if line.startswith("╰")
+        )
+        + 1
+    ]
+    assert len(box) >= 6
+    assert all(len(line) <= 60 for line in box), box
+    assert all(line.startswith("│") and line.endswith("│") for line in box[1:-1]), box
+    assert any("To pay: EUR " in line for line in box)
+    # The spinner names the specialist at work once the hand-over is done.
+    assert re.search(r"Thinking… \d+s \(flights\)", log.text)
+    for line in lines:
+        # prompt_toolkit redraws its prompts in place; a command to copy stays whole.
+        if not any(skip in line for skip in ("you>", "Approve this", "Resume it with")):
+            assert len(line) <= 60, line
+    for word in reply.split():
+        assert word in log.text  # wrapped between words, never inside one
+    assert ticket_flight(db) == new_flight
+
+
+def test_terminal_lost_terminal_leaves_the_action_pending(files: tuple[Path, Path]) -> None:
+    home, db = files
+    before = ticket_flight(db)
+    script, new_flight = change_script(db, "I will move you to tomorrow's flight.")
+    with FakeOpenAI(script) as server:
+        first = spawn(server, chat_args(home, db))
+        first.expect("you>")
+        first.send("Please move my flight to tomorrow\r")
+        first.expect("Approve this action")
+        first.kill(signal.SIGHUP)  # the terminal went away
+        first.expect(pexpect.EOF)
+        first.close()
+        assert ticket_flight(db) == before  # not run
+
+        second = spawn(server, chat_args(home, db, "--continue"))
+        second.expect("Please move my flight to tomorrow")  # the last exchange
+        second.expect("Approval needed")  # asked again
+        second.expect("Approve this action")
+        second.send("y\r")
+        second.expect("Done: your ticket")
+        second.expect("you>")
+        second.send("exit\r")
+        second.expect(pexpect.EOF)
+        second.close()
+    assert second.exitstatus == 0
+    assert ticket_flight(db) == new_flight

@@ -1,0 +1,208 @@
+"""Ctrl-C while the assistant works cancels the turn, not the program (issue 11 finding 2,
+issue 10).
+
+In process: ``TravelAssistant.send``/``resolve`` with a cancel event (the model stops at
+its next token, no node starts after it, the saved conversation is closed and stays a
+valid conversation), the terminal's Ctrl-C handler (a real SIGINT sent while the model
+streams), and a resumed conversation whose process died mid-turn. The pseudo-terminal
+test against a slow server is ``tests/integration/test_terminal_chat.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langgraph.checkpoint.memory import InMemorySaver
+
+from assistants.approvals import facts_of
+from conversations import (
+    Decision,
+    MessageEvent,
+    Thread,
+    TokenEvent,
+    TravelAssistant,
+    TurnCancelledError,
+    is_cancel_note,
+)
+from db.clock import fixed_clock
+from db.engine import Database
+from db.fixtures import FIXTURE_PASSENGER_ID
+from graph import build_graph
+from tests.conftest import FIXED_NOW
+from tests.support.scripted import ScriptedChatModel, call, say
+from tests.unit.cli_support import chat, chat_args
+from tests.unit.test_cli import segment_flight
+from tests.unit.test_cli_sessions import leave_pending_approval
+from tests.unit.test_graph import change_call
+
+THREAD = Thread("t-cancel", FIXTURE_PASSENGER_ID)
+LONG_REPLY = " ".join(f"word{i}" for i in range(200))
+
+
+@pytest.fixture
+def fixed_db(db_path: Path) -> Iterator[Database]:
+    database = Database.from_url(str(db_path), clock=fixed_clock(FIXED_NOW))
+    yield database
+    database.dispose()
+
+
+@pytest.fixture
+def model() -> ScriptedChatModel:
+    return ScriptedChatModel()
+
+
+@pytest.fixture
+def api(model: ScriptedChatModel, fixed_db: Database) -> TravelAssistant:
+    return TravelAssistant(build_graph(model, InMemorySaver(), db=fixed_db), fixed_db)
+
+
+def cancelling(event: threading.Event, reply: AIMessage) -> Any:
+    """A script item that sets ``event`` when the model is called, then answers ``reply``."""
+
+    def answer(_messages: list[BaseMessage]) -> AIMessage:
+        event.set()
+        return reply
+
+    return answer
+
+
+def roles(messages: list[BaseMessage]) -> list[str]:
+    return [m.type for m in messages if m.type != "system"]
+
+
+def test_cancel_stops_at_the_next_token_and_closes_the_turn(
+    api: TravelAssistant, model: ScriptedChatModel
+) -> None:
+    cancel = threading.Event()
+    model.extend(cancelling(cancel, say(LONG_REPLY)), say("Hello again."))
+    tokens = []
+    with pytest.raises(TurnCancelledError):
+        for event in api.send(THREAD, "hi", cancel=cancel):
+            if isinstance(event, TokenEvent):
+                tokens.append(event.text)
+    assert len(tokens) <= 1  # the stream stopped at the first token after the cancel
+    messages = api.messages(THREAD)
+    assert [type(m) for m in messages] == [HumanMessage, AIMessage]
+    assert is_cancel_note(messages[-1])
+    assert not api.interrupted(THREAD) and not api.pending_actions(THREAD)
+
+    list(api.send(THREAD, "are you there?", cancel=threading.Event()))
+    assert roles(model.received[-1]) == ["human", "ai", "human"]  # still a valid conversation
+    assert api.messages(THREAD)[-1].content == "Hello again."
+
+
+def test_cancel_runs_no_tool_after_it(api: TravelAssistant, model: ScriptedChatModel) -> None:
+    cancel = threading.Event()
+    search = call("search_flights", {"departure_airport": "CDG", "arrival_airport": "BSL"})
+    model.extend(say("", search))
+    with pytest.raises(TurnCancelledError):
+        for event in api.send(THREAD, "flights to Basel?", cancel=cancel):
+            if isinstance(event, MessageEvent) and isinstance(event.message, AIMessage):
+                cancel.set()  # Ctrl-C as "searching flights" shows, before the tool runs
+    answers = [m for m in api.messages(THREAD) if isinstance(m, ToolMessage)]
+    assert len(answers) == 1
+    assert facts_of(answers[0]).not_run == "cancelled"  # answered, never run
+    assert "LX0112" not in str(answers[0].content)
+    assert is_cancel_note(api.messages(THREAD)[-1])
+    assert len(model.received) == 1
+
+
+def test_cancel_before_an_approved_write_does_not_write(
+    api: TravelAssistant, model: ScriptedChatModel, fixed_db: Database, db_path: Path
+) -> None:
+    change = change_call(fixed_db)
+    model.extend(say("", call("ToFlightBookingAssistant", {"request": "m"})), say("", change))
+    list(api.send(THREAD, "move my flight"))
+    [action] = api.pending_actions(THREAD)
+    before = segment_flight(db_path)
+    cancel = threading.Event()
+    cancel.set()  # Ctrl-C as the customer pressed y
+    with pytest.raises(TurnCancelledError):
+        list(api.resolve(THREAD, {action.tool_call_id: Decision(True)}, cancel=cancel))
+    assert segment_flight(db_path) == before
+    assert api.pending_actions(THREAD) == []
+    answer = next(
+        m
+        for m in api.messages(THREAD)
+        if isinstance(m, ToolMessage) and m.tool_call_id == action.tool_call_id
+    )
+    assert facts_of(answer).not_run == "cancelled"
+
+
+def test_cli_ctrl_c_while_the_model_streams_cancels_the_turn(
+    db_path: Path, tmp_path: Path, model: ScriptedChatModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The terminal's handler runs in the main thread whenever Python gets to it; on a
+    # loaded machine the scripted model could stream the whole reply first. Note when
+    # the handler has run, and let the model wait for it, as a real server's latency
+    # between tokens would.
+    handled = threading.Event()
+    install = signal.signal
+
+    def noting(signum: int, handler: Any) -> Any:
+        if not callable(handler):
+            return install(signum, handler)
+
+        def run_and_note(number: int, frame: Any) -> None:
+            handler(number, frame)
+            handled.set()
+
+        return install(signum, run_and_note)
+
+    monkeypatch.setattr(signal, "signal", noting)
+
+    def interrupt(_messages: list[BaseMessage]) -> AIMessage:
+        os.kill(os.getpid(), signal.SIGINT)  # the customer presses Ctrl-C
+        assert handled.wait(30), "the terminal never handled Ctrl-C"
+        return say(LONG_REPLY)
+
+    model.extend(interrupt, say("Here I am."))
+    result = chat(chat_args(db_path), ["hi", "are you there?", "exit"], model, tmp_path / "home")
+    assert result.code == 0, result.err
+    assert "Turn cancelled" in result.err
+    assert "word150" not in result.out  # the reply stopped
+    assert "Here I am." in result.out  # and the conversation went on
+    assert roles(model.received[-1]) == ["human", "ai", "human"]
+    assert "Resume it with" in result.err
+    assert "Traceback" not in result.err
+
+
+def test_cli_resume_after_a_process_died_mid_turn(
+    db_path: Path, tmp_path: Path, model: ScriptedChatModel, fixed_db: Database
+) -> None:
+    home = tmp_path / "home"
+    thread_id = leave_pending_approval(home, fixed_db, "move my flight")
+    # The process dies while the approved change is about to run: emulate it by saving
+    # the state at the step before the tools node, as a killed run leaves it.
+    import sqlite3
+
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    connection = sqlite3.connect(home / "sessions.sqlite", check_same_thread=False)
+    crashing = ScriptedChatModel(script=[RuntimeError("the process died")])
+    api = TravelAssistant(build_graph(crashing, SqliteSaver(connection), db=fixed_db), fixed_db)
+    thread = Thread(thread_id, FIXTURE_PASSENGER_ID)
+    with pytest.raises(RuntimeError):
+        list(api.send(thread, "hello?"))
+    assert api.interrupted(thread)
+    connection.close()
+
+    model.extend(say("Sorry for the wait: what can I do?"))
+    result = chat(
+        chat_args(db_path, FIXTURE_PASSENGER_ID, "--thread-id", thread_id),
+        ["are you there?", "exit"],
+        model,
+        home,
+    )
+    assert result.code == 0, result.err
+    assert "Your last message was not answered" in result.err
+    assert "Sorry for the wait" in result.out
+    sent = roles(model.received[-1])
+    assert sent[-3:] == ["human", "ai", "human"]  # never two customer messages in a row

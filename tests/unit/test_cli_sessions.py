@@ -1,0 +1,223 @@
+"""Saved conversations from the terminal (issue 11, findings 1 and 8).
+
+The resume line repeats ``--home`` and ``--db`` and works; nothing is offered for a
+conversation without a message; ``sessions`` prints a table (local time, the first
+customer message as title, turns, pending approval); ``chat --continue``, ``/sessions``
+with ``/switch N`` and ``sessions delete ID``. Through ``cli.main([...])``.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sqlite3
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from langgraph.checkpoint.sqlite import SqliteSaver
+
+from conversations import Thread, TravelAssistant
+from db.clock import fixed_clock
+from db.engine import Database
+from db.fixtures import FIXTURE_PASSENGER_ID, FLOWN_PASSENGER_ID
+from db.sessions import SessionRegistry
+from graph import build_graph
+from tests.conftest import FIXED_NOW
+from tests.support.scripted import ScriptedChatModel, call, say
+from tests.unit.cli_support import chat, chat_args, resume_line, run
+from tests.unit.test_graph import change_call
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    return tmp_path / "app"
+
+
+@pytest.fixture
+def model() -> ScriptedChatModel:
+    return ScriptedChatModel()
+
+
+@pytest.fixture
+def fixed_db(db_path: Path) -> Iterator[Database]:
+    database = Database.from_url(str(db_path), clock=fixed_clock(FIXED_NOW))
+    yield database
+    database.dispose()
+
+
+@pytest.fixture
+def tokyo(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Run in a local time zone nine hours ahead of UTC."""
+    monkeypatch.setenv("TZ", "Asia/Tokyo")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+def leave_pending_approval(home: Path, db: Database, text: str) -> str:
+    """Save a conversation stopped at an approval, as a killed terminal leaves it."""
+    home.mkdir(parents=True, exist_ok=True)
+    connection = sqlite3.connect(home / "sessions.sqlite", check_same_thread=False)
+    saver = SqliteSaver(connection)
+    saver.setup()
+    thread = Thread(str(uuid.uuid4()), FIXTURE_PASSENGER_ID)
+    SessionRegistry(connection).touch(thread.thread_id, thread.passenger_id, FIXED_NOW, text)
+    model = ScriptedChatModel(
+        script=[
+            say("", call("ToFlightBookingAssistant", {"request": "m"})),
+            say("", change_call(db)),
+        ]
+    )
+    api = TravelAssistant(build_graph(model, saver, db=db), db)
+    list(api.send(thread, text))
+    assert api.pending_actions(thread)
+    connection.close()
+    return thread.thread_id
+
+
+def thread_of(err: str) -> str:
+    return resume_line(err).split("--thread-id ")[1].split()[0]
+
+
+def test_cli_resume_line_repeats_home_and_db_and_works(
+    db_path: Path, home: Path, model: ScriptedChatModel
+) -> None:
+    model.extend(say("Hello! How can I help?"), say("Welcome back."))
+    # The global options after the command, as a customer would add them.
+    argv = [*chat_args(db_path), "--home", str(home)]
+    first = chat(argv, ["hello", "exit"], model, None)
+    assert first.code == 0, first.err
+    command = shlex.split(resume_line(first.err))
+    assert command[0] == "travel-assistant"
+    assert command[command.index("--home") + 1] == str(home.absolute())
+    assert command[command.index("--db") + 1] == str(db_path.absolute())
+
+    again = chat(command[1:], ["and now?", "exit"], model, None)
+    assert again.code == 0, again.err
+    assert "Resuming session" in again.err
+    assert "you> hello" in again.out  # the same conversation, from the same files
+    assert "Welcome back." in again.out
+
+
+def test_cli_nothing_to_resume_without_a_message(
+    db_path: Path, home: Path, model: ScriptedChatModel
+) -> None:
+    left = chat(chat_args(db_path), ["exit"], model, home)
+    assert left.code == 0
+    assert "Resume it with" not in left.err
+    assert "Nothing to resume" in left.err
+
+    model.extend(say("Hello!"))
+    renewed = chat(chat_args(db_path), ["hi", "/new", "exit"], model, home)
+    assert "Resume it with" not in renewed.err  # the new conversation has no message
+    assert "Nothing to resume" in renewed.err
+
+
+def test_cli_sessions_table(
+    db_path: Path, home: Path, model: ScriptedChatModel, fixed_db: Database, tokyo: None
+) -> None:
+    model.extend(
+        say("Hello there."),
+        say("Anything else?"),
+        say("Sorry, I could not put together an answer just now."),
+    )
+    first = chat(chat_args(db_path), ["What is my booking?", "thanks", "one more"], model, home)
+    assert first.code == 0, first.err
+    # A second conversation whose terminal went away at the approval prompt.
+    pending = leave_pending_approval(home, fixed_db, "Move my flight please")
+
+    result = run(["--home", str(home), "sessions"])
+    assert result.code == 0, result.err
+    lines = result.out.splitlines()
+    header = lines[0]
+    for column in ("Last used", "Passenger", "Turns", "Approval", "Title", "Session"):
+        assert column in header
+    rows = [line for line in lines[1:] if FIXTURE_PASSENGER_ID in line]
+    assert len(rows) == 2
+    newest, oldest = rows
+    assert "Move my flight please" in newest and "pending" in newest
+    assert "What is my booking?" in oldest and "pending" not in oldest
+    assert " 3 " in oldest  # three customer messages
+    assert "Sorry" not in result.out  # the title is the customer's, not the last reply
+    assert "2026-05-04 18:00" in newest  # 09:00 UTC, shown in local time
+    assert "UTC" not in result.out
+    assert pending in newest and thread_of(first.err) in oldest
+
+
+def test_cli_sessions_filters_by_passenger_id_without_space(
+    db_path: Path, home: Path, model: ScriptedChatModel
+) -> None:
+    model.extend(say("Hello."), say("Hi."))
+    chat(chat_args(db_path), ["hello"], model, home)
+    chat(chat_args(db_path, FLOWN_PASSENGER_ID), ["hi"], model, home)
+    compact = FIXTURE_PASSENGER_ID.replace(" ", "")
+    result = run(["sessions", "--passenger-id", compact, "--home", str(home)])
+    assert result.code == 0, result.err
+    assert "hello" in result.out and "hi " not in result.out
+    assert "Passenger" not in result.out  # one passenger: no column for it
+
+
+def test_cli_continue_resumes_the_latest_conversation(
+    db_path: Path, home: Path, model: ScriptedChatModel
+) -> None:
+    model.extend(say("First."), say("Second."), say("Third."))
+    chat(chat_args(db_path), ["first conversation"], model, home)
+    latest = chat(chat_args(db_path), ["second conversation"], model, home)
+    result = chat(chat_args(db_path, FIXTURE_PASSENGER_ID, "--continue"), ["more"], model, home)
+    assert result.code == 0, result.err
+    assert f"Resuming session {thread_of(latest.err)}" in result.err
+    assert "you> second conversation" in result.out
+    assert "you> first conversation" not in result.out
+    assert thread_of(result.err) == thread_of(latest.err)
+
+
+def test_cli_continue_without_a_saved_conversation_starts_one(
+    db_path: Path, home: Path, model: ScriptedChatModel
+) -> None:
+    model.extend(say("Hello."))
+    result = chat(chat_args(db_path, FIXTURE_PASSENGER_ID, "--continue"), ["hi"], model, home)
+    assert result.code == 0, result.err
+    assert "No saved conversation to continue" in result.err
+    assert "Hello." in result.out
+
+
+def test_cli_switch_to_another_saved_conversation(
+    db_path: Path, home: Path, model: ScriptedChatModel
+) -> None:
+    model.extend(say("First."), say("Second."), say("Back in the first one."))
+    first = chat(chat_args(db_path), ["first conversation"], model, home)
+    chat(chat_args(db_path), ["second conversation"], model, home)
+    result = chat(
+        chat_args(db_path),
+        ["/sessions", "/switch 9", "/switch 2", "still there?", "exit"],
+        model,
+        home,
+    )
+    assert result.code == 0, result.err
+    assert "first conversation" in result.err and "second conversation" in result.err
+    assert "No conversation 9 to switch to" in result.err
+    assert f"Resuming session {thread_of(first.err)}" in result.err
+    assert thread_of(result.err) == thread_of(first.err)
+    assert "Back in the first one." in result.out
+    sent = [m.content for m in model.received[-1] if m.type == "human"]
+    assert sent == ["first conversation", "still there?"]
+
+
+def test_cli_sessions_delete(db_path: Path, home: Path, model: ScriptedChatModel) -> None:
+    model.extend(say("Hello."))
+    first = chat(chat_args(db_path), ["hello"], model, home)
+    thread_id = thread_of(first.err)
+
+    deleted = run(["--home", str(home), "sessions", "delete", thread_id])
+    assert deleted.code == 0, deleted.err
+    assert f"Deleted session {thread_id}" in deleted.err
+    assert thread_id not in run(["--home", str(home), "sessions"]).out
+    gone = chat(chat_args(db_path, FIXTURE_PASSENGER_ID, "--thread-id", thread_id), [], model, home)
+    assert gone.code == 2 and "No saved session" in gone.err
+
+    unknown = run(["--home", str(home), "sessions", "delete", "no-such-id"])
+    assert unknown.code == 2
+    assert "No saved session 'no-such-id'" in unknown.err

@@ -1,0 +1,85 @@
+"""Model settings: reply limits per assistant, the context window, and what is sent."""
+
+from __future__ import annotations
+
+import pytest
+from langchain_core.messages import HumanMessage
+
+from assistants.models import (
+    DEFAULT_CONTEXT_TOKENS,
+    DEFAULT_MAX_TOKENS,
+    ModelConfigError,
+    ModelSettings,
+    build_chat_models,
+)
+
+LOCAL = {"OPENAI_BASE_URL": "http://127.0.0.1:8080/v1"}
+
+
+def test_every_reply_is_bounded_by_default() -> None:
+    settings = ModelSettings.from_env(env=LOCAL)
+    assert settings.max_tokens == DEFAULT_MAX_TOKENS
+    assert settings.context_tokens == DEFAULT_CONTEXT_TOKENS
+    models = build_chat_models(settings)
+    assert {getattr(m, "max_tokens", None) for m in models.values()} == {DEFAULT_MAX_TOKENS}
+
+
+def test_reply_limit_from_flag_environment_and_per_assistant() -> None:
+    env = {
+        **LOCAL,
+        "TRAVEL_ASSISTANT_MAX_TOKENS": "700",
+        "TRAVEL_ASSISTANT_MAX_TOKENS_BOOK_HOTEL": "300",
+        "TRAVEL_ASSISTANT_CONTEXT_TOKENS": "16384",
+        "TRAVEL_ASSISTANT_REPLY_TIMEOUT": "90",
+    }
+    settings = ModelSettings.from_env(env=env)
+    assert settings.max_tokens_for("primary_assistant") == 700
+    assert settings.max_tokens_for("book_hotel") == 300
+    # --max-tokens wins over the environment's default, not over a per-assistant value,
+    # as --model does with TRAVEL_ASSISTANT_MODEL_<ASSISTANT>.
+    flagged = ModelSettings.from_env(env=env, max_tokens=500)
+    assert flagged.max_tokens_for("update_flight") == 500
+    assert flagged.max_tokens_for("book_hotel") == 300
+    models = build_chat_models(flagged)
+    hotel, primary = models["book_hotel"], models["primary_assistant"]
+    assert hotel.max_tokens == 300 and primary.max_tokens == 500
+    assert hotel is not primary and models["update_flight"] is primary
+    assert primary.context_tokens == 16384
+    assert primary.reply_seconds == 90.0
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("TRAVEL_ASSISTANT_MAX_TOKENS", "lots"),
+        ("TRAVEL_ASSISTANT_MAX_TOKENS_BOOK_HOTEL", "0"),
+        ("TRAVEL_ASSISTANT_CONTEXT_TOKENS", "-5"),
+        ("TRAVEL_ASSISTANT_REPLY_TIMEOUT", "soon"),
+    ],
+)
+def test_a_limit_that_is_not_a_positive_number_is_named(name: str, value: str) -> None:
+    with pytest.raises(ModelConfigError, match=name):
+        ModelSettings.from_env(env={**LOCAL, name: value})
+
+
+def test_a_context_window_too_small_for_the_replies_is_refused() -> None:
+    settings = ModelSettings.from_env(
+        env={**LOCAL, "TRAVEL_ASSISTANT_CONTEXT_TOKENS": "4096"}, max_tokens=2048
+    )
+    with pytest.raises(ModelConfigError, match="TRAVEL_ASSISTANT_CONTEXT_TOKENS"):
+        settings.check()
+
+
+def payload(settings: ModelSettings) -> dict[str, object]:
+    model = build_chat_models(settings)["primary_assistant"]
+    return model._get_request_payload([HumanMessage("hi")])  # type: ignore[attr-defined,no-any-return]
+
+
+def test_the_limit_goes_under_the_name_each_server_reads() -> None:
+    # Older llama.cpp (and forks) ignore max_completion_tokens: the reply was unbounded.
+    local = payload(ModelSettings.from_env(env=LOCAL))
+    assert local["max_tokens"] == DEFAULT_MAX_TOKENS
+    assert "max_completion_tokens" not in local
+    openai_api = payload(ModelSettings.from_env(env={"OPENAI_API_KEY": "sk-test"}))
+    assert openai_api["max_completion_tokens"] == DEFAULT_MAX_TOKENS
+    assert "max_tokens" not in openai_api

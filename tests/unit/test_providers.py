@@ -1,0 +1,191 @@
+"""Provider errors: the server's own reason, and a hint that is true (retry or what to do)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import openai
+import pytest
+
+from assistants.providers import (
+    ContextBudgetError,
+    ModelDeadlineError,
+    ModelProviderError,
+    ReplyTimer,
+    describe_provider_error,
+    diagnose,
+    is_transient_provider_error,
+    reason_of,
+    time_limit,
+)
+from tests.support.fake_openai import TEMPLATE_ERROR
+
+try:  # the HTTP library the installed openai client uses
+    import httpx2 as http
+except ImportError:  # pragma: no cover - older openai releases use httpx
+    import httpx as http  # type: ignore[no-redef]
+
+
+def status_error(
+    status: int, body: Any, headers: dict[str, str] | None = None, model: str = "qwen3:8b"
+) -> openai.APIStatusError:
+    request = http.Request(
+        "POST", "http://127.0.0.1:8080/v1/chat/completions", json={"model": model}
+    )
+    response = http.Response(status, headers=headers or {}, request=request)
+    data = body.get("error", body) if isinstance(body, dict) else body
+    kinds: dict[int, type[openai.APIStatusError]] = {
+        400: openai.BadRequestError,
+        401: openai.AuthenticationError,
+        403: openai.PermissionDeniedError,
+        404: openai.NotFoundError,
+        429: openai.RateLimitError,
+    }
+    kind = kinds.get(status, openai.InternalServerError if status >= 500 else openai.APIStatusError)
+    return kind(f"Error code: {status} - {body}", response=response, body=data)
+
+
+def error_body(message: str, status: int = 400) -> dict[str, Any]:
+    return {"error": {"code": status, "message": message, "type": "invalid_request_error"}}
+
+
+def test_reason_of_finds_the_line_that_says_why() -> None:
+    text = TEMPLATE_ERROR.replace("{reason}", "Conversation roles must alternate user/assistant")
+    reason = reason_of(text)
+    assert reason == (
+        "Unable to generate parser for this template. Automatic parser generation failed: "
+        "Conversation roles must alternate user/assistant"
+    )
+    assert reason_of("Error code: 400 - model not found") == "model not found"
+    assert len(reason_of("x" * 5000)) <= 300
+
+
+def test_template_error_is_not_retried_and_says_it_is_a_bug() -> None:
+    message = TEMPLATE_ERROR.replace("{reason}", "Conversation roles must alternate user/...")
+    for status in (400, 500):  # llama.cpp has answered both
+        error = status_error(status, error_body(message, status))
+        failure = diagnose(error)
+        assert not failure.retryable
+        assert "Conversation roles must alternate" in failure.message()
+        assert "bug in travel-assistant" in failure.hint
+        assert not is_transient_provider_error(error)
+
+
+def test_rate_limit_names_the_wait_the_server_asked_for() -> None:
+    error = status_error(429, error_body("Too many requests", 429), {"Retry-After": "20"})
+    failure = diagnose(error)
+    assert failure.retryable and is_transient_provider_error(error)
+    assert failure.message() == (
+        "The model server is rate-limiting requests (HTTP 429): Too many requests. "
+        "The server asked to wait 20 s: send your message again after that."
+    )
+    quota = status_error(
+        429, error_body("You exceeded your current quota, please check your plan", 429)
+    )
+    assert not diagnose(quota).retryable
+    assert "billing" in diagnose(quota).hint
+
+
+def test_server_errors_are_retried() -> None:
+    error = status_error(503, {"error": {"message": "Loading model", "code": 503}})
+    failure = diagnose(error)
+    assert failure.retryable
+    assert "(HTTP 503): Loading model." in failure.message()
+    assert "Sending your message again may work" in failure.message()
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "expected", "hint"),
+    [
+        (401, error_body("Invalid API key"), "rejected the API key", "OPENAI_API_KEY"),
+        (403, error_body("forbidden"), "refused access", "OPENAI_API_KEY"),
+        (404, error_body("model 'qwen3:8b' not found"), "no model 'qwen3:8b'", "--model"),
+        (
+            400,
+            {
+                "error": {
+                    "code": 400,
+                    "message": "the request exceeds the available context size, try increasing it",
+                    "type": "exceed_context_size_error",
+                }
+            },
+            "too long for the model's context window",
+            "TRAVEL_ASSISTANT_CONTEXT_TOKENS",
+        ),
+        (
+            400,
+            # vLLM puts the message at the top level of the body.
+            {
+                "object": "error",
+                "message": '"auto" tool choice requires '
+                "--enable-auto-tool-choice and --tool-call-parser to be set",
+                "code": 400,
+            },
+            "cannot make tool calls",
+            "--tool-call-parser",
+        ),
+        (
+            400,
+            error_body("registry.ollama.ai/library/gemma2 does not support tools"),
+            "cannot make tool calls",
+            "--jinja",
+        ),
+        (422, error_body("bad field"), "refused the request", "will not help"),
+    ],
+)
+def test_errors_that_a_retry_cannot_fix_say_what_to_do(
+    status: int, body: dict[str, Any], expected: str, hint: str
+) -> None:
+    error = status_error(status, body)
+    failure = diagnose(error)
+    assert not failure.retryable
+    assert expected in failure.message()
+    assert hint in failure.hint
+    assert "will not help" in failure.hint
+
+
+def test_timeouts_and_dropped_connections_are_retried() -> None:
+    request = http.Request("POST", "http://127.0.0.1/v1/chat/completions")
+    for error in (
+        openai.APITimeoutError(request=request),
+        http.RemoteProtocolError("peer closed connection without sending complete message body"),
+        http.ReadTimeout("timed out"),
+        openai.APIConnectionError(request=request),
+    ):
+        failure = diagnose(error)
+        assert failure.retryable, error
+        assert is_transient_provider_error(error)
+    dropped = diagnose(http.RemoteProtocolError("peer closed connection (incomplete read)"))
+    assert dropped.message().startswith("The connection to the model server broke off")
+
+
+def test_our_own_limits_are_not_retried() -> None:
+    for error in (ModelDeadlineError(300), ContextBudgetError(9000, 7000)):
+        assert not diagnose(error).retryable
+        assert not is_transient_provider_error(error)
+    assert "lower --max-tokens" in describe_provider_error(ModelDeadlineError(300))
+
+
+def test_model_provider_error_carries_the_advice_of_its_cause() -> None:
+    cause = status_error(401, error_body("Invalid API key"))
+    try:
+        raise ModelProviderError(describe_provider_error(cause)) from cause
+    except ModelProviderError as error:
+        assert not error.retryable
+        assert "OPENAI_API_KEY" in error.hint
+    built = ModelProviderError.from_error(status_error(503, error_body("busy", 503)))
+    assert built.retryable and "busy" in str(built)
+
+
+def test_time_limit_and_reply_timer() -> None:
+    timer = ReplyTimer(0.05)
+    timer.check()
+    time.sleep(0.06)
+    with pytest.raises(ModelDeadlineError, match="limit for one reply"):
+        timer.check()
+    with time_limit(0.01):
+        time.sleep(0.02)
+        with pytest.raises(ModelDeadlineError, match="time limit of this run"):
+            ReplyTimer(None).check()
+    ReplyTimer(None).check()  # outside the block, no limit

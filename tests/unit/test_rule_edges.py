@@ -1,0 +1,435 @@
+"""Edges of the commercial rules that a looser or shifted implementation would still pass.
+
+Each test guards one rule at the place where a plausible slip would go unnoticed: a
+route check that looks at one airport only, a date change that skips the capacity check,
+a free window one hour (or one day) too wide or too narrow, and a passenger summary
+that forgets the partner reservations.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator
+from datetime import date, timedelta
+from typing import Any
+
+import pytest
+from langgraph.checkpoint.memory import InMemorySaver
+from sqlalchemy import select, update
+
+from db import car_rentals, excursions, flights, hotels
+from db.engine import Database
+from db.errors import RuleViolationError, UnavailableError
+from db.fixtures import (
+    BUSINESS_PASSENGER_ID,
+    FIXTURE_CAR_RENTAL_BOOKING_ID,
+    FIXTURE_EXCURSION_BOOKING_ID,
+    FIXTURE_FLIGHT_NO,
+    FIXTURE_HOTEL_BOOKING_ID,
+    FIXTURE_PASSENGER_ID,
+    FIXTURE_PASSENGER_IDS,
+    FIXTURE_ROUTE,
+    FIXTURE_TICKET_NO,
+)
+from db.models import (
+    Booking,
+    CarRental,
+    CarRentalBooking,
+    ExcursionBooking,
+    Flight,
+    Hotel,
+    Passenger,
+    Ticket,
+    TicketFlight,
+    TripRecommendation,
+)
+from db.passengers import passenger_summary
+from db.rules import FARE_RULES, FREE_WINDOW_HOURS_AFTER_BOOKING
+from tests.conftest import FIXED_NOW
+from tests.support.scripted import ScriptedChatModel, say
+from tests.unit.tools_support import add_flight
+
+NOW = FIXED_NOW
+TODAY = NOW.date()
+ONE_MINUTE = timedelta(minutes=1)
+# Tables a partner or ticket write touches; a refused write must leave them as they were.
+WRITE_TABLES = (
+    "bookings",
+    "tickets",
+    "ticket_flights",
+    "boarding_passes",
+    "payments",
+    "hotel_bookings",
+    "car_rental_bookings",
+    "excursion_bookings",
+)
+
+
+def day(offset: int) -> str:
+    return (TODAY + timedelta(days=offset)).isoformat()
+
+
+class Watcher:
+    """A long-lived connection whose ``PRAGMA data_version`` moves on any other commit."""
+
+    def __init__(self, db: Database) -> None:
+        path = db.engine.url.database
+        assert path, "the tests use file databases"
+        self.connection = sqlite3.connect(path)
+
+    def snapshot(self) -> dict[str, Any]:
+        ((version,),) = self.connection.execute("PRAGMA data_version").fetchall()
+        state: dict[str, Any] = {"data_version": version}
+        for table in WRITE_TABLES:
+            state[table] = self.connection.execute(
+                f"SELECT * FROM {table} ORDER BY rowid"
+            ).fetchall()
+        return state
+
+    def close(self) -> None:
+        self.connection.close()
+
+
+@pytest.fixture
+def watcher(travel_db: Database) -> Iterator[Watcher]:
+    watching = Watcher(travel_db)
+    yield watching
+    watching.close()
+
+
+def other_passengers(db: Database, count: int) -> list[str]:
+    """Return ``count`` passengers who are none of the fixture passengers."""
+    with db.session() as session:
+        ids = list(
+            session.scalars(
+                select(Passenger.passenger_id)
+                .where(Passenger.passenger_id.not_in(FIXTURE_PASSENGER_IDS))
+                .order_by(Passenger.passenger_id)
+                .limit(count)
+            )
+        )
+    assert len(ids) == count, "the generated database has enough passengers"
+    return ids
+
+
+# --- 1. A ticket moves only to a flight on the same departure AND arrival airports -------
+
+
+def ticket_flight_ids(db: Database, ticket_no: str) -> list[int]:
+    with db.session() as session:
+        return list(
+            session.scalars(
+                select(TicketFlight.flight_id).where(TicketFlight.ticket_no == ticket_no)
+            )
+        )
+
+
+@pytest.mark.parametrize(
+    ("departure", "arrival"),
+    [
+        pytest.param(FIXTURE_ROUTE[0], "ZRH", id="same-departure-other-arrival"),
+        pytest.param("ZRH", FIXTURE_ROUTE[1], id="other-departure-same-arrival"),
+    ],
+)
+def test_ticket_change_refuses_a_flight_sharing_only_one_airport(
+    travel_db: Database, watcher: Watcher, departure: str, arrival: str
+) -> None:
+    target = add_flight(
+        travel_db,
+        departure_airport=departure,
+        arrival_airport=arrival,
+        departs_in=timedelta(days=1),
+    )
+    before_flights = ticket_flight_ids(travel_db, FIXTURE_TICKET_NO)
+    before = watcher.snapshot()
+    with travel_db.session() as session, pytest.raises(RuleViolationError) as quoted:
+        flights.quote_ticket_change(session, FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO, target, NOW)
+    assert "same departure and arrival airports" in str(quoted.value)
+    assert f"{departure} -> {arrival}" in str(quoted.value)
+    with (
+        pytest.raises(RuleViolationError, match="same departure and arrival airports"),
+        travel_db.transaction() as session,
+    ):
+        flights.update_ticket_to_new_flight(
+            session, FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO, target, NOW
+        )
+    assert watcher.snapshot() == before
+    assert ticket_flight_ids(travel_db, FIXTURE_TICKET_NO) == before_flights
+
+
+# --- 2. Moving a reservation onto sold-out days is refused and writes nothing -------------
+
+
+def smallest_fleet_offer(db: Database) -> CarRental:
+    with db.session() as session:
+        return session.scalars(
+            select(CarRental).order_by(CarRental.fleet_size, CarRental.id).limit(1)
+        ).one()
+
+
+def cars_left(db: Database, offer: CarRental, start: str, end: str) -> int:
+    with db.session() as session:
+        result = car_rentals.search_car_rentals(
+            session, NOW, name=offer.name, start_date=start, end_date=end, limit=50
+        )
+    view = next(v for v in result["car_rentals"] if v["rental_id"] == offer.id)
+    left: int = view["cars_left"]
+    return left
+
+
+def sell_out_cars(db: Database, offer: CarRental, start: str, end: str) -> None:
+    """Book other passengers' rentals until no car of ``offer`` is left from start to end."""
+    left = cars_left(db, offer, start, end)
+    assert 0 < left <= offer.fleet_size
+    for passenger_id in other_passengers(db, left):
+        with db.transaction() as session:
+            car_rentals.book_car_rental(session, passenger_id, offer.id, start, end, NOW)
+    assert cars_left(db, offer, start, end) == 0
+
+
+def car_booking_row(db: Database, booking_id: int) -> tuple[date, date, int, str]:
+    with db.session() as session:
+        booking = session.get(CarRentalBooking, booking_id)
+        assert booking is not None
+        return booking.start_date, booking.end_date, booking.total_cents, booking.status
+
+
+@pytest.mark.parametrize(
+    ("new_start", "new_end"),
+    [
+        pytest.param(day(44), day(45), id="whole-rental-onto-sold-out-days"),
+        pytest.param(None, day(44), id="extended-into-a-sold-out-day"),
+    ],
+)
+def test_update_car_rental_refuses_sold_out_days_and_changes_nothing(
+    travel_db: Database, watcher: Watcher, new_start: str | None, new_end: str
+) -> None:
+    offer = smallest_fleet_offer(travel_db)
+    with travel_db.transaction() as session:
+        booked = car_rentals.book_car_rental(
+            session, BUSINESS_PASSENGER_ID, offer.id, day(42), day(43), NOW
+        )
+    booking_id: int = booked["booking_id"]
+    sell_out_cars(travel_db, offer, day(44), day(45))
+    row = car_booking_row(travel_db, booking_id)
+    before = watcher.snapshot()
+    with (
+        pytest.raises(UnavailableError, match=f"no car left on {day(44)}"),
+        travel_db.transaction() as session,
+    ):
+        car_rentals.update_car_rental(
+            session, BUSINESS_PASSENGER_ID, booking_id, new_start, new_end, NOW
+        )
+    assert watcher.snapshot() == before
+    assert car_booking_row(travel_db, booking_id) == row
+
+
+def smallest_excursion(db: Database) -> TripRecommendation:
+    with db.session() as session:
+        return session.scalars(
+            select(TripRecommendation)
+            .order_by(TripRecommendation.capacity_per_day, TripRecommendation.id)
+            .limit(1)
+        ).one()
+
+
+def sell_out_excursion(db: Database, excursion: TripRecommendation, when: str) -> None:
+    """Book other passengers' places until ``excursion`` is full on ``when``."""
+    with db.session() as session:
+        left = excursions.places_left(session, excursion, date.fromisoformat(when))
+    assert 0 < left <= excursion.capacity_per_day
+    for passenger_id in other_passengers(db, left):
+        with db.transaction() as session:
+            excursions.book_excursion(session, passenger_id, excursion.id, when, NOW)
+    with db.session() as session:
+        assert excursions.places_left(session, excursion, date.fromisoformat(when)) == 0
+
+
+def test_update_excursion_refuses_a_full_day_and_changes_nothing(
+    travel_db: Database, watcher: Watcher
+) -> None:
+    excursion = smallest_excursion(travel_db)
+    with travel_db.transaction() as session:
+        booked = excursions.book_excursion(
+            session, BUSINESS_PASSENGER_ID, excursion.id, day(40), NOW
+        )
+    booking_id: int = booked["booking_id"]
+    sell_out_excursion(travel_db, excursion, day(44))
+    before = watcher.snapshot()
+    with (
+        pytest.raises(UnavailableError, match=f"no place left on {day(44)}"),
+        travel_db.transaction() as session,
+    ):
+        excursions.update_excursion(session, BUSINESS_PASSENGER_ID, booking_id, day(44), NOW)
+    assert watcher.snapshot() == before
+    with travel_db.session() as session:
+        booking = session.get(ExcursionBooking, booking_id)
+        assert booking is not None
+        assert (booking.date.isoformat(), booking.status) == (day(40), "confirmed")
+
+
+# --- 3. No fee within FREE_WINDOW_HOURS_AFTER_BOOKING of buying, the full fee after -------
+
+
+def bought_ago(db: Database, ticket_no: str, age: timedelta) -> None:
+    with db.transaction() as session:
+        ticket = session.get(Ticket, ticket_no)
+        assert ticket is not None
+        session.execute(
+            update(Booking).where(Booking.book_ref == ticket.book_ref).values(book_date=NOW - age)
+        )
+
+
+def next_day_fixture_flight(db: Database) -> int:
+    """The LX0112 one day after the fixture passenger's flight (same route, bookable)."""
+    with db.session() as session:
+        current = session.scalars(
+            select(Flight)
+            .join(TicketFlight, TicketFlight.flight_id == Flight.flight_id)
+            .where(TicketFlight.ticket_no == FIXTURE_TICKET_NO)
+        ).one()
+        return session.scalars(
+            select(Flight.flight_id).where(
+                Flight.flight_no == FIXTURE_FLIGHT_NO,
+                Flight.scheduled_departure == current.scheduled_departure + timedelta(days=1),
+            )
+        ).one()
+
+
+def change_fee(db: Database) -> tuple[int, int, str]:
+    """Quote moving the fixture ticket: (fee, fee outside the window, note)."""
+    target = next_day_fixture_flight(db)
+    with db.session() as session:
+        quote = flights.quote_ticket_change(
+            session, FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO, target, NOW
+        )
+    return quote.change_fee_cents, FARE_RULES["Economy"].change_fee_cents, quote.fee_note
+
+
+def cancel_fee(db: Database) -> tuple[int, int, str]:
+    """Quote cancelling the fixture ticket: (fee, fee outside the window, note)."""
+    with db.session() as session:
+        quote = flights.quote_ticket_cancellation(
+            session, FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO, NOW
+        )
+    return (
+        quote.cancel_fee_cents,
+        min(FARE_RULES["Economy"].cancel_fee_cents, quote.paid_cents),
+        quote.fee_note,
+    )
+
+
+FEE_QUOTES = [
+    pytest.param(change_fee, id="ticket-change"),
+    pytest.param(cancel_fee, id="ticket-cancellation"),
+]
+
+
+@pytest.mark.parametrize("quote_fee", FEE_QUOTES)
+def test_free_window_after_booking_waives_the_fee_until_its_last_minute(
+    travel_db: Database, quote_fee: Any
+) -> None:
+    bought_ago(
+        travel_db,
+        FIXTURE_TICKET_NO,
+        timedelta(hours=FREE_WINDOW_HOURS_AFTER_BOOKING) - ONE_MINUTE,
+    )
+    fee, full_fee, note = quote_fee(travel_db)
+    assert full_fee > 0, "the Economy fixture ticket pays a fee outside the window"
+    assert fee == 0
+    assert f"within {FREE_WINDOW_HOURS_AFTER_BOOKING} hours" in note
+
+
+@pytest.mark.parametrize("quote_fee", FEE_QUOTES)
+def test_free_window_after_booking_charges_the_fee_a_minute_after_it_ends(
+    travel_db: Database, quote_fee: Any
+) -> None:
+    bought_ago(
+        travel_db,
+        FIXTURE_TICKET_NO,
+        timedelta(hours=FREE_WINDOW_HOURS_AFTER_BOOKING) + ONE_MINUTE,
+    )
+    fee, full_fee, note = quote_fee(travel_db)
+    assert full_fee > 0
+    assert fee == full_fee
+    assert "free" not in note
+
+
+# --- 5. The passenger summary (user_info) lists every reservation kind -------------------
+
+
+def reservation_ids(summary: dict[str, Any]) -> dict[str, set[int]]:
+    return {
+        key: {r["booking_id"] for r in summary.get(key, [])}
+        for key in ("hotel_reservations", "car_rental_reservations", "excursion_reservations")
+    }
+
+
+FIXTURE_RESERVATIONS = {
+    "hotel_reservations": {FIXTURE_HOTEL_BOOKING_ID},
+    "car_rental_reservations": {FIXTURE_CAR_RENTAL_BOOKING_ID},
+    "excursion_reservations": {FIXTURE_EXCURSION_BOOKING_ID},
+}
+
+
+def book_basel_hotel(db: Database) -> int:
+    """Book the fixture passenger a second Basel stay; return the reservation id."""
+    with db.session() as session:
+        hotel_id = session.scalars(
+            select(Hotel.id).where(Hotel.location == "Basel").order_by(Hotel.id).limit(1)
+        ).one()
+    with db.transaction() as session:
+        result = hotels.book_hotel(session, FIXTURE_PASSENGER_ID, hotel_id, day(20), day(22), NOW)
+    booking_id: int = result["booking_id"]
+    assert booking_id != FIXTURE_HOTEL_BOOKING_ID
+    return booking_id
+
+
+def test_passenger_summary_includes_hotel_car_and_excursion_reservations(
+    travel_db: Database,
+) -> None:
+    with travel_db.session() as session:
+        summary = passenger_summary(session, FIXTURE_PASSENGER_ID, NOW)
+    assert reservation_ids(summary) == FIXTURE_RESERVATIONS
+    new_hotel = book_basel_hotel(travel_db)
+    with travel_db.session() as session:
+        summary = passenger_summary(session, FIXTURE_PASSENGER_ID, NOW)
+    assert reservation_ids(summary) == {
+        **FIXTURE_RESERVATIONS,
+        "hotel_reservations": {FIXTURE_HOTEL_BOOKING_ID, new_hotel},
+    }
+    stay = next(r for r in summary["hotel_reservations"] if r["booking_id"] == new_hotel)
+    assert (stay["checkin_date"], stay["checkout_date"], stay["status"]) == (
+        day(20),
+        day(22),
+        "confirmed",
+    )
+
+
+def test_user_info_of_the_first_node_includes_every_reservation_kind(
+    travel_db: Database,
+) -> None:
+    # Imported here: the graph is the one part of this file above the db layer.
+    from langchain_core.messages import HumanMessage
+    from langchain_core.runnables import RunnableConfig
+
+    from graph import build_graph
+
+    model = ScriptedChatModel(script=[say("Hello!"), say("Hello again!")])
+    graph = build_graph(model, InMemorySaver(), db=travel_db)
+    config: RunnableConfig = {
+        "configurable": {"thread_id": "rule-edges", "passenger_id": FIXTURE_PASSENGER_ID}
+    }
+
+    def user_info_after(text: str) -> dict[str, Any]:
+        graph.invoke({"messages": [HumanMessage(content=text)]}, config)
+        info: dict[str, Any] = json.loads(graph.get_state(config).values["user_info"])
+        return info
+
+    assert reservation_ids(user_info_after("hi")) == FIXTURE_RESERVATIONS
+    new_hotel = book_basel_hotel(travel_db)
+    assert reservation_ids(user_info_after("and now?")) == {
+        **FIXTURE_RESERVATIONS,
+        "hotel_reservations": {FIXTURE_HOTEL_BOOKING_ID, new_hotel},
+    }

@@ -1,0 +1,197 @@
+"""Nobody gets in where they do not belong: every endpoint, from the OpenAPI document.
+
+The operations are read from the app's own OpenAPI document, so an endpoint added later
+is checked too: without a valid token it answers 401; for another passenger's
+conversation it answers 404 exactly as for one that does not exist, and changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import jwt
+import pytest
+from fastapi.testclient import TestClient
+
+from db.engine import Database
+from db.fixtures import BUSINESS_PASSENGER_ID, FIXTURE_PASSENGER_ID
+from server.auth import ALGORITHM, AUDIENCE, ISSUER, TokenSigner
+from server.service import ConversationService
+from tests.support.scripted import ScriptedChatModel
+from tests.support.web import (
+    FLIGHT_REQUEST,
+    SECRET,
+    auth,
+    build_app,
+    build_service,
+    flight_then_hotel_script,
+    hotel_bookings,
+    parse_sse,
+    plan_trip,
+    ticket_flight,
+)
+
+PUBLIC = {("get", "/api/v1/health")}
+
+
+@pytest.fixture
+def model() -> ScriptedChatModel:
+    return ScriptedChatModel()
+
+
+@pytest.fixture
+def service(travel_db: Database, model: ScriptedChatModel, tmp_path: Path) -> ConversationService:
+    return build_service(travel_db, model, tmp_path / "sessions.sqlite", retry_policy=None)
+
+
+@pytest.fixture
+def setup(
+    service: ConversationService, model: ScriptedChatModel, travel_db: Database
+) -> Iterator[tuple[TestClient, TokenSigner, str, str]]:
+    """Passenger A's conversation, stopped at a flight change waiting for approval."""
+    app, signer = build_app(service)
+    model.extend(*flight_then_hotel_script(plan_trip(travel_db)))
+    with TestClient(app) as client:
+        headers = auth(signer, FIXTURE_PASSENGER_ID)
+        conversation = client.post("/api/v1/conversations", headers=headers).json()[
+            "conversation_id"
+        ]
+        response = client.post(
+            f"/api/v1/conversations/{conversation}/messages",
+            json={"text": FLIGHT_REQUEST},
+            headers=headers,
+        )
+        assert parse_sse(response.text)[-1].data["pending_actions"] == 1
+        pending = client.get(f"/api/v1/conversations/{conversation}/pending", headers=headers)
+        call_id = pending.json()["actions"][0]["tool_call_id"]
+        yield client, signer, conversation, call_id
+
+
+def operations(client: TestClient) -> list[tuple[str, str, dict[str, Any]]]:
+    document = client.get("/openapi.json").json()
+    found = []
+    for path, item in document["paths"].items():
+        for method, operation in item.items():
+            found.append((method, path, operation))
+    assert len(found) >= 8, found
+    return found
+
+
+def body_for(operation: dict[str, Any], call_id: str) -> dict[str, Any] | None:
+    """A valid body for the operation, so that only who asks decides the answer."""
+    if "requestBody" not in operation:
+        return None
+    ref = operation["requestBody"]["content"]["application/json"]["schema"]["$ref"]
+    bodies = {
+        "MessageIn": {"text": "cancel everything"},
+        "DecisionsIn": {"decisions": [{"tool_call_id": call_id, "approved": True}]},
+    }
+    name = ref.rsplit("/", 1)[-1]
+    assert name in bodies, f"no test body for {name}: add one"
+    return bodies[name]
+
+
+def state(client: TestClient, signer: TokenSigner, conversation: str, db: Database) -> Any:
+    headers = auth(signer, FIXTURE_PASSENGER_ID)
+    base = f"/api/v1/conversations/{conversation}"
+    return (
+        client.get(f"{base}/messages", headers=headers).json(),
+        client.get(f"{base}/pending", headers=headers).json(),
+        ticket_flight(db),
+        hotel_bookings(db, FIXTURE_PASSENGER_ID),
+    )
+
+
+def call(
+    client: TestClient, method: str, path: str, body: dict[str, Any] | None, headers: dict[str, str]
+) -> Any:
+    return client.request(method.upper(), path, json=body, headers=headers)
+
+
+def test_server_another_passenger_gets_404_from_every_conversation_endpoint(
+    setup: tuple[TestClient, TokenSigner, str, str], travel_db: Database
+) -> None:
+    client, signer, conversation, call_id = setup
+    before = state(client, signer, conversation, travel_db)
+    other = auth(signer, BUSINESS_PASSENGER_ID)
+    checked = 0
+    for method, path, operation in operations(client):
+        if "{conversation_id}" not in path:
+            continue
+        body = body_for(operation, call_id)
+        theirs = call(client, method, path.format(conversation_id=conversation), body, other)
+        unknown = call(client, method, path.format(conversation_id="no-such-thing"), body, other)
+        assert theirs.status_code == 404, (method, path, theirs.text)
+        # Word for word the answer about a conversation that does not exist.
+        assert theirs.json()["detail"].replace(conversation, "X") == unknown.json()[
+            "detail"
+        ].replace("no-such-thing", "X")
+        checked += 1
+    assert checked >= 5
+    assert state(client, signer, conversation, travel_db) == before
+    listed = client.get("/api/v1/conversations", headers=other).json()["conversations"]
+    assert listed == []
+
+
+def bad_tokens(signer: TokenSigner) -> dict[str, str]:
+    now = datetime.now(UTC)
+    good = signer.issue(FIXTURE_PASSENGER_ID)
+    header, _payload, signature = good.split(".")
+    forged_payload = jwt.encode(
+        {"sub": BUSINESS_PASSENGER_ID, "iat": now, "exp": now + timedelta(hours=1)},
+        "another-secret-" + "y" * 40,
+        algorithm=ALGORITHM,
+    ).split(".")[1]
+    claims = {"sub": FIXTURE_PASSENGER_ID, "iss": ISSUER, "aud": AUDIENCE, "iat": now}
+    return {
+        "garbage": "not-a-token",
+        "expired": signer.issue(FIXTURE_PASSENGER_ID, now=now - timedelta(days=2)),
+        "other secret": TokenSigner("another-secret-" + "z" * 40).issue(FIXTURE_PASSENGER_ID),
+        "payload swapped": f"{header}.{forged_payload}.{signature}",
+        "alg none": jwt.encode(
+            {**claims, "exp": now + timedelta(hours=1)}, key=None, algorithm="none"
+        ),
+        "no expiry": jwt.encode(claims, SECRET, algorithm=ALGORITHM),
+        "other audience": jwt.encode(
+            {**claims, "aud": "someone-else", "exp": now + timedelta(hours=1)},
+            SECRET,
+            algorithm=ALGORITHM,
+        ),
+    }
+
+
+def test_server_every_endpoint_needs_a_valid_token(
+    setup: tuple[TestClient, TokenSigner, str, str], travel_db: Database
+) -> None:
+    client, signer, conversation, call_id = setup
+    before = state(client, signer, conversation, travel_db)
+    tokens = bad_tokens(signer)
+    for method, path, operation in operations(client):
+        url = path.format(conversation_id=conversation)
+        body = body_for(operation, call_id)
+        if (method, path) in PUBLIC:
+            assert call(client, method, url, body, {}).status_code == 200
+            continue
+        missing = call(client, method, url, body, {})
+        assert missing.status_code == 401, (method, path, missing.text)
+        assert missing.headers["www-authenticate"].startswith("Bearer")
+        assert "travel-assistant token" in missing.json()["detail"]
+        for name, token in tokens.items():
+            response = call(client, method, url, body, {"Authorization": f"Bearer {token}"})
+            assert response.status_code == 401, (name, method, path, response.text)
+        basic = call(client, method, url, body, {"Authorization": "Basic dXNlcjpwYXNz"})
+        assert basic.status_code == 401
+    assert (
+        "expired"
+        in call(
+            client,
+            "get",
+            "/api/v1/me",
+            None,
+            {"Authorization": f"Bearer {tokens['expired']}"},
+        ).json()["detail"]
+    )
+    assert state(client, signer, conversation, travel_db) == before

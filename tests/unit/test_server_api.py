@@ -1,0 +1,371 @@
+"""The HTTP API in-process (Starlette's TestClient): a whole conversation, and bad input."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+from fastapi.testclient import TestClient
+from pydantic import TypeAdapter
+
+from db.engine import Database
+from db.fixtures import BUSINESS_PASSENGER_ID, FIXTURE_PASSENGER_ID, FULL_FLIGHT_DAY_OFFSET
+from server.schemas import MAX_MESSAGE_CHARS, StreamEvent
+from server.service import ConversationService
+from tests.support.scripted import ScriptedChatModel, call, say
+from tests.support.web import (
+    DECLINE_REASON,
+    FLIGHT_REQUEST,
+    HOTEL_REQUEST,
+    Event,
+    auth,
+    build_app,
+    build_service,
+    flight_then_hotel_script,
+    hotel_bookings,
+    parse_sse,
+    plan_trip,
+    ticket_flight,
+)
+from tests.unit.test_graph import change_call
+
+EVENTS: TypeAdapter[Any] = TypeAdapter(StreamEvent)
+
+
+@pytest.fixture
+def model() -> ScriptedChatModel:
+    return ScriptedChatModel()
+
+
+@pytest.fixture
+def service(travel_db: Database, model: ScriptedChatModel, tmp_path: Path) -> ConversationService:
+    return build_service(travel_db, model, tmp_path / "sessions.sqlite", retry_policy=None)
+
+
+@pytest.fixture
+def client(service: ConversationService) -> Iterator[TestClient]:
+    app, signer = build_app(service)
+    with TestClient(app) as test_client:
+        test_client.headers.update(auth(signer, FIXTURE_PASSENGER_ID))
+        yield test_client
+
+
+def turn(client: TestClient, path: str, body: dict[str, Any]) -> list[Event]:
+    response = client.post(path, json=body)
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"].startswith("text/event-stream")
+    events = parse_sse(response.text)
+    for event in events:  # every event is documented: its name is its data's type
+        EVENTS.validate_python(event.data)
+        assert event.name == event.data["type"]
+    return events
+
+
+def new_conversation(client: TestClient) -> str:
+    response = client.post("/api/v1/conversations")
+    assert response.status_code == 201, response.text
+    conversation_id: str = response.json()["conversation_id"]
+    return conversation_id
+
+
+def test_server_flight_approved_hotel_declined(
+    client: TestClient, model: ScriptedChatModel, travel_db: Database
+) -> None:
+    trip = plan_trip(travel_db)
+    model.extend(*flight_then_hotel_script(trip))
+    stays_before = hotel_bookings(travel_db, FIXTURE_PASSENGER_ID)
+    conversation = new_conversation(client)
+    base = f"/api/v1/conversations/{conversation}"
+
+    events = turn(client, f"{base}/messages", {"text": FLIGHT_REQUEST})
+    names = [e.name for e in events]
+    assert "token" in names and names[-2:] == ["pending", "done"]
+    assert any(e.name == "status" and "takes over" in e.data["text"] for e in events)
+    (action,) = events[-2].data["actions"]
+    assert action["tool"] == "update_ticket_to_new_flight"
+    preview = action["preview"]
+    assert preview["title"] == "Change flight"
+    assert preview["error"] is None
+    assert any("->" in line for line in preview["lines"])
+    assert preview["amount"] == preview["lines"][-1] and preview["amount"].startswith("To pay:")
+    assert preview["amount_kind"] == "pay"
+    assert client.get(f"{base}/pending").json()["actions"] == [action]
+    assert ticket_flight(travel_db) != trip.new_flight_id  # nothing happens before the yes
+
+    events = turn(
+        client,
+        f"{base}/decisions",
+        {"decisions": [{"tool_call_id": action["tool_call_id"], "approved": True}]},
+    )
+    assert any(e.name == "status" and e.data["text"] == "Change flight: done." for e in events)
+    assert [e.data["text"] for e in events if e.name == "message"] == [
+        "Done: you are on tomorrow's LX0112."
+    ]
+    assert events[-1].data == {
+        "type": "done",
+        "pending_actions": 0,
+        "assistant": "update_flight",
+        "label": "flights",
+    }
+    assert ticket_flight(travel_db) == trip.new_flight_id
+
+    events = turn(client, f"{base}/messages", {"text": HOTEL_REQUEST})
+    (hotel,) = events[-2].data["actions"]
+    assert hotel["preview"]["title"] == "Book hotel"
+    events = turn(
+        client,
+        f"{base}/decisions",
+        {
+            "decisions": [
+                {"tool_call_id": hotel["tool_call_id"], "approved": False, "reason": DECLINE_REASON}
+            ]
+        },
+    )
+    assert events[-1].data["pending_actions"] == 0
+    assert hotel_bookings(travel_db, FIXTURE_PASSENGER_ID) == stays_before
+    denial = [
+        m for m in model.received[-1] if getattr(m, "tool_call_id", None) == hotel["tool_call_id"]
+    ]
+    assert DECLINE_REASON in str(denial[0].content)
+
+    items = client.get(f"{base}/messages").json()["items"]
+    kinds = [item["type"] for item in items]
+    assert kinds.count("customer") == 2 and "action" in kinds
+    approved, declined = [item for item in items if item["type"] == "action"]
+    assert approved["outcome"] == "approved" and approved["title"] == "Change flight"
+    assert approved["lines"] == preview["lines"] and approved["amount"] == preview["amount"]
+    assert declined["outcome"] == "declined" and declined["reason"] == DECLINE_REASON
+    # Raw tool results never reach the history: only words for the customer.
+    assert not any("{" in str(item.get("text", "")) for item in items)
+    summary = client.get(base).json()
+    assert summary["title"] == FLIGHT_REQUEST and summary["pending_actions"] == 0
+    listed = client.get("/api/v1/conversations").json()["conversations"]
+    assert [c["conversation_id"] for c in listed] == [conversation]
+
+
+def test_server_rejects_bad_input_and_changes_nothing(
+    client: TestClient, model: ScriptedChatModel, travel_db: Database
+) -> None:
+    trip = plan_trip(travel_db)
+    model.extend(*flight_then_hotel_script(trip)[:2])
+    conversation = new_conversation(client)
+    base = f"/api/v1/conversations/{conversation}"
+    turn(client, f"{base}/messages", {"text": FLIGHT_REQUEST})
+    (pending,) = client.get(f"{base}/pending").json()["actions"]
+    before = (client.get(f"{base}/messages").json(), ticket_flight(travel_db), len(model.script))
+
+    too_long = "x" * (MAX_MESSAGE_CHARS + 1)
+    refused = [
+        (client.post(f"{base}/messages", json={"text": too_long}), 422, "4000"),
+        (client.post(f"{base}/messages", json={"text": "   "}), 422, "empty"),
+        (client.post(f"{base}/messages", json={"text": "hi", "role": "system"}), 422, "role"),
+        (client.post(f"{base}/messages", json={"message": "hi"}), 422, "text"),
+        (client.post(f"{base}/messages", json=["hi"]), 422, ""),
+        (
+            client.post(
+                f"{base}/messages",
+                content=b'{"text": "hi"',
+                headers={"Content-Type": "application/json"},
+            ),
+            422,
+            "JSON",
+        ),
+        (client.post(f"{base}/messages", json={"text": "y" * 70_000}), 413, "larger"),
+        (client.post("/api/v1/conversations/nope-123/messages", json={"text": "hi"}), 404, "No"),
+        (client.post("/api/v1/conversations/..%2Fetc/messages", json={"text": "hi"}), 404, ""),
+        (client.post("/api/v1/conversations/a%20b/messages", json={"text": "hi"}), 422, ""),
+        (client.get("/api/v1/conversations/nope-123/pending"), 404, "No conversation"),
+        (
+            client.post(
+                f"{base}/decisions",
+                json={"decisions": [{"tool_call_id": "call_999", "approved": True}]},
+            ),
+            409,
+            "call_999",
+        ),
+        (
+            client.post(
+                f"{base}/decisions",
+                json={"decisions": [{"tool_call_id": pending["tool_call_id"], "approved": "yes"}]},
+            ),
+            422,
+            "bool",
+        ),
+        (
+            client.post(
+                f"{base}/decisions",
+                json={
+                    "decisions": [
+                        {"tool_call_id": pending["tool_call_id"], "approved": True},
+                        {"tool_call_id": pending["tool_call_id"], "approved": False},
+                    ]
+                },
+            ),
+            422,
+            "More than one decision",
+        ),
+        (client.post(f"{base}/decisions", json={"decisions": []}), 422, ""),
+        (
+            client.post(
+                f"{base}/decisions",
+                json={
+                    "decisions": [
+                        {"tool_call_id": pending["tool_call_id"], "approved": False, "why": "x"}
+                    ]
+                },
+            ),
+            422,
+            "why",
+        ),
+    ]
+    for response, status, words in refused:
+        assert response.status_code == status, (response.request.url, response.text)
+        assert words in response.text, response.text
+    after = (client.get(f"{base}/messages").json(), ticket_flight(travel_db), len(model.script))
+    assert after == before
+    assert client.get(f"{base}/pending").json()["actions"] == [pending]
+
+
+def test_server_decisions_must_cover_every_pending_action(
+    client: TestClient, model: ScriptedChatModel
+) -> None:
+    model.extend(say("Hello!"))
+    conversation = new_conversation(client)
+    base = f"/api/v1/conversations/{conversation}"
+    turn(client, f"{base}/messages", {"text": "hi"})
+    nothing = client.post(
+        f"{base}/decisions", json={"decisions": [{"tool_call_id": "call_1", "approved": True}]}
+    )
+    assert nothing.status_code == 409
+    assert "Nothing in this conversation is waiting" in nothing.json()["detail"]
+
+
+def test_server_refuses_a_second_turn_while_one_runs(
+    client: TestClient, service: ConversationService
+) -> None:
+    conversation = new_conversation(client)
+    service.runner.claim(conversation)  # as a turn in progress does
+    try:
+        response = client.post(
+            f"/api/v1/conversations/{conversation}/messages", json={"text": "hi"}
+        )
+        assert response.status_code == 409
+        assert "still answering" in response.json()["detail"]
+        assert client.get(f"/api/v1/conversations/{conversation}").json()["busy"] is True
+    finally:
+        service.runner.release(conversation)
+    assert client.get(f"/api/v1/conversations/{conversation}").json()["busy"] is False
+
+
+def test_server_model_failure_is_an_error_event_and_the_conversation_goes_on(
+    client: TestClient, model: ScriptedChatModel
+) -> None:
+    request = httpx.Request("POST", "http://127.0.0.1:9/v1/chat/completions")
+    model.extend(openai.APIConnectionError(request=request), say("Back again."))
+    conversation = new_conversation(client)
+    path = f"/api/v1/conversations/{conversation}/messages"
+    events = turn(client, path, {"text": "hello?"})
+    assert events[-1].name == "error"
+    assert "send your message again" in events[-1].data["detail"]
+    events = turn(client, path, {"text": "hello again"})
+    assert [e.data["text"] for e in events if e.name == "message"] == ["Back again."]
+    items = client.get(f"/api/v1/conversations/{conversation}/messages").json()["items"]
+    assert [i["text"] for i in items if i["type"] == "customer"] == ["hello?", "hello again"]
+
+
+def test_server_bug_in_a_turn_is_a_generic_error_and_is_closed(
+    client: TestClient, model: ScriptedChatModel
+) -> None:
+    model.extend(RuntimeError("boom: internal detail"), say("All good now."))
+    conversation = new_conversation(client)
+    path = f"/api/v1/conversations/{conversation}/messages"
+    events = turn(client, path, {"text": "first"})
+    assert events[-1].name == "error"
+    assert "boom" not in events[-1].data["detail"]  # internals stay in the server's log
+    events = turn(client, path, {"text": "second"})
+    assert events[-1].name == "done"
+    items = client.get(f"/api/v1/conversations/{conversation}/messages").json()["items"]
+    assert {"type": "notice", "text": "This turn was cancelled; nothing more was done."} in items
+
+
+def test_server_unknown_passenger_cannot_start_a_conversation(service: ConversationService) -> None:
+    app, signer = build_app(service)
+    with TestClient(app) as client:
+        response = client.post("/api/v1/conversations", headers=auth(signer, "0000 000000"))
+    assert response.status_code == 403
+    assert "not in the travel database" in response.json()["detail"]
+
+
+def test_server_page_is_served_with_a_strict_policy(client: TestClient) -> None:
+    page = client.get("/")
+    assert page.status_code == 200
+    assert "default-src 'self'" in page.headers["content-security-policy"]
+    assert '<script src="/static/app.js"' in page.text
+    assert client.get("/static/app.js").status_code == 200
+    assert client.get("/api/v1/health").json() == {"status": "ok"}
+
+
+def test_server_other_passenger_token_sees_own_list_only(
+    client: TestClient, service: ConversationService
+) -> None:
+    mine = new_conversation(client)
+    app, signer = build_app(service)
+    with TestClient(app) as other:
+        other.headers.update(auth(signer, BUSINESS_PASSENGER_ID))
+        theirs = new_conversation(other)
+        listed = [
+            c["conversation_id"] for c in other.get("/api/v1/conversations").json()["conversations"]
+        ]
+    assert listed == [theirs]
+    assert [
+        c["conversation_id"] for c in client.get("/api/v1/conversations").json()["conversations"]
+    ] == [mine]
+
+
+def test_server_new_message_drops_pending_actions(
+    client: TestClient, model: ScriptedChatModel, travel_db: Database
+) -> None:
+    trip = plan_trip(travel_db)
+    model.extend(*flight_then_hotel_script(trip)[:2], say("Fine, let us talk about it."))
+    conversation = new_conversation(client)
+    base = f"/api/v1/conversations/{conversation}"
+    turn(client, f"{base}/messages", {"text": FLIGHT_REQUEST})
+    events = turn(client, f"{base}/messages", {"text": "Wait, what does it cost?"})
+    assert events[-1].data["pending_actions"] == 0
+    assert client.get(f"{base}/pending").json()["actions"] == []
+    assert ticket_flight(travel_db) != trip.new_flight_id
+    (action,) = [i for i in client.get(f"{base}/messages").json()["items"] if i["type"] == "action"]
+    assert action["outcome"] == "not_done"
+    assert action["reason"] == "you sent a new message instead of answering"
+
+
+def test_server_action_that_cannot_be_done_is_never_run(
+    client: TestClient, model: ScriptedChatModel, travel_db: Database
+) -> None:
+    full = change_call(travel_db, FULL_FLIGHT_DAY_OFFSET)  # every Economy seat is sold
+    model.extend(
+        say("", call("ToFlightBookingAssistant", {"request": "move"})),
+        say("Moving you.", full),
+        say("That flight is full; shall I look at another day?"),
+    )
+    before = ticket_flight(travel_db)
+    conversation = new_conversation(client)
+    base = f"/api/v1/conversations/{conversation}"
+    events = turn(client, f"{base}/messages", {"text": "Move me to the full flight"})
+    (action,) = events[-2].data["actions"]
+    assert action["preview"]["lines"] == [] and action["preview"]["amount"] is None
+    assert action["preview"]["error"].startswith("This cannot be done: ")
+    assert "call_" not in action["preview"]["error"]  # words for the customer, no ids
+    events = turn(
+        client,
+        f"{base}/decisions",
+        {"decisions": [{"tool_call_id": action["tool_call_id"], "approved": True}]},
+    )
+    assert ticket_flight(travel_db) == before
+    (item,) = [i for i in client.get(f"{base}/messages").json()["items"] if i["type"] == "action"]
+    assert item["outcome"] == "refused"
+    assert item["reason"] == action["preview"]["error"]

@@ -1,0 +1,140 @@
+"""Passenger tokens: issued, checked, expired, forged; the secret; ``travel-assistant token``."""
+
+from __future__ import annotations
+
+import io
+import os
+import stat
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from cli import Console, Overrides, main
+from db.clock import fixed_clock
+from db.fixtures import FIXTURE_PASSENGER_ID
+from server.auth import (
+    SECRET_ENV,
+    SECRET_FILE,
+    AuthError,
+    SecretError,
+    TokenSigner,
+    load_secret,
+)
+from tests.conftest import FIXED_NOW
+
+SECRET = "s" * 40
+
+
+def test_server_token_round_trip() -> None:
+    signer = TokenSigner(SECRET)
+    claims = signer.verify(signer.issue(FIXTURE_PASSENGER_ID, timedelta(hours=2)))
+    assert claims.passenger_id == FIXTURE_PASSENGER_ID
+    assert (
+        timedelta(hours=1, minutes=59) < claims.expires_at - datetime.now(UTC) <= timedelta(hours=2)
+    )
+
+
+def test_server_token_expires() -> None:
+    signer = TokenSigner(SECRET)
+    token = signer.issue(
+        FIXTURE_PASSENGER_ID, timedelta(hours=1), now=datetime.now(UTC) - timedelta(hours=2)
+    )
+    with pytest.raises(AuthError, match="expired"):
+        signer.verify(token)
+
+
+def test_server_token_of_another_secret_or_altered_is_refused() -> None:
+    token = TokenSigner(SECRET).issue(FIXTURE_PASSENGER_ID)
+    with pytest.raises(AuthError, match="not valid"):
+        TokenSigner("t" * 40).verify(token)
+    header, payload, signature = token.split(".")
+    flipped = signature[:-2] + ("A" if signature[-2] != "A" else "B") + signature[-1]
+    with pytest.raises(AuthError):
+        TokenSigner(SECRET).verify(f"{header}.{payload}.{flipped}")
+
+
+def test_server_signer_refuses_a_short_secret_and_long_lifetimes() -> None:
+    with pytest.raises(SecretError):
+        TokenSigner("short")
+    with pytest.raises(ValueError, match="30 days"):
+        TokenSigner(SECRET).issue(FIXTURE_PASSENGER_ID, timedelta(days=31))
+
+
+def test_server_secret_is_made_once_and_private(tmp_path: Path) -> None:
+    first = load_secret(tmp_path / "home", env={})
+    path = tmp_path / "home" / SECRET_FILE
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert load_secret(tmp_path / "home", env={}) == first
+    assert len(first) >= 32
+    assert [p.name for p in path.parent.iterdir()] == [SECRET_FILE]  # no scratch file left
+
+
+def test_server_secret_readable_by_others_is_refused(tmp_path: Path) -> None:
+    load_secret(tmp_path, env={})
+    os.chmod(tmp_path / SECRET_FILE, 0o644)
+    with pytest.raises(SecretError, match="chmod 600"):
+        load_secret(tmp_path, env={})
+
+
+def test_server_secret_from_the_environment(tmp_path: Path) -> None:
+    assert load_secret(tmp_path, env={SECRET_ENV: "e" * 40}) == "e" * 40
+    assert not (tmp_path / SECRET_FILE).exists()
+    with pytest.raises(SecretError, match="at least 32"):
+        load_secret(tmp_path, env={SECRET_ENV: "too-short"})
+
+
+def run(argv: list[str]) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(argv, Overrides(console=Console(out=out, err=err), clock=fixed_clock(FIXED_NOW)))
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_cli_token_prints_a_token_the_service_accepts(db_path: Path, tmp_path: Path) -> None:
+    home = tmp_path / "app"
+    code, out, err = run(
+        ["--home", str(home), "--db", str(db_path), "token", "--passenger-id", "3442587242"]
+    )
+    assert code == 0, err
+    token = out.strip()
+    assert "\n" not in token  # stdout is the token alone: TOKEN=$(travel-assistant token ...)
+    claims = TokenSigner(load_secret(home, env={})).verify(token)
+    assert claims.passenger_id == FIXTURE_PASSENGER_ID  # written the way the database writes it
+    assert "valid for 24 hours" in err
+
+
+def test_cli_token_refuses_unknown_passengers_and_bad_lifetimes(
+    db_path: Path, tmp_path: Path
+) -> None:
+    base = ["--home", str(tmp_path / "app"), "--db", str(db_path), "token"]
+    code, out, err = run([*base, "--passenger-id", "0000 000000"])
+    assert (code, out) == (2, "")
+    assert "No passenger with id '0000 000000'" in err
+    code, out, err = run([*base, "--passenger-id", FIXTURE_PASSENGER_ID, "--hours", "0"])
+    assert (code, out) == (2, "")
+    assert "--hours" in err
+
+
+def test_cli_token_with_a_short_secret_names_the_fix(
+    db_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(SECRET_ENV, "abc")
+    code, out, err = run(
+        [
+            "--home",
+            str(tmp_path),
+            "--db",
+            str(db_path),
+            "token",
+            "--passenger-id",
+            FIXTURE_PASSENGER_ID,
+        ]
+    )
+    assert (code, out) == (2, "")
+    assert "token_urlsafe" in err
+
+
+def test_cli_serve_refuses_a_bad_port(tmp_path: Path) -> None:
+    code, out, err = run(["--home", str(tmp_path), "serve", "--port", "70000"])
+    assert (code, out) == (2, "")
+    assert "--port must be between 1 and 65535" in err

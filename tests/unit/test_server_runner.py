@@ -1,0 +1,78 @@
+"""Turns in worker threads: one per conversation, events handed to the loop, stopped cleanly."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from server.schemas import ErrorEvent, StatusEvent, StreamEvent
+from server.service import ConflictError, TurnRunner
+
+
+def test_server_runner_streams_events_and_frees_the_conversation() -> None:
+    runner = TurnRunner(workers=2)
+    loop_thread: list[int] = []
+    work_thread: list[int] = []
+
+    def work() -> Iterator[StreamEvent]:
+        work_thread.append(threading.get_ident())
+        yield StatusEvent(text="one", tool=None)
+        yield StatusEvent(text="two", tool=None)
+
+    async def main() -> list[str]:
+        loop_thread.append(threading.get_ident())
+        runner.claim("c-1")
+        with pytest.raises(ConflictError):
+            runner.claim("c-1")
+        texts = [e.text async for e in runner.stream("c-1", work) if isinstance(e, StatusEvent)]
+        return texts
+
+    assert asyncio.run(main()) == ["one", "two"]
+    assert work_thread != loop_thread  # the graph never runs on the event loop
+    assert not runner.busy("c-1")
+    runner.close()
+
+
+def test_server_runner_reports_a_bug_as_an_error_event() -> None:
+    runner = TurnRunner(workers=1)
+
+    def work() -> Iterator[StreamEvent]:
+        raise KeyError("internal")
+        yield  # pragma: no cover
+
+    async def main() -> list[StreamEvent]:
+        runner.claim("c-2")
+        return [e async for e in runner.stream("c-2", work)]
+
+    (event,) = asyncio.run(main())
+    assert isinstance(event, ErrorEvent) and "internal" not in event.detail
+    assert not runner.busy("c-2")
+    runner.close()
+
+
+def test_server_runner_close_cancels_running_turns_and_waits() -> None:
+    runner = TurnRunner(workers=1)
+    started = threading.Event()
+    finished = threading.Event()
+    cancel = runner.claim("c-3")
+
+    def work() -> Iterator[StreamEvent]:
+        started.set()
+        assert cancel.wait(timeout=10)  # the turn stops at the cancel, as send() does
+        finished.set()
+        yield StatusEvent(text="closed", tool=None)
+
+    async def main() -> None:
+        stream = runner.stream("c-3", work)
+        await asyncio.to_thread(started.wait, 10)
+        await asyncio.to_thread(runner.close)
+        assert finished.is_set()
+        async for _ in stream:
+            pass
+
+    asyncio.run(main())
+    with pytest.raises(ConflictError, match="stopping"):
+        runner.claim("c-4")
