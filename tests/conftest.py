@@ -84,6 +84,27 @@ def no_network(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) 
         monkeypatch.setattr(socket.socket, "connect", _loopback_only)
 
 
+ENGINE_ENV = "TRAVEL_ASSISTANT_TEST_ENGINE"
+ENGINES = ("sqlite", "postgresql")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--engine",
+        choices=ENGINES,
+        default=os.environ.get(ENGINE_ENV) or "sqlite",
+        help="engine of the travel database behind ``travel_db`` and ``db_url`` "
+        f"(default: ${ENGINE_ENV} or sqlite); PostgreSQL runs on the server named by "
+        "$TRAVEL_ASSISTANT_TEST_POSTGRES (default postgres@127.0.0.1:5432)",
+    )
+
+
+@pytest.fixture(scope="session")
+def engine_name(request: pytest.FixtureRequest) -> str:
+    """The engine the travel database of this run lives on: ``sqlite`` or ``postgresql``."""
+    return str(request.config.getoption("--engine"))
+
+
 @pytest.fixture(scope="session")
 def template_db_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Build the default-scale database once per test session."""
@@ -96,17 +117,52 @@ def template_db_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+@pytest.fixture(scope="session")
+def template_db_url(engine_name: str, template_db_path: Path) -> Iterator[str]:
+    """The built database every test copies: the SQLite file, or a PostgreSQL template."""
+    if engine_name == "sqlite":
+        yield str(template_db_path)
+        return
+    from db.generate import build_database
+    from tests.support import postgres
+
+    name, url = postgres.create_database()
+    try:
+        database = Database.from_url(url, clock=fixed_clock(FIXED_NOW))
+        build_database(database, seed=7, scale=1)
+        database.dispose()
+        yield name
+    finally:
+        postgres.drop_database(name)
+
+
 @pytest.fixture
 def db_path(template_db_path: Path, tmp_path: Path) -> Path:
-    """A private copy of the generated database for one test."""
+    """A private copy of the generated database for one test (always a SQLite file)."""
     path = tmp_path / "travel.sqlite"
-    shutil.copyfile(template_db_path, path)
+    if not path.exists():  # ``db_url`` may have made it already
+        shutil.copyfile(template_db_path, path)
     return path
 
 
 @pytest.fixture
-def travel_db(db_path: Path) -> Iterator[Database]:
+def db_url(engine_name: str, template_db_url: str, tmp_path: Path) -> Iterator[str]:
+    """The URL of a private copy of the generated database, on the engine of this run."""
+    if engine_name == "sqlite":
+        path = tmp_path / "travel.sqlite"
+        if not path.exists():
+            shutil.copyfile(template_db_url, path)
+        yield str(path)
+        return
+    from tests.support import postgres
+
+    with postgres.scratch_database(template=template_db_url) as url:
+        yield url
+
+
+@pytest.fixture
+def travel_db(db_url: str) -> Iterator[Database]:
     """A ``Database`` over a private copy, with the clock fixed at ``FIXED_NOW``."""
-    database = Database.from_url(str(db_path), clock=fixed_clock(FIXED_NOW))
+    database = Database.from_url(db_url, clock=fixed_clock(FIXED_NOW))
     yield database
     database.dispose()

@@ -121,8 +121,13 @@ class FakeOpenAI:
         *,
         chunk_delay: float = 0.0,
         strict: bool = True,
+        responder: Callable[[dict[str, Any]], ReplyItem] | None = None,
     ) -> None:
         self.script: list[ReplyItem] = list(script or [])
+        # Answers every request once the script is used up (a model for load runs: it
+        # decides from the request's messages, so any number of conversations can talk
+        # to it at once).
+        self.responder = responder
         # Seconds to wait before each streamed chunk: a slow server, for Ctrl-C tests.
         self.chunk_delay = chunk_delay
         self.strict = strict
@@ -157,7 +162,10 @@ class FakeOpenAI:
                 reason = found[0].split(": ", 1)[-1]
                 return Fail(400, TEMPLATE_ERROR.replace("{reason}", reason))
             if not self.script:
-                return None
+                if self.responder is None:
+                    return None
+                item = self.responder(body)
+                return item(body) if callable(item) else item
             item = self.script.pop(0)
         return item(body) if callable(item) else item
 

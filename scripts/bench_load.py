@@ -1,0 +1,381 @@
+"""Load benchmark: many customers at once through the HTTP service (issue 14).
+
+Starts a scripted OpenAI-compatible model server (zero latency: every figure here is the
+time the service itself adds), one or more ``travel-assistant serve`` processes over the
+same travel database and conversation store, and then ``--customers`` concurrent
+customers, each a different passenger with their own token, each holding a conversation
+of ``--turns`` turns over a real HTTP client: a greeting, two policy questions, a flight
+search, a hotel search with the hotel specialist, a hotel booking approved over the
+decisions endpoint, a hand-back and small talk. Customers are spread over the workers
+turn by turn, so a conversation moves between processes as it would behind a load
+balancer.
+
+Prints turns per second, the p50/p95/max latency of a turn (message to the end of its
+stream; the booking turn includes its approval round), the errors (target 0) and a check
+of every write against the database: each customer's hotel stay exists once and was
+charged once.
+
+    python scripts/bench_load.py                       # SQLite, one worker
+    python scripts/bench_load.py --db postgresql+psycopg://postgres@127.0.0.1:5432/bench \\
+        --conversations postgresql+psycopg://postgres@127.0.0.1:5432/bench --workers 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import date, timedelta
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import httpx
+from sqlalchemy import func, select
+
+from db.engine import Database
+from db.models import Hotel, HotelBooking, Passenger, Payment
+from server.auth import TokenSigner
+from tests.support.fake_openai import FakeOpenAI, Reply
+from tests.support.web import parse_sse
+
+HOTEL_ASK = re.compile(r"I need a hotel: hotel (\d+) in (.+?) from (\S+) to (\S+)\.")
+HOTEL_BOOK = re.compile(r"Book hotel (\d+) from (\S+) to (\S+), please\.")
+
+
+@dataclass(frozen=True)
+class Stay:
+    """The hotel stay one customer books."""
+
+    hotel_id: int
+    location: str
+    checkin: date
+    checkout: date
+
+
+def customer_turns(stay: Stay) -> list[str]:
+    """Return one customer's messages, in order (ten turns; fewer or more by repetition)."""
+    return [
+        "Hello, I have a few questions today.",
+        "What is your baggage policy?",
+        "Which flights go from BSL to CDG?",
+        f"I need a hotel: hotel {stay.hotel_id} in {stay.location} "
+        f"from {stay.checkin.isoformat()} to {stay.checkout.isoformat()}.",
+        f"Book hotel {stay.hotel_id} from {stay.checkin.isoformat()} "
+        f"to {stay.checkout.isoformat()}, please.",
+        "That's all for hotels, thanks.",
+        "What is the cancellation policy for hotels?",
+        "When is my next flight?",
+        "Can I bring a bicycle?",
+        "Thanks, goodbye.",
+    ]
+
+
+def _last_tool_name(messages: list[dict[str, Any]]) -> str:
+    """Return the name of the tool whose answer is the last message."""
+    call_id = messages[-1].get("tool_call_id")
+    for message in reversed(messages):
+        for tool_call in message.get("tool_calls") or []:
+            if tool_call.get("id") == call_id:
+                return str(tool_call["function"]["name"])
+    return ""
+
+
+def respond(body: dict[str, Any]) -> Reply:
+    """Answer a chat request from its messages alone (any number of conversations)."""
+    messages = body.get("messages", [])
+    last = messages[-1] if messages else {}
+    if last.get("role") == "tool":
+        name = _last_tool_name(messages)
+        if name == "ToHotelBookingAssistant":
+            ask = next(
+                HOTEL_ASK.search(str(m.get("content")))
+                for m in reversed(messages)
+                if m.get("role") == "user" and HOTEL_ASK.search(str(m.get("content")))
+            )
+            return Reply(
+                tool_calls=[
+                    (
+                        "search_hotels",
+                        {"location": ask[2], "checkin_date": ask[3], "checkout_date": ask[4]},
+                    )
+                ]
+            )
+        return Reply(text=f"Here is what I found ({name or 'done'}). Anything else?")
+    text = str(last.get("content", ""))
+    if "policy" in text:
+        return Reply(tool_calls=[("lookup_policy", {"query": text})])
+    if "Which flights" in text:
+        return Reply(
+            tool_calls=[("search_flights", {"departure_airport": "BSL", "arrival_airport": "CDG"})]
+        )
+    if ask := HOTEL_ASK.search(text):
+        request = {"location": ask[2], "checkin_date": ask[3], "checkout_date": ask[4]}
+        return Reply(tool_calls=[("ToHotelBookingAssistant", {**request, "request": text})])
+    if book := HOTEL_BOOK.search(text):
+        args = {"hotel_id": int(book[1]), "checkin_date": book[2], "checkout_date": book[3]}
+        return Reply(text="Booking it now.", tool_calls=[("book_hotel", args)])
+    if "That's all for hotels" in text:
+        return Reply(tool_calls=[("CompleteOrEscalate", {"cancel": False, "reason": "Done."})])
+    return Reply(text="Happy to help with that. Is there anything else?")
+
+
+@dataclass
+class Figures:
+    """What the customers measured."""
+
+    latencies: list[float] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    turns: int = 0
+
+
+async def stream(client: httpx.AsyncClient, url: str, body: dict[str, Any]) -> list[Any]:
+    """POST ``body`` and return the server-sent events of the reply."""
+    async with client.stream("POST", url, json=body) as response:
+        text = (await response.aread()).decode()
+        if response.status_code != 200:
+            raise RuntimeError(f"{url}: HTTP {response.status_code} {text[:200]}")
+    return parse_sse(text)
+
+
+async def customer(
+    index: int,
+    token: str,
+    stay: Stay,
+    workers: Sequence[str],
+    turns: int,
+    figures: Figures,
+) -> None:
+    """Hold one conversation of ``turns`` turns, moving between workers turn by turn."""
+    headers = {"Authorization": f"Bearer {token}"}
+    texts = customer_turns(stay)
+    async with httpx.AsyncClient(headers=headers, timeout=120) as client:
+        created = await client.post(f"{workers[index % len(workers)]}/api/v1/conversations")
+        if created.status_code != 201:
+            figures.errors.append(f"customer {index}: create: HTTP {created.status_code}")
+            return
+        conversation = created.json()["conversation_id"]
+        for turn in range(turns):
+            base = f"{workers[(index + turn) % len(workers)]}/api/v1/conversations/{conversation}"
+            started = time.perf_counter()
+            try:
+                events = await stream(client, f"{base}/messages", {"text": texts[turn % 10]})
+                pending = [e for e in events if e.name == "pending"]
+                if pending:
+                    actions = pending[-1].data["actions"]
+                    decisions = [
+                        {"tool_call_id": a["tool_call_id"], "approved": True} for a in actions
+                    ]
+                    events += await stream(client, f"{base}/decisions", {"decisions": decisions})
+                failed = [e for e in events if e.name == "error"]
+                if failed:
+                    figures.errors.append(f"customer {index} turn {turn}: {failed[0].data}")
+            except (httpx.HTTPError, RuntimeError) as error:
+                figures.errors.append(f"customer {index} turn {turn}: {error}")
+                continue
+            figures.latencies.append(time.perf_counter() - started)
+            figures.turns += 1
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def wait_until_up(url: str, process: subprocess.Popen[bytes], seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise SystemExit(f"the worker at {url} exited with {process.returncode}")
+        try:
+            if httpx.get(f"{url}/api/v1/health", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise SystemExit(f"the worker at {url} did not start in {seconds:.0f} s")
+
+
+def plan_stays(db: Database, count: int) -> tuple[list[str], list[Stay]]:
+    """Pick ``count`` passengers and a free two-night stay for each, far from other stays."""
+    today = db.clock().date()
+    with db.session() as session:
+        passengers = list(
+            session.scalars(
+                select(Passenger.passenger_id).order_by(Passenger.passenger_id).limit(count)
+            )
+        )
+        hotels = session.execute(
+            select(Hotel.id, Hotel.location).where(Hotel.rooms > 0).order_by(Hotel.id)
+        ).all()
+    stays = []
+    for index in range(count):
+        hotel_id, location = hotels[index % len(hotels)]
+        checkin = today + timedelta(days=200 + 3 * (index // len(hotels)))
+        stays.append(Stay(hotel_id, location, checkin, checkin + timedelta(days=2)))
+    return passengers, stays
+
+
+def charges(db: Database, passengers: list[str]) -> dict[str, int]:
+    """Return how many charges each passenger has paid so far."""
+    with db.session() as session:
+        rows = session.execute(
+            select(Payment.passenger_id, func.count())
+            .where(Payment.passenger_id.in_(passengers), Payment.amount_cents > 0)
+            .group_by(Payment.passenger_id)
+        ).all()
+    counted = {passenger: 0 for passenger in passengers}
+    counted.update({row[0]: int(row[1]) for row in rows})
+    return counted
+
+
+def check_writes(
+    db: Database, passengers: list[str], stays: list[Stay], charged_before: dict[str, int]
+) -> list[str]:
+    """Return every customer whose stay is missing, doubled, or charged other than once."""
+    problems = []
+    charged_after = charges(db, passengers)
+    with db.session() as session:
+        for passenger, stay in zip(passengers, stays, strict=True):
+            booked = session.scalar(
+                select(func.count())
+                .select_from(HotelBooking)
+                .where(
+                    HotelBooking.passenger_id == passenger,
+                    HotelBooking.hotel_id == stay.hotel_id,
+                    HotelBooking.checkin_date == stay.checkin,
+                    HotelBooking.status == "confirmed",
+                )
+            )
+            charged = charged_after[passenger] - charged_before[passenger]
+            if booked != 1 or charged != 1:
+                problems.append(f"{passenger}: {booked} stays booked, {charged} charges")
+    return problems
+
+
+def percentile(values: Sequence[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--customers", type=int, default=50)
+    parser.add_argument("--turns", type=int, default=10)
+    parser.add_argument("--workers", type=int, default=1, help="serve processes")
+    parser.add_argument("--db", help="travel database URL or file (default: a new SQLite file)")
+    parser.add_argument("--conversations", help="conversation store URL or file")
+    parser.add_argument("--json", type=Path, help="also write the figures here")
+    args = parser.parse_args(argv)
+
+    folder = Path(tempfile.mkdtemp(prefix="bench-load-"))
+    home = folder / "home"
+    db_url = args.db or str(folder / "travel.sqlite")
+    executable = shutil.which("travel-assistant")
+    if executable is None:
+        raise SystemExit("travel-assistant is not installed (pip install -e .)")
+    env = {
+        **os.environ,
+        "TRAVEL_ASSISTANT_HOME": str(home),
+        "TRAVEL_ASSISTANT_SECRET": secrets.token_hex(32),
+        "OPENAI_API_KEY": "bench",
+        "TRAVEL_ASSISTANT_MODEL": "scripted",
+    }
+    common = [executable, "--home", str(home), "--db", db_url]
+    if args.conversations:
+        common += ["--conversations", args.conversations]
+    subprocess.run([*common, "db", "init", "--force"], env=env, check=True, capture_output=True)
+    db = Database.from_url(db_url)
+    passengers, stays = plan_stays(db, args.customers)
+    signer = TokenSigner(env["TRAVEL_ASSISTANT_SECRET"])
+    tokens = [signer.issue(passenger) for passenger in passengers]
+    charged_before = charges(db, passengers)
+
+    processes: list[subprocess.Popen[bytes]] = []
+    with FakeOpenAI(strict=True, responder=respond) as fake:
+        env["OPENAI_BASE_URL"] = fake.base_url
+        urls = []
+        try:
+            for _ in range(args.workers):
+                port = free_port()
+                log = (folder / f"worker-{port}.log").open("wb")
+                processes.append(
+                    subprocess.Popen(
+                        [*common, "serve", "--port", str(port), "--no-check"],
+                        env=env,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                    )
+                )
+                urls.append(f"http://127.0.0.1:{port}")
+            for url, process in zip(urls, processes, strict=True):
+                wait_until_up(url, process)
+
+            figures = Figures()
+
+            async def run_all() -> None:
+                await asyncio.gather(
+                    *(
+                        customer(i, tokens[i], stays[i], urls, args.turns, figures)
+                        for i in range(args.customers)
+                    )
+                )
+
+            started = time.perf_counter()
+            asyncio.run(run_all())
+            elapsed = time.perf_counter() - started
+        finally:
+            for process in processes:
+                process.send_signal(signal.SIGINT)
+            for process in processes:
+                try:
+                    process.wait(30)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+        requests = len(fake.requests)
+        rejected = len(fake.rejected)
+
+    problems = check_writes(db, passengers, stays, charged_before)
+    db.dispose()
+    result = {
+        "customers": args.customers,
+        "turns_per_customer": args.turns,
+        "workers": args.workers,
+        "engine": db.engine.dialect.name,
+        "turns": figures.turns,
+        "seconds": round(elapsed, 2),
+        "turns_per_second": round(figures.turns / elapsed, 2),
+        "turn_p50_ms": round(statistics.median(figures.latencies) * 1000),
+        "turn_p95_ms": round(percentile(figures.latencies, 0.95) * 1000),
+        "turn_max_ms": round(max(figures.latencies) * 1000),
+        "model_requests": requests,
+        "model_requests_refused_by_template": rejected,
+        "errors": len(figures.errors),
+        "write_problems": len(problems),
+    }
+    for error in figures.errors[:10] + problems[:10]:
+        print("  !", error)
+    print(json.dumps(result, indent=2))
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
+    shutil.rmtree(folder, ignore_errors=True)
+    return 1 if figures.errors or problems or rejected else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
