@@ -22,7 +22,7 @@ node, not here.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
@@ -39,8 +39,11 @@ from assistants.context import (
     fit,
     is_cut_off,
     mark_cut_off,
+    message_tokens,
     normalise,
+    sent_at,
     text_of,
+    time_label,
     tools_tokens,
 )
 from assistants.models import context_tokens_of, max_tokens_of
@@ -76,6 +79,9 @@ STEP_RESERVE = 4
 # How many messages of history are sent to the model at most (the system prompt, with
 # the bookings and the time, always goes in addition); the token budget may cut more.
 MAX_HISTORY_MESSAGES = 40
+# The history window starts only at every this-many-th customer message (see
+# ``block_window``), so the start of the prompt stays the same for several turns.
+TURNS_PER_BLOCK = 4
 
 
 def trim_history(
@@ -96,6 +102,34 @@ def trim_history(
     if human_indexes:
         return list(messages[human_indexes[-1] :])
     return list(messages[start:])
+
+
+def block_window(
+    messages: Sequence[AnyMessage],
+    fits: Callable[[Sequence[AnyMessage]], bool],
+    limit: int = MAX_HISTORY_MESSAGES,
+    block: int = TURNS_PER_BLOCK,
+) -> list[AnyMessage] | None:
+    """Return the longest end of ``messages`` that starts a block of turns and fits.
+
+    The window may start only at every ``block``-th customer message of the conversation,
+    so it keeps the same start for several turns and then jumps ahead by whole blocks.
+    Between jumps every model call repeats the start of the one before, which a
+    provider's prompt cache can reuse; a window cut at the latest turn that fits would
+    move on every turn and miss the cache each time.
+
+    Returns:
+        The window, or ``None`` when no block start fits (then the caller trims turn by
+        turn: ``trim_history`` and ``assistants.context.fit``).
+    """
+    starts = [i for i, m in enumerate(messages) if isinstance(m, HumanMessage)]
+    for ordinal, start in enumerate(starts):
+        if ordinal % block:
+            continue
+        window = messages[start:]
+        if len(window) <= limit and fits(window):
+            return list(window)
+    return None
 
 
 def _problem_with(message: Any) -> str | None:
@@ -133,7 +167,7 @@ class Assistant:
     ) -> None:
         """Bind ``tools`` to ``model`` behind ``system_prompt`` as the node of ``name``.
 
-        ``system_prompt`` is a template with ``{user_info}`` and ``{time}``.
+        ``system_prompt`` is a template with ``{user_info}``.
         ``prompt_budget`` is the most tokens a request may take; by default the model's
         context window less its reply limit (``assistants.models``).
         """
@@ -157,18 +191,33 @@ class Assistant:
         """Return the messages of one model call: the system prompt, then what fits."""
         if problem:
             system += REASK_NOTE.format(problem=problem)
+        return [SystemMessage(content=system), *fit(conversation, self.budget_for(system))]
+
+    def budget_for(self, system: str) -> int:
+        """Return the tokens left for the conversation beside ``system`` and the tools."""
         if self._tools_tokens is None:  # measured on first use: building a graph stays fast
             self._tools_tokens = tools_tokens(self.tools)
         fixed = REQUEST_OVERHEAD + self._tools_tokens + estimate_tokens(system)
-        return [SystemMessage(content=system), *fit(conversation, self.prompt_budget - fixed)]
+        return self.prompt_budget - fixed
 
     def __call__(self, state: State, config: RunnableConfig) -> dict[str, list[AnyMessage]]:
         """Return the assistant's next message for ``state``."""
-        conversation = normalise(trim_history(state["messages"], self.history_limit))
-        system = self.prompt.format(
-            user_info=state.get("user_info", ""),
-            time=self.clock().strftime("%Y-%m-%d %H:%M UTC (%A)"),
-        )
+        system = self.prompt.format(user_info=state.get("user_info", ""))
+        budget = self.budget_for(text_of(system))
+        history = block_window(
+            state["messages"],
+            lambda window: sum(message_tokens(m) for m in normalise(window)) <= budget,
+            self.history_limit,
+        ) or trim_history(state["messages"], self.history_limit)
+        conversation = normalise(history)
+        latest = next((m for m in reversed(history) if isinstance(m, HumanMessage)), None)
+        if latest is None or sent_at(latest) is None:
+            # A history saved before messages carried their time (or a graph run without
+            # ``fetch_user_info``): say the time in the prompt instead.
+            now = time_label(self.clock())
+            system = system.model_copy(
+                update={"content": f"{text_of(system)}\nCurrent time: {now}.\n"}
+            )
         problem: str | None = None
         result: AIMessage | None = None
         for _ in range(self.max_retries + 1):

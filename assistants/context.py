@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
+from datetime import UTC, datetime
 
 from langchain_core.messages import (
     AIMessage,
@@ -55,6 +56,8 @@ REQUEST_OVERHEAD = 64
 MIN_RESULT_CHARS = 400
 
 NO_RESULT = "Not run: no result was recorded for this call, so nothing was done."
+# ``additional_kwargs`` key of a customer message: when it was received (ISO 8601, UTC).
+SENT_AT_KEY = "sent_at"
 
 ToolLike = BaseTool | type[BaseModel]
 
@@ -154,8 +157,38 @@ def _tool_answer(message: ToolMessage | None, call: ToolCall) -> ToolMessage:
     )
 
 
+def stamped(message: HumanMessage, now: datetime) -> HumanMessage:
+    """Return ``message`` marked with the time it was received (kept if already marked)."""
+    if message.additional_kwargs.get(SENT_AT_KEY):
+        return message
+    received = now.astimezone(UTC).isoformat(timespec="minutes")
+    return message.model_copy(
+        update={"additional_kwargs": {**message.additional_kwargs, SENT_AT_KEY: received}}
+    )
+
+
+def sent_at(message: BaseMessage) -> datetime | None:
+    """Return when a customer message was received, if it was marked (see ``stamped``)."""
+    value = message.additional_kwargs.get(SENT_AT_KEY)
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        return None
+
+
+def time_label(moment: datetime) -> str:
+    """Return how the model is told a moment: ``2026-05-04 09:00 UTC, Monday``."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC, %A")
+
+
 def normalise(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
     """Return the request form of a saved history (see the module's docstring).
+
+    A customer message marked with the time it was received starts with that time in
+    brackets. The time is part of the message, not of the system prompt, so the prompt
+    stays the same from call to call and a provider's prompt cache can reuse it.
 
     The messages given are not changed; the result holds new messages.
     """
@@ -165,6 +198,9 @@ def normalise(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
             text = text_of(message).strip()
             if not text:
                 continue
+            received = sent_at(message)
+            if received is not None:
+                text = f"[{time_label(received)}] {text}"
             if out and isinstance(out[-1], HumanMessage):
                 out[-1] = HumanMessage(content=f"{text_of(out[-1])}\n\n{text}", id=out[-1].id)
                 continue

@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage, RemoveMessage, ToolCall
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 
 from assistants.approvals import hand_over_answer, not_run_answer
+from assistants.context import stamped
 from assistants.prompts import (
     ENTRY_MESSAGE,
     ENTRY_NOT_STARTED,
@@ -138,9 +139,16 @@ def make_fetch_user_info(db: Database) -> ConfigNode:
         with db.session() as session:
             summary = passenger_summary(session, passenger_id, db.clock())
         update: dict[str, Any] = {"user_info": json.dumps(summary, ensure_ascii=False, default=str)}
-        repaired = close_abandoned_batch(state["messages"])
+        messages = state["messages"]
+        repaired = close_abandoned_batch(messages)
         if repaired:
+            repaired[-1] = stamped(cast(HumanMessage, repaired[-1]), db.clock())
             update["messages"] = repaired
+        elif messages and isinstance(messages[-1], HumanMessage):
+            latest = messages[-1]
+            marked = stamped(latest, db.clock())
+            if marked is not latest:
+                update["messages"] = [marked]  # same id: replaces the message in place
         return update
 
     return fetch_user_info

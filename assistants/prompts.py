@@ -1,9 +1,11 @@
 """Every prompt the assistants use, as module constants.
 
-Placeholders: ``{time}`` is the current time, ``{user_info}`` the passenger's tickets and
-reservations as fetched at the start of the turn. What each specialist is and does (its
-title, duty and the primary's hand-over line) lives in its row of
-``assistants.specialists``. The specialists learn who they are from
+Placeholder: ``{user_info}``, the passenger's tickets and reservations as fetched at the
+start of the turn. The current time is not in the system prompt: each customer message
+carries the time it was received (``assistants.context.normalise``), so the prompt stays
+the same from call to call and a provider's prompt cache can reuse it. What each
+specialist is and does (its title, duty and the primary's hand-over line) lives in its
+row of ``assistants.specialists``. The specialists learn who they are from
 the ToolMessage that answers the routing call (``ENTRY_MESSAGE``), not from a rewritten
 system prompt, so one conversation history serves every assistant.
 """
@@ -41,7 +43,8 @@ The customer's bookings (refreshed on every turn):
 {{user_info}}
 </bookings>
 
-Current time: {{time}}.
+Each customer message starts with the time it was received (UTC), in brackets; the \
+latest one is the current time.
 """
 
 SPECIALIST_SYSTEM_PROMPT = """\
@@ -59,7 +62,8 @@ The customer's bookings (refreshed on every turn):
 {{user_info}}
 </bookings>
 
-Current time: {{time}}.
+Each customer message starts with the time it was received (UTC), in brackets; the \
+latest one is the current time.
 """
 
 ENTRY_MESSAGE = """\

@@ -168,4 +168,4 @@ def test_e2e_piped_input_with_invalid_utf8(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert b"Hello! How can I help?" in result.stdout
     sent = server.requests[0]["messages"][-1]["content"]
-    assert sent == "hi ?? there"
+    assert sent.startswith("[") and sent.endswith("] hi ?? there")  # after its time

@@ -1,5 +1,7 @@
 """The assistant wrapper's history window."""
 
+from itertools import pairwise
+
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from assistants.assistant import trim_history
@@ -56,6 +58,7 @@ from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
 
 from assistants.assistant import (  # noqa: E402
     CUT_OFF_KEY,
+    TURNS_PER_BLOCK,
     Assistant,
     is_cut_off,
     mark_cut_off,
@@ -178,7 +181,7 @@ def test_requests_fit_the_models_context_window(travel_db: Database) -> None:
     used = REQUEST_OVERHEAD + tools + sum(message_tokens(m) for m in last)
     assert used <= 4000
     assert len(last) < 2 * 25  # older turns were left out
-    assert last[-1].content.startswith("Question 24")
+    assert last[-1].content.startswith("[2026-05-04 09:00 UTC, Monday] Question 24")
     assert not check(last)
 
 
@@ -198,3 +201,22 @@ def test_the_request_after_an_answered_approval_is_valid(
     list(assistant.send(THREAD, "Cancel my ticket"))
     list(assistant.resolve(THREAD, {cancel["id"]: Decision(approve)}))
     assert all(not check(request) for request in model.received)
+
+
+def test_the_window_moves_in_blocks_of_turns_so_the_prompt_start_repeats(
+    travel_db: Database,
+) -> None:
+    model = SmallWindow()
+    assistant = graph_for(model, travel_db)
+    for index in range(30):  # a window holds about ten of these turns
+        model.extend(say(f"Answer {index}: " + "lorem ipsum dolor sit amet " * 6))
+        list(assistant.send(THREAD, f"Question {index}: " + "please tell me more " * 6))
+    firsts = [
+        next(str(m.content) for m in request if isinstance(m, HumanMessage))
+        for request in model.received
+    ]
+    starts = [int(first.split("Question ")[1].split(":")[0]) for first in firsts]
+    assert starts[-1] > 0  # the window did move
+    assert all(start % TURNS_PER_BLOCK == 0 for start in starts)  # only at block starts
+    moves = sum(1 for before, after in pairwise(starts) if after != before)
+    assert moves <= len(starts) // 2  # most calls keep the start of the one before

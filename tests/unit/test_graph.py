@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from langchain_core.messages import AIMessage, AnyMessage, SystemMessage, ToolMessage
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import RetryPolicy
@@ -23,6 +23,7 @@ from assistants.approvals import APPROVALS_KEY, APPROVE_ALL, facts_of, was_execu
 from assistants.assistant import STEP_RESERVE
 from assistants.prompts import EMPTY_ANSWER_APOLOGY, STEP_LIMIT_APOLOGY
 from conversations import Decision, ModelProviderError, Thread, TravelAssistant
+from db.clock import fixed_clock
 from db.engine import Database
 from db.fixtures import (
     FIXTURE_FLIGHT_NO,
@@ -32,6 +33,7 @@ from db.fixtures import (
 )
 from db.models import Flight, TicketFlight
 from graph import build_graph, draw_mermaid
+from tests.conftest import FIXED_NOW
 from tests.support.scripted import ScriptedChatModel, call, say
 
 SNAPSHOT = Path(__file__).parent / "snapshots" / "graph.mmd"
@@ -135,7 +137,24 @@ def test_graph_user_info_reaches_the_prompt(
     run(assistant.send(THREAD, "hi"))
     prompt = system_prompt(model.received[0])
     assert FIXTURE_TICKET_NO in prompt
-    assert "Current time: 2026-05-04 09:00 UTC" in prompt
+    assert "Current time" not in prompt  # the time comes with the message (prompt cache)
+    [customer] = [m for m in model.received[0] if isinstance(m, HumanMessage)]
+    assert customer.content == "[2026-05-04 09:00 UTC, Monday] hi"
+    assert assistant.messages(THREAD)[0].content == "hi"  # saved as the customer wrote it
+
+
+def test_graph_each_message_keeps_the_time_it_was_received(
+    assistant: TravelAssistant, model: ScriptedChatModel, travel_db: Database
+) -> None:
+    model.extend(say("Hello!"), say("Still here."))
+    run(assistant.send(THREAD, "hi"))
+    first_prompt = model.received[-1]
+    travel_db.clock = fixed_clock(FIXED_NOW + timedelta(minutes=7))
+    run(assistant.send(THREAD, "are you there?"))
+    second_prompt = model.received[-1]
+    # The earlier call is the start of the later one: a prompt cache can reuse all of it.
+    assert second_prompt[: len(first_prompt)] == first_prompt
+    assert second_prompt[-1].content == "[2026-05-04 09:07 UTC, Monday] are you there?"
 
 
 ROUTES = [
