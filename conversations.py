@@ -44,6 +44,7 @@ from assistants.prompts import (
 from assistants.providers import (
     DEFAULT_RETRY_POLICY,
     ModelProviderError,
+    TurnCancelledError,
     describe_provider_error,
     is_provider_error,
 )
@@ -98,10 +99,6 @@ class Thread:
 
     thread_id: str
     passenger_id: str
-
-
-class TurnCancelledError(Exception):
-    """The caller cancelled the turn; the conversation was closed and can go on."""
 
 
 def is_cancel_note(message: AnyMessage) -> bool:

@@ -2,9 +2,15 @@
 
 - The reply limit is sent under the name the server reads (see
   ``ModelSettings.sends_legacy_max_tokens``).
-- A reply has a total time limit, checked on every streamed chunk: the client's own
-  timeout only bounds the wait between two chunks, so a model that loops and streams
-  steadily would never trip it. Leaving the stream closes the HTTP response.
+- A reply has a total time limit, checked on every streamed chunk and while waiting for
+  one: the client's own timeout only bounds the wait between two chunks, so a model that
+  loops and streams steadily would never trip it. Leaving the stream closes the HTTP
+  response.
+- A cancelled turn stops the reply within a tenth of a second, even while the server
+  sends nothing (a long prompt still being processed, a stalled server): the HTTP
+  response is read by a helper thread, and the node's thread waits for its chunks while
+  watching the caller's cancel event (``conversations.TravelAssistant.send(cancel=…)``).
+  The helper closes the response at its next chunk, or gives up at the client's timeout.
 - A reply the server stopped at the output limit (``finish_reason == "length"``) ends with
   a note the customer sees as it streams (``assistants.context.cut_off_note``); the
   assistant node then drops the tool calls of such a reply, whose arguments are cut.
@@ -15,17 +21,21 @@ prompt they send (``assistants.assistant``).
 
 from __future__ import annotations
 
+import contextvars
+import queue
+import threading
 from collections.abc import Iterator
 from typing import Any
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import LanguageModelInput
-from langchain_core.messages import AIMessageChunk, BaseMessage
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.outputs import ChatGenerationChunk
+from langchain_core.runnables import RunnableConfig
 from langchain_openai import ChatOpenAI
 
 from assistants.context import CUT_OFF_KEY, cut_off_note
-from assistants.providers import ReplyTimer
+from assistants.providers import ReplyTimer, TurnCancelledError
 
 
 class BoundedChatOpenAI(ChatOpenAI):
@@ -50,6 +60,21 @@ class BoundedChatOpenAI(ChatOpenAI):
             payload["max_tokens"] = payload.pop("max_completion_tokens")
         return payload
 
+    def invoke(
+        self,
+        input: LanguageModelInput,
+        config: RunnableConfig | None = None,
+        *,
+        stop: list[str] | None = None,
+        **kwargs: Any,
+    ) -> AIMessage:
+        """Call the model; a cancel event among the run's callbacks can stop the reply."""
+        token = _CANCEL.set(_cancel_event(config))
+        try:
+            return super().invoke(input, config, stop=stop, **kwargs)
+        finally:
+            _CANCEL.reset(token)
+
     def _stream(
         self,
         messages: list[BaseMessage],
@@ -59,7 +84,10 @@ class BoundedChatOpenAI(ChatOpenAI):
     ) -> Iterator[ChatGenerationChunk]:
         timer = ReplyTimer(self.reply_seconds)
         timer.check()
+        cancel = _CANCEL.get()
         chunks = super()._stream(messages, stop=stop, run_manager=run_manager, **kwargs)
+        if cancel is not None:
+            chunks = _watched(chunks, cancel, timer)
         finish: str | None = None
         texts = calls = False
         try:
@@ -88,3 +116,72 @@ class BoundedChatOpenAI(ChatOpenAI):
             if run_manager:
                 run_manager.on_llm_new_token(cut.text, chunk=cut)
             yield cut
+
+
+def _cancel_event(config: RunnableConfig | None) -> threading.Event | None:
+    """Return the cancel event of the run, if one of its callbacks carries one.
+
+    ``conversations`` passes a callback handler with a ``cancel`` event for every turn.
+    """
+    callbacks = (config or {}).get("callbacks")
+    handlers = getattr(callbacks, "handlers", callbacks)
+    for handler in handlers if isinstance(handlers, list) else ():
+        event = getattr(handler, "cancel", None)
+        if isinstance(event, threading.Event):
+            return event
+    return None
+
+
+# The cancel event of the reply being produced in this context (set by ``invoke``).
+_CANCEL: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar(
+    "travel_assistant_cancel", default=None
+)
+_END = object()
+# How often the node's thread looks at the cancel event while no chunk comes.
+_WATCH_SECONDS = 0.1
+
+
+def _watched(
+    source: Iterator[ChatGenerationChunk], cancel: threading.Event, timer: ReplyTimer
+) -> Iterator[ChatGenerationChunk]:
+    """Yield the chunks of ``source``, read by a helper thread, until ``cancel`` is set.
+
+    Raises:
+        TurnCancelledError: ``cancel`` was set before the reply ended.
+        ModelDeadlineError: The reply took longer than its time limit.
+    """
+    handed: queue.Queue[Any] = queue.Queue()
+    abandoned = threading.Event()
+
+    def pump() -> None:
+        try:
+            for chunk in source:
+                if abandoned.is_set():
+                    break  # leaving the generator closes the HTTP response
+                handed.put(chunk)
+            handed.put(_END)
+        except BaseException as error:  # handed to the node's thread, raised there
+            handed.put(error)
+        finally:
+            close = getattr(source, "close", None)
+            if close is not None:
+                close()
+
+    context = contextvars.copy_context()
+    threading.Thread(target=context.run, args=(pump,), name="model-stream", daemon=True).start()
+    try:
+        while True:
+            try:
+                item = handed.get(timeout=_WATCH_SECONDS)
+            except queue.Empty:
+                if cancel.is_set():
+                    raise TurnCancelledError("The turn was cancelled.") from None
+                timer.check()
+                continue
+            if item is _END:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        abandoned.set()

@@ -132,6 +132,10 @@ def check_time_limit() -> None:
         raise ModelDeadlineError(deadline[1], whole_run=True)
 
 
+class TurnCancelledError(Exception):
+    """The caller cancelled the turn; the conversation was closed and can go on."""
+
+
 class ReplyTimer:
     """The clock of one model reply: ``check`` on every streamed chunk."""
 

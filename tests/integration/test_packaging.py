@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from db.fixtures import FIXTURE_PASSENGER_ID
-from tests.support.fake_openai import FakeOpenAI, Reply
+from tests.support.fake_openai import FakeOpenAI, Reply, customer_text
 
 REPO = Path(__file__).resolve().parents[2]
 # The first setuptools that builds a wheel without the separate ``wheel`` package.
@@ -145,7 +145,7 @@ def test_installed_wheel_runs_outside_the_checkout(tmp_path: Path) -> None:
         chat = [program, "--home", str(home), "chat", "--passenger-id", FIXTURE_PASSENGER_ID]
         result = _run([*chat, "--no-check"], cwd=outside, env=env, input="When do I fly?\n")
     assert reply in result.stdout
-    assert server.requests[0]["messages"][-1]["content"] == "When do I fly?"
+    assert customer_text(server.requests[0]["messages"][-1]["content"]) == "When do I fly?"
 
     # travel-assistant eval reads the scenarios shipped in the package.
     assert site_packages in Path(probe["scenario_dir"]).resolve().parents

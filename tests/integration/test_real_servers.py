@@ -11,6 +11,7 @@ a connection dropped mid-stream, a stream that never ends. Each test drives
 from __future__ import annotations
 
 import io
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,13 +31,28 @@ from assistants.models import ModelSettings, build_chat_models
 from assistants.prompts import CUT_OFF_ACTION_NOTE, CUT_OFF_NOTE
 from assistants.providers import describe_provider_error, is_transient_provider_error, time_limit
 from cli import Console, Overrides, main
-from conversations import ModelProviderError, Thread, TokenEvent, TravelAssistant
+from conversations import (
+    ModelProviderError,
+    Thread,
+    TokenEvent,
+    TravelAssistant,
+    TurnCancelledError,
+    is_cancel_note,
+)
 from db.clock import fixed_clock
 from db.engine import Database
 from db.fixtures import FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO
 from db.models import Ticket
 from tests.conftest import FIXED_NOW
-from tests.support.fake_openai import Drop, Endless, Fail, FakeOpenAI, Reply
+from tests.support.fake_openai import (
+    Drop,
+    Endless,
+    Fail,
+    FakeOpenAI,
+    Reply,
+    Silent,
+    customer_text,
+)
 
 THREAD = Thread("real-server", FIXTURE_PASSENGER_ID)
 # The program's retry policy, with no wait between its attempts.
@@ -149,7 +165,7 @@ def test_a_dropped_connection_then_a_new_message(travel_db: Database) -> None:
         assert streamed(assistant.send(THREAD, "Are you there?")) == "Hello again."
     last = server.requests[-1]["messages"]
     assert [m["role"] for m in last] == ["system", "user"]
-    assert last[1]["content"] == "Hello?\n\nAre you there?"
+    assert customer_text(last[1]["content"]) == "Hello?\n\nAre you there?"
     assert not server.rejected
 
 
@@ -255,3 +271,25 @@ def test_the_terminal_shows_why_and_does_not_promise_a_retry_will_work(
     ) in err.getvalue()
     assert "send your message again" not in err.getvalue()
     assert server.requests[0]["max_tokens"] == 77
+
+
+def test_a_cancel_while_the_server_sends_nothing_stops_the_turn_at_once(
+    travel_db: Database,
+) -> None:
+    # A server still processing a long prompt sends nothing, not even its headers: the
+    # turn must not wait for it (issue 10).
+    with FakeOpenAI([Silent(Reply(text="Too late."), seconds=8), Reply(text="Hi!")]) as server:
+        assistant = assistant_for(server, travel_db)
+        cancel = threading.Event()
+        timer = threading.Timer(0.5, cancel.set)
+        timer.start()
+        started = time.monotonic()
+        with pytest.raises(TurnCancelledError):
+            list(assistant.send(THREAD, "Hello?", cancel=cancel))
+        waited = time.monotonic() - started
+        assert waited < 5, f"the cancel waited {waited:.1f} s for the silent server"
+        assert is_cancel_note(assistant.messages(THREAD)[-1])
+        assert streamed(assistant.send(THREAD, "Are you there?")) == "Hi!"
+    assert len(server.requests) == 2
+    roles = [m["role"] for m in server.requests[-1]["messages"]]
+    assert roles == ["system", "user", "assistant", "user"]  # still a valid conversation

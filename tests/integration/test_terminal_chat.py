@@ -28,7 +28,7 @@ from sqlalchemy import select
 from db.engine import Database
 from db.fixtures import FIXTURE_FLIGHT_NO, FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO
 from db.models import Flight, TicketFlight
-from tests.support.fake_openai import FakeOpenAI, Reply
+from tests.support.fake_openai import FakeOpenAI, Reply, customer_text
 
 pexpect = pytest.importorskip("pexpect")
 
@@ -137,7 +137,7 @@ def test_terminal_ctrl_c_cancels_the_turn_and_the_chat_goes_on(
         assert time.monotonic() - pressed < 1.5
         child.expect("you>")
         assert len(server.requests) == 1
-        assert server.requests[0]["messages"][-1]["content"] == "hello"
+        assert customer_text(server.requests[0]["messages"][-1]["content"]) == "hello"
 
         child.send("are you there?\r")
         child.expect("still here")

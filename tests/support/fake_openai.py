@@ -26,6 +26,7 @@ anything. ``chunk_delay`` makes every streamed chunk wait, as a slow server does
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -99,7 +100,25 @@ class Endless:
     limit: float = 30.0
 
 
-ReplyItem = Reply | Fail | Drop | Endless | Callable[[dict[str, Any]], "Reply | Fail"]
+@dataclass
+class Silent:
+    """A server that takes the request and sends nothing for ``seconds`` (not even the
+    response headers), as llama.cpp does while it processes a long prompt; then ``reply``.
+    """
+
+    reply: Reply
+    seconds: float = 60.0
+
+
+ReplyItem = Reply | Fail | Drop | Endless | Silent | Callable[[dict[str, Any]], "Reply | Fail"]
+
+# How the assistant marks a customer message with the time it was received.
+_SENT_AT = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d UTC, \w+\] ", re.MULTILINE)
+
+
+def customer_text(content: str) -> str:
+    """Return a request's customer message without the times the assistant put before it."""
+    return _SENT_AT.sub("", content)
 
 
 class _Server(ThreadingHTTPServer):
@@ -217,6 +236,8 @@ class FakeOpenAI:
                     self._json(item.status, payload, item.headers)
                 elif isinstance(item, Endless):
                     self._endless(item, body)
+                elif isinstance(item, Silent):
+                    self._silent(item, body)
                 elif isinstance(item, Drop):
                     self._stream(item.reply, body, drop_after=item.after)
                 elif body.get("stream"):
@@ -259,6 +280,16 @@ class FakeOpenAI:
                 except (BrokenPipeError, ConnectionResetError):
                     fake.abandoned += 1
                     self.close_connection = True
+
+            def _silent(self, item: Silent, body: dict[str, Any]) -> None:
+                stop = time.monotonic() + item.seconds
+                while time.monotonic() < stop:
+                    time.sleep(0.05)
+                    if _client_left(self.connection):
+                        fake.abandoned += 1
+                        self.close_connection = True
+                        return
+                self._stream(item.reply, body)
 
             def _endless(self, item: Endless, body: dict[str, Any]) -> None:
                 self._start_stream()
@@ -350,3 +381,17 @@ def _chunks(reply: Reply, body: dict[str, Any]) -> list[dict[str, Any]]:
     usage["usage"] = USAGE
     chunks.append(usage)
     return chunks
+
+
+def _client_left(connection: Any) -> bool:
+    """Tell whether the client closed its side of ``connection`` (a read would see EOF)."""
+    import select
+    import socket
+
+    readable, _, _ = select.select([connection], [], [], 0)
+    if not readable:
+        return False
+    try:
+        return connection.recv(1, socket.MSG_PEEK) == b""
+    except OSError:
+        return True
