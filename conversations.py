@@ -6,6 +6,12 @@ pending sensitive actions with their previews, approve or decline each with a re
 read the history and the active assistant. Facts about tool answers (declined, not run
 and why, a hand-over) come from ``assistants.approvals.facts_of``, and what a tool call
 is (safe, sensitive, a hand-over) from ``TravelAssistant.call_kind``.
+
+The database is the truth about writes. A process killed after a write committed and
+before the conversation was saved leaves that call waiting for approval; it is not
+offered again (``pending_actions`` leaves it out, ``recovered_actions`` lists it), and
+whatever comes next (``resolve``, a new message, a cancelled or cut-off turn) answers it
+with its stored result, marked ``recovered``.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.errors import GraphRecursionError
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.types import RetryPolicy
+from langgraph.types import RetryPolicy, StateSnapshot, StateUpdate
 
 from assistants.approvals import (
     APPROVALS_KEY,
@@ -34,6 +40,7 @@ from assistants.approvals import (
     describe_action,
     not_run_answer,
     pending_calls,
+    recovered_answers,
 )
 from assistants.prompts import (
     CANCELLED_TOOL_MESSAGE,
@@ -186,6 +193,9 @@ class TravelAssistant:
         self.db = db
         self.crew = crew or build_crew(db, tavily_api_key=os.environ.get("TAVILY_API_KEY"))
         self.recursion_limit = recursion_limit
+        # Each sensitive tool by name, and the specialist that owns it.
+        self._sensitive_tools = {t.name: t for m in self.crew.members for t in m.tools.sensitive}
+        self._owners = {t.name: m for m in self.crew.members for t in m.tools.sensitive}
 
     @classmethod
     def build(
@@ -226,13 +236,17 @@ class TravelAssistant:
 
         Setting ``cancel`` (from any thread) stops the run soon after: see ``_run``.
 
+        Pending calls that already took effect (see ``recovered_actions``) are answered
+        first with their stored results; the rest are left to the graph, which answers
+        them as not run because a new message came instead.
+
         Raises:
             ModelProviderError: The model endpoint failed after the retries.
             TurnCancelledError: ``cancel`` was set; the turn is closed as cancelled.
         """
-        yield from self._run(
-            {"messages": [HumanMessage(content=text)]}, self.config(thread), cancel
-        )
+        config = self.config(thread)
+        yield from self._settle_recovered(config, self._save_finished_step(config))
+        yield from self._run({"messages": [HumanMessage(content=text)]}, config, cancel)
 
     def resolve(
         self,
@@ -245,7 +259,10 @@ class TravelAssistant:
 
         A pending call missing from ``decisions`` is not run (only an explicit approval
         runs a call). ``cancel`` works as for ``send``; an approved call that had not
-        started when it was set is not run.
+        started when it was set is not run. A call that already took effect before an
+        interruption (``recovered_actions``) needs no decision: it is answered with its
+        stored result whatever ``decisions`` says, so ``resolve(thread, {})`` goes on
+        with a run whose every call was recovered.
         """
         payload = {call_id: d.as_config() for call_id, d in decisions.items()}
         yield from self._run(None, self.config(thread, **{APPROVALS_KEY: payload}), cancel)
@@ -261,15 +278,95 @@ class TravelAssistant:
         return self.resolve(thread, decisions)
 
     def pending_actions(self, thread: Thread) -> list[PendingAction]:
-        """Return the sensitive calls waiting for a decision, in the model's order."""
-        snapshot = self.graph.get_state(self.config(thread))
+        """Return the sensitive calls waiting for a decision, in the model's order.
+
+        A call whose write already committed (the process was killed before the
+        conversation was saved) is not among them: see ``recovered_actions``.
+        """
+        config = self.config(thread)
+        snapshot = self.graph.get_state(config)
         owners = [
             self.crew.sensitive_nodes[n] for n in snapshot.next if n in self.crew.sensitive_nodes
         ]
         if not owners:
             return []
-        calls = pending_calls(snapshot.values.get("messages", []), self.crew.sensitive_names)
-        return [PendingAction(str(c["id"]), c["name"], dict(c["args"]), owners[0]) for c in calls]
+        messages: list[AnyMessage] = snapshot.values.get("messages", [])
+        calls = pending_calls(messages, self.crew.sensitive_names)
+        if not calls:
+            return []
+        done = self._recovered(config, messages)
+        return [
+            PendingAction(str(c["id"]), c["name"], dict(c["args"]), owners[0])
+            for c in calls
+            if str(c["id"]) not in done
+        ]
+
+    def recovered_actions(self, thread: Thread) -> list[PendingAction]:
+        """Return the approved calls of the unfinished run that were already carried out.
+
+        Their writes committed, but the process was killed before the conversation was
+        saved, so the saved conversation still shows them unanswered. They are not asked
+        again: resuming the run (``resolve``, with decisions for the ``pending_actions``
+        if any) answers them with their results, and a new message (``send``) first
+        saves their stored results; ``facts_of`` marks those answers ``recovered``.
+        """
+        config = self.config(thread)
+        snapshot = self.graph.get_state(config)
+        if not (snapshot.next or snapshot.tasks):
+            return []  # the run finished: every call of it was answered
+        messages: list[AnyMessage] = snapshot.values.get("messages", [])
+        done = self._recovered(config, messages)
+        return [
+            PendingAction(str(c["id"]), c["name"], dict(c["args"]), self._owners[c["name"]].name)
+            for c in pending_calls(messages, self.crew.sensitive_names)
+            if str(c["id"]) in done
+        ]
+
+    def _recovered(
+        self, config: RunnableConfig, messages: list[AnyMessage]
+    ) -> dict[str, ToolMessage]:
+        """Return the stored answers of the pending calls that already took effect."""
+        return recovered_answers(self.db, config, self._sensitive_tools, messages)
+
+    def _save_finished_step(self, config: RunnableConfig) -> StateSnapshot:
+        """Save what the nodes of a step that was cut short had finished; return the state.
+
+        LangGraph keeps a finished node's writes apart until its whole step is saved.
+        ``get_state`` shows them (a write's answer among them), but a run started with
+        new input begins from the last saved step and drops them, which would leave a
+        write that was done unanswered. Saving them as their nodes' updates keeps them.
+        """
+        snapshot = self.graph.get_state(config)
+        finished = [
+            StateUpdate(task.result, task.name, task.id)
+            for task in snapshot.tasks
+            if task.result is not None
+        ]
+        if not finished:
+            return snapshot
+        self.graph.bulk_update_state(config, [finished])
+        return self.graph.get_state(config)
+
+    def _settle_recovered(
+        self, config: RunnableConfig, snapshot: StateSnapshot
+    ) -> Iterator[TurnEvent]:
+        """Save the stored answers of recovered calls, as their sensitive node would.
+
+        Called before a new message replaces the unfinished run (which drops whatever
+        that run had not saved), so the new turn starts from a conversation that says
+        those calls were done.
+        """
+        if not (snapshot.next or snapshot.tasks):
+            return
+        done = self._recovered(config, snapshot.values.get("messages", []))
+        if not done:
+            return
+        answers = list(done.values())
+        # One batch comes from one assistant, so one sensitive node answers all of it.
+        node = self._owners[str(answers[0].name)].specialist.sensitive_node
+        self.graph.update_state(config, {"messages": answers}, as_node=node)
+        for answer in answers:
+            yield MessageEvent(answer, node)
 
     def preview(self, thread: Thread, action: PendingAction) -> ActionPreview:
         """Describe what ``action`` would do (before -> after, price), without doing it."""
@@ -305,9 +402,12 @@ class TravelAssistant:
         """Tell whether the last turn of ``thread`` stopped part-way.
 
         That is a run that neither finished nor stopped for approval: the process was
-        killed, or lost its terminal, while the assistant worked.
+        killed, or lost its terminal, while the assistant worked (also right after a
+        node finished, before its step was saved).
         """
         snapshot = self.graph.get_state(self.config(thread))
+        if any(task.result is not None for task in snapshot.tasks):
+            return True
         waiting = set(snapshot.next)
         return bool(waiting) and not waiting <= set(self.crew.sensitive_nodes)
 
@@ -316,7 +416,8 @@ class TravelAssistant:
 
         Every unanswered call of the last batch is answered as not run (``"cancelled"``)
         and the turn ends with a short note from the active assistant, so the next
-        request is a well-formed conversation. A pending approval counts as unanswered.
+        request is a well-formed conversation. A pending approval counts as unanswered;
+        a call that already took effect (``recovered_actions``) is answered as done.
 
         Returns:
             Whether there was an unfinished turn to close.
@@ -324,15 +425,17 @@ class TravelAssistant:
         return self._close_cancelled(self.config(thread))
 
     def _close_cancelled(self, config: RunnableConfig) -> bool:
-        snapshot = self.graph.get_state(config)
+        snapshot = self._save_finished_step(config)
         messages: list[AnyMessage] = snapshot.values.get("messages", [])
         _, pending = last_tool_batch(messages)
         unanswered = bool(messages) and isinstance(messages[-1], HumanMessage)
         if not (snapshot.next or pending or unanswered):
             return False
         owner = active_assistant(snapshot.values.get("dialog_state"))
+        done = self._recovered(config, messages)
         closing: list[AnyMessage] = [
-            not_run_answer(c, CANCELLED_TOOL_MESSAGE, "cancelled") for c in pending
+            done.get(str(c["id"])) or not_run_answer(c, CANCELLED_TOOL_MESSAGE, "cancelled")
+            for c in pending
         ]
         closing.append(
             AIMessage(
@@ -372,9 +475,12 @@ class TravelAssistant:
     def _end_at_step_limit(self, config: RunnableConfig) -> Iterator[TurnEvent]:
         """Close a run that hit the recursion limit with a polite message."""
         snapshot = self.graph.get_state(config)
-        _, pending = last_tool_batch(snapshot.values.get("messages", []))
+        messages: list[AnyMessage] = snapshot.values.get("messages", [])
+        _, pending = last_tool_batch(messages)
+        done = self._recovered(config, messages)
         closing: list[AnyMessage] = [
-            not_run_answer(c, STEP_LIMIT_TOOL_MESSAGE, "step_limit") for c in pending
+            done.get(str(c["id"])) or not_run_answer(c, STEP_LIMIT_TOOL_MESSAGE, "step_limit")
+            for c in pending
         ]
         apology = AIMessage(content=STEP_LIMIT_APOLOGY)
         closing.append(apology)

@@ -23,7 +23,6 @@ import contextlib
 import fnmatch
 import json
 import re
-import shutil
 import statistics
 import tempfile
 import time
@@ -48,6 +47,7 @@ from assistants.providers import (
 from assistants.specialists import build_crew
 from conversations import Thread, TravelAssistant
 from db.clock import Clock
+from db.copies import database_copies
 from db.engine import Database, packaged_data_dir
 from db.fixtures import FIXTURE_FLIGHT_NO, FIXTURE_TICKET_NO
 from db.models import CarRental, Flight, Hotel, TicketFlight, TripRecommendation
@@ -390,7 +390,10 @@ def database_problems(actual: Database, expected: Database) -> list[str]:
     dumping and sorting every row in Python took seconds. Other engines fall back to
     comparing dumps.
     """
-    if actual.engine.dialect.name != "sqlite" or expected.engine.dialect.name != "sqlite":
+    engines = {actual.engine.dialect.name, expected.engine.dialect.name}
+    if engines == {"postgresql"}:
+        return _postgresql_problems(actual, expected)
+    if engines != {"sqlite"}:
         return state_diff(dump_state(expected), dump_state(actual))
     gold_path = expected.engine.url.database
     if not gold_path:
@@ -426,6 +429,57 @@ def database_problems(actual: Database, expected: Database) -> list[str]:
     return problems
 
 
+def _compared_columns(connection: Any) -> dict[str, list[str]]:
+    """Return the business tables of a database and the columns the judge compares."""
+    inspector = inspect(connection)
+    return {
+        table: [
+            c["name"] for c in inspector.get_columns(table) if c["name"] not in VOLATILE_COLUMNS
+        ]
+        for table in sorted(set(inspector.get_table_names()) - BOOKKEEPING_TABLES)
+    }
+
+
+def _fingerprints(connection: Any, tables: Mapping[str, list[str]]) -> dict[str, tuple[Any, ...]]:
+    """Return each table's row count and the sum of its rows' 64-bit hashes (PostgreSQL).
+
+    The sum does not depend on the order rows are read in, and the server computes it, so
+    two databases are compared without sending a single row when they are equal.
+    """
+    found = {}
+    for table, columns in tables.items():
+        row = ", ".join(f'"{column}"' for column in columns)
+        query = f'SELECT count(*), sum(hashtextextended(ROW({row})::text, 0)) FROM "{table}"'
+        found[table] = tuple(connection.execute(text(query)).one())
+    return found
+
+
+def _postgresql_problems(actual: Database, expected: Database) -> list[str]:
+    """Compare two PostgreSQL databases: fingerprints first, rows only where they differ."""
+    with actual.engine.connect() as mine, expected.engine.connect() as gold:
+        tables, gold_tables = _compared_columns(mine), _compared_columns(gold)
+        problems = [f"{t}: missing from the gold database" for t in tables if t not in gold_tables]
+        shared = {t: columns for t, columns in tables.items() if gold_tables.get(t) == columns}
+        problems += [
+            f"{t}: its columns differ from the gold database's"
+            for t in tables
+            if t in gold_tables and t not in shared
+        ]
+        ours, theirs = _fingerprints(mine, shared), _fingerprints(gold, shared)
+        for table in sorted(t for t in shared if ours[t] != theirs[t]):
+            names = ", ".join(f'"{column}"' for column in shared[table])
+            query = text(f'SELECT {names} FROM "{table}"')
+            got = {tuple(row) for row in mine.execute(query)}
+            want = {tuple(row) for row in gold.execute(query)}
+            missing = sorted(want - got, key=repr)[:3]
+            extra = sorted(got - want, key=repr)[:3]
+            if missing or extra:
+                problems.append(
+                    f"{table}: expected rows missing {missing}, unexpected rows {extra}"
+                )
+    return problems
+
+
 def _rows(connection: Any, columns: str, left: str, right: str) -> list[tuple[Any, ...]]:
     """Return up to three rows of ``left`` that ``right`` lacks."""
     query = f"SELECT {columns} FROM {left} EXCEPT SELECT {columns} FROM {right} LIMIT 3"
@@ -456,16 +510,9 @@ def parse_decision(answer: str) -> Decision:
     return Decision(False, reason.strip() or None)
 
 
-def copy_database(template: Path, folder: Path, name: str, clock: Clock) -> Database:
-    """Copy the template database into ``folder`` and open it at ``clock``."""
-    target = folder / name
-    shutil.copyfile(template, target)
-    return Database.from_url(str(target), clock=clock)
-
-
 def run_scenario(
     scenario: Scenario,
-    template: Path,
+    template: Path | str,
     clock: Clock,
     folder: Path,
     make_model: Callable[[Database], BaseChatModel | Mapping[str, BaseChatModel]],
@@ -483,12 +530,15 @@ def run_scenario(
     limits the whole run (every model call in it, the simulated customer's too);
     ``on_turn`` hears the index of each customer message as it is sent.
 
+    ``template`` is a SQLite file, or the URL of a PostgreSQL database nothing is
+    connected to: the copies are then databases on the same server, dropped afterwards
+    (``db.copies``). The conversation is saved in a SQLite file in ``folder`` either way.
+
     A provider error, or the time limit, ends the run: the result carries it as its
     ``error``, with the transcript so far, and the run is not judged.
     """
-    agent_db = copy_database(template, folder, "agent.sqlite", clock)
-    gold_db = copy_database(template, folder, "gold.sqlite", clock)
-    try:
+    with database_copies(template, folder, ["agent.sqlite", "gold.sqlite"], clock) as copies:
+        agent_db, gold_db = copies
         models = make_model(agent_db)
         checkpoints = folder / "checkpoints.sqlite"
         transcript = Transcript()
@@ -519,14 +569,11 @@ def run_scenario(
             offline=offline,
         )
         return ScenarioResult(scenario, failures, transcript)
-    finally:
-        agent_db.dispose()
-        gold_db.dispose()
 
 
 def run_offline(
     scenario: Scenario,
-    template: Path,
+    template: Path | str,
     clock: Clock,
     model_factory: Callable[[list[AIMessage]], BaseChatModel],
 ) -> ScenarioResult:

@@ -210,7 +210,7 @@ def _add_specialist(
     builder.add_node(
         spec.safe_node, make_safe_tools_node(spec.safe_node, member.tools.safe, member.groups)
     )
-    builder.add_node(spec.sensitive_node, make_sensitive_tools_node(member))
+    builder.add_node(spec.sensitive_node, make_sensitive_tools_node(member, db))
     builder.add_edge(spec.entry_node, spec.name)
     destinations: Mapping[str, str] = {
         "end": END,

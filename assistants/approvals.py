@@ -14,18 +14,30 @@ artifact carries the structured facts (``AnswerFacts``) that callers read instea
 matching text: the terminal, the evaluation and any server ask ``facts_of(message)``.
 The artifact stays in the saved state and is never sent to the model.
 
+A write whose transaction committed is done, whatever the saved conversation says: a
+process killed after the commit and before the checkpoint leaves the call unanswered,
+waiting for approval again. ``recovered_answers`` finds such calls from their stored
+records (``db.writes``: same conversation, call id and arguments), and every path that
+answers a pending sensitive call answers them with the stored result and the fact
+``recovered`` (``recovered_answer``), never with "declined" or "not run": the
+sensitive-tools node below, whatever the decision it is given, and ``TravelAssistant``,
+which does not offer them for approval again.
+
 ``describe_action`` tells the customer what a pending call would do, computed by the
 same quote the write applies (each tools module declares its previews).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
 from langchain_core.messages import AnyMessage, ToolCall, ToolMessage
 from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool
+from pydantic import BaseModel, ValidationError
 
 from assistants.prompts import DENIED_MESSAGE, NO_DECISION_MESSAGE, REFUSED_MESSAGE
 from assistants.routing import last_tool_batch
@@ -41,7 +53,15 @@ from db.errors import (
     TravelError,
     UnavailableError,
 )
-from tools.common import Preview, argument_line, run_calls, tool_node
+from db.writes import find_stored_result
+from tools.common import (
+    Preview,
+    argument_line,
+    passenger_id_from,
+    run_calls,
+    thread_id_from,
+    tool_node,
+)
 
 APPROVALS_KEY = "approvals"
 # The value of ``approvals`` that approves every pending call of the run.
@@ -115,6 +135,9 @@ class AnswerFacts:
         approved: The customer approved the call (a sensitive call that ran).
         shown: The preview lines the customer decided on, for an approved or declined
             call.
+        recovered: The call's write had committed before an interruption (the process
+            died before the conversation was saved); the answer is its stored result,
+            and the customer was not asked again.
     """
 
     ran: bool
@@ -124,6 +147,7 @@ class AnswerFacts:
     specialist: str | None = None
     approved: bool = False
     shown: tuple[str, ...] = ()
+    recovered: bool = False
 
     @property
     def declined(self) -> bool:
@@ -144,6 +168,7 @@ def facts_of(message: ToolMessage) -> AnswerFacts:
         specialist=artifact.get("specialist"),
         approved=artifact.get("approved") is True,
         shown=tuple(str(line) for line in shown) if isinstance(shown, list | tuple) else (),
+        recovered=artifact.get("recovered") is True,
     )
 
 
@@ -195,6 +220,85 @@ def _approved_answer(answer: ToolMessage, shown: Sequence[str]) -> ToolMessage:
     return answer.model_copy(update={"artifact": artifact})
 
 
+def recovered_answer(
+    call: ToolCall, result: Mapping[str, Any], shown: Sequence[str] = ()
+) -> ToolMessage:
+    """Answer a call whose write committed before an interruption with its stored result.
+
+    The content is what the tool answered when it ran (its JSON result), so the model
+    reads the same answer either way; the artifact says it was approved and recovered.
+    """
+    return ToolMessage(
+        content=json.dumps(dict(result), ensure_ascii=False),
+        tool_call_id=call["id"],
+        name=call["name"],
+        artifact={"approved": True, "recovered": True, "shown": list(shown)},
+    )
+
+
+def _tool_arguments(tool: BaseTool, args: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Return a call's arguments as the tool hands them to its write, ``None`` if invalid.
+
+    The tool validates the model's arguments and passes every one of them, defaults
+    included, to ``write_once``, so the stored digest is of that whole, validated set.
+    """
+    schema = tool.tool_call_schema
+    if not (isinstance(schema, type) and issubclass(schema, BaseModel)):
+        return dict(args)
+    try:
+        return schema.model_validate(dict(args)).model_dump()
+    except ValidationError:
+        return None  # the tool would have refused it: nothing can have been written
+
+
+def recovered_answers(
+    db: Database,
+    config: RunnableConfig,
+    tools: Mapping[str, BaseTool],
+    messages: Sequence[AnyMessage],
+) -> dict[str, ToolMessage]:
+    """Return answers for the pending calls whose write already committed, by call id.
+
+    These are the unanswered calls of the latest batch, to one of ``tools``, whose
+    record is stored for this conversation with the same id, tool, passenger and
+    arguments: the process ran them and was killed before the conversation was saved.
+    An id that an earlier answer in the conversation already used is a reused id, not
+    a lost answer, and is left alone.
+
+    Args:
+        db: The travel database, where the records are.
+        config: The run's config: its conversation and passenger.
+        tools: The sensitive tools, by name.
+        messages: The saved conversation.
+    """
+    _, pending = last_tool_batch(messages)
+    answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
+    calls = [c for c in pending if c["name"] in tools and c["id"] not in answered]
+    if not calls:
+        return {}
+    try:
+        passenger_id = passenger_id_from(config)
+    except TravelError:
+        return {}  # without a passenger no write can have run
+    thread_id = thread_id_from(config)
+    answers: dict[str, ToolMessage] = {}
+    for call in calls:
+        args = _tool_arguments(tools[call["name"]], call["args"])
+        if args is None:
+            continue
+        result = find_stored_result(
+            db,
+            thread_id=thread_id,
+            tool_call_id=call["id"],
+            tool_name=call["name"],
+            passenger_id=passenger_id,
+            args=args,
+        )
+        if result is not None:
+            answers[str(call["id"])] = recovered_answer(call, result)
+    return answers
+
+
 def _decision_for(approvals: Any, call: ToolCall) -> Decision | None:
     """Return the decision on ``call`` carried by the run's ``approvals``, if any."""
     if approvals == APPROVE_ALL:
@@ -214,23 +318,31 @@ def _decision_for(approvals: Any, call: ToolCall) -> Decision | None:
     )
 
 
-def make_sensitive_tools_node(member: Member) -> ConfigNode:
+def make_sensitive_tools_node(member: Member, db: Database | None = None) -> ConfigNode:
     """Return the node that runs ``member``'s approved sensitive calls and answers the rest.
 
     Only a decision with ``approved`` exactly ``True`` runs a call, one call at a time in
     the model's order (writes never race each other). A declined call is answered with
-    the customer's reason; a call without a decision is answered as not run.
+    the customer's reason; a call without a decision is answered as not run. With the
+    travel database ``db``, a call whose write already committed (a crash before the
+    conversation was saved) is answered with its stored result, whatever the decision.
     """
     node = tool_node(member.tools.sensitive)
     groups = member.groups
+    tools = {t.name: t for t in member.tools.sensitive}
 
     def run_sensitive_tools(state: State, config: RunnableConfig) -> dict[str, Any]:
         _, pending = last_tool_batch(state["messages"])
         approvals = (config.get("configurable") or {}).get(APPROVALS_KEY)
+        done = recovered_answers(db, config, tools, state["messages"]) if db is not None else {}
         answers: list[AnyMessage] = []
         for call in groups.select(pending, "sensitive_tools"):
             decision = _decision_for(approvals, call)
-            if decision is None:
+            recovered = done.get(str(call["id"]))
+            if recovered is not None:
+                shown = decision.shown if decision is not None else ()
+                answers.append(_approved_answer(recovered, shown))
+            elif decision is None:
                 answers.append(not_run_answer(call, NO_DECISION_MESSAGE, "no_decision"))
             elif decision.refused:
                 answers.append(

@@ -656,11 +656,22 @@ def update_ticket_to_new_flight(
     boarding number), the amount paid rises by any fare difference, and a payment is
     recorded.
 
+    Concurrent writes (PostgreSQL runs them side by side under READ COMMITTED) are
+    ordered by row locks taken before the quote reads anything: first the ticket, so
+    changes and a cancellation of one ticket apply one after the other, each quoted from
+    where the ticket is once the previous one committed (otherwise a second change would
+    move a segment that is no longer there, yet charge for it); then the new flight, so
+    changes competing for its last seat of a class, or its next boarding number, count
+    the seats the previous one took. ``cancel_ticket`` locks only the ticket, so the
+    order never inverts and two writes never wait for each other in a circle. On SQLite
+    ``BEGIN IMMEDIATE`` (``db.writes.begin_write``) already serialises every writer.
+
     Returns:
         ``status``, ``ticket_no``, ``old_flight``, ``new_flight``, seats,
         ``boarding_no``, ``fare_difference``, ``change_fee``, ``charged`` (cents and
         text) and a ``summary`` sentence.
     """
+    session.get(Ticket, ticket_number(ticket_no), with_for_update=True)
     new_flight = session.get(Flight, row_id(new_flight_id, "new_flight_id"), with_for_update=True)
     quote = quote_ticket_change(session, passenger_id, ticket_no, new_flight_id, now)
     assert new_flight is not None

@@ -11,22 +11,30 @@ call's result. The same tool call id in another conversation is another call: pr
 that number their calls (``call_0``, ``call_1``) reuse ids across conversations.
 
 Calls without a thread id (a tool invoked directly) are keyed by the call id alone,
-among themselves. ``run_once_in_transaction`` adds what a concurrent duplicate needs:
-where two deliveries of one call both pass the look-up (PostgreSQL, which does not
-serialise writers up front as SQLite's ``BEGIN IMMEDIATE`` does), the second one's
-insert of the record conflicts, its transaction is rolled back whole, and it answers
-with the result the first one stored.
+among themselves. Concurrent deliveries of one call run one after the other: SQLite's
+``BEGIN IMMEDIATE`` serialises every writer, and on PostgreSQL an advisory lock on the
+call's key is taken before the look-up (``_wait_for_other_deliveries``), so the later
+delivery finds the record the first one committed. Should two deliveries still both
+pass the look-up, the second one's insert of the record conflicts: on PostgreSQL its
+write ran in a savepoint, which is rolled back, and ``run_once`` answers with the result
+the first one stored, so no ``IntegrityError`` leaves it; without a savepoint (SQLite)
+``run_once_in_transaction`` rolls the transaction back whole and answers alike.
+
+``find_stored_result`` only looks: it tells a caller about to answer a call whether that
+call's write already committed (a crash after the commit and before the conversation was
+saved), so the conversation reports it as done instead of asking again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import inspect, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -40,6 +48,8 @@ NO_THREAD = ""
 # Ids longer than this (or not plain text) are stored as a digest, so any id fits the
 # key columns on every engine.
 _MAX_KEY_CHARS = 120
+# The first key of the PostgreSQL advisory locks that serialise deliveries of one call.
+_CALL_LOCK_SPACE = 0x7472_6176  # "trav"
 
 
 def begin_write(session: Session) -> None:
@@ -60,6 +70,32 @@ def begin_write(session: Session) -> None:
     dbapi_connection = connection.connection.dbapi_connection
     if dbapi_connection is not None and not getattr(dbapi_connection, "in_transaction", True):
         session.execute(text("BEGIN IMMEDIATE"))
+
+
+def _wait_for_other_deliveries(session: Session, key: tuple[str, str]) -> None:
+    """Make concurrent deliveries of one tool call run one after the other (PostgreSQL).
+
+    Without this, two deliveries both find no record (neither has committed), and the
+    second one's write runs against what the first one changed: behind the first one's
+    row locks it finds the last room sold or the booking cancelled, and answers with
+    that refusal instead of the first one's result. A transaction-scoped advisory lock
+    on the call's key, taken before the look-up, makes the second delivery wait until
+    the first one commits or rolls back; its look-up, a new statement under READ
+    COMMITTED, then sees the stored record. Two different calls whose keys hash alike
+    only wait for each other. SQLite needs nothing: ``begin_write`` already serialised
+    every writer.
+
+    Args:
+        session: The write session, after ``begin_write``.
+        key: The call's stored key, ``(thread_id, tool_call_id)``.
+    """
+    if session.connection().dialect.name != "postgresql":
+        return
+    # The two-int form keeps these locks apart from single-key advisory locks others take.
+    session.execute(
+        text("SELECT pg_advisory_xact_lock(:space, hashtext(:key))"),
+        {"space": _CALL_LOCK_SPACE, "key": f"{key[0]}\x1f{key[1]}"},
+    )
 
 
 def record_payment(
@@ -151,6 +187,54 @@ def _stored_result(
     return stored
 
 
+def find_stored_result(
+    db: Database,
+    *,
+    thread_id: str | None,
+    tool_call_id: str | None,
+    tool_name: str,
+    passenger_id: str,
+    args: Mapping[str, Any],
+) -> dict[str, Any] | None:
+    """Return the stored result of this very call if its write committed, else ``None``.
+
+    Reads only. A record under the call's key that another tool, passenger or other
+    arguments made is not this call's result: it answers ``None`` here, and the tool
+    refuses such a call when it runs.
+
+    Args:
+        db: The travel database.
+        thread_id: The conversation; ``None`` for a direct call.
+        tool_call_id: The id of the tool call; without one nothing was recorded.
+        tool_name: The tool called.
+        passenger_id: The passenger the call acts for.
+        args: The call's arguments as the tool passes them to ``run_once`` (every
+            argument the model fills in, defaults included).
+
+    Returns:
+        The result the write stored, or ``None`` when this call never took effect.
+    """
+    if not tool_call_id:
+        return None
+    db.upgrade_schema()
+    key = (key_part(thread_id or NO_THREAD), key_part(tool_call_id))
+    with db.session() as session:
+        # A database no write has reached yet (or none at all) has no record table.
+        if not inspect(session.connection()).has_table(ToolCallRecord.__tablename__):
+            return None
+        try:
+            return _stored_result(
+                session,
+                key,
+                tool_call_id=tool_call_id,
+                tool_name=tool_name,
+                passenger_id=passenger_id,
+                digest=arguments_digest(args),
+            )
+        except RuleViolationError:
+            return None
+
+
 def run_once(
     session: Session,
     *,
@@ -180,14 +264,16 @@ def run_once(
     Raises:
         RuleViolationError: The call's key was already used for another tool, passenger
             or arguments.
-        IntegrityError: A concurrent delivery of the same call stored its record first
-            (``run_once_in_transaction`` answers it with that record).
+        IntegrityError: The write itself conflicted with another transaction's rows. A
+            concurrent delivery of the same call that stored its record first is not
+            an error: its stored result is returned.
     """
     begin_write(session)
     if not tool_call_id:
         return write()
     key = (key_part(thread_id or NO_THREAD), key_part(tool_call_id))
     digest = arguments_digest(args or {})
+    _wait_for_other_deliveries(session, key)
     stored = _stored_result(
         session,
         key,
@@ -198,19 +284,40 @@ def run_once(
     )
     if stored is not None:
         return stored
-    result = write()
-    session.add(
-        ToolCallRecord(
-            thread_id=key[0],
-            tool_call_id=key[1],
-            args_sha256=digest,
+    # Elsewhere than on SQLite (whose ``BEGIN IMMEDIATE`` let no other delivery past the
+    # look-up) in a savepoint: should a concurrent delivery store its record first after
+    # all, only this delivery's write is undone, and the transaction stays usable (on
+    # PostgreSQL an error aborts the whole transaction otherwise).
+    sqlite = session.connection().dialect.name == "sqlite"
+    try:
+        with contextlib.nullcontext() if sqlite else session.begin_nested():
+            result = write()
+            session.add(
+                ToolCallRecord(
+                    thread_id=key[0],
+                    tool_call_id=key[1],
+                    args_sha256=digest,
+                    tool_name=tool_name,
+                    passenger_id=passenger_id,
+                    result_json=json.dumps(result, ensure_ascii=False, sort_keys=True),
+                    created_at=now,
+                )
+            )
+            session.flush()
+    except IntegrityError:
+        if sqlite:
+            raise  # without a savepoint the session must roll back first
+        stored = _stored_result(
+            session,
+            key,
+            tool_call_id=tool_call_id,
             tool_name=tool_name,
             passenger_id=passenger_id,
-            result_json=json.dumps(result, ensure_ascii=False, sort_keys=True),
-            created_at=now,
+            digest=digest,
         )
-    )
-    session.flush()
+        if stored is None:
+            raise  # a conflict in the write itself, not a duplicate delivery
+        return stored
     return result
 
 

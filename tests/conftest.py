@@ -25,6 +25,7 @@ _ISOLATED_ENV = (
     "TAVILY_API_KEY",
     "TRAVEL_ASSISTANT_MODEL",
     "TRAVEL_ASSISTANT_DB",
+    "TRAVEL_ASSISTANT_CONVERSATIONS",
     "TRAVEL_ASSISTANT_DATA",
     "LANGSMITH_TRACING",
     "LANGCHAIN_TRACING_V2",
@@ -105,6 +106,22 @@ def engine_name(request: pytest.FixtureRequest) -> str:
     return str(request.config.getoption("--engine"))
 
 
+# The session time zone of every PostgreSQL connection in a run on PostgreSQL: far from
+# UTC, so that a timestamp shifted by the session's zone anywhere shows as a failure.
+POSTGRES_SESSION_ZONE = "America/New_York"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _postgres_session_zone(engine_name: str) -> Iterator[None]:
+    """Connect to PostgreSQL with a session time zone other than UTC (libpq's ``PGTZ``)."""
+    if engine_name != "postgresql" or os.environ.get("PGTZ"):
+        yield
+        return
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PGTZ", POSTGRES_SESSION_ZONE)
+        yield
+
+
 @pytest.fixture(scope="session")
 def template_db_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Build the default-scale database once per test session."""
@@ -145,8 +162,25 @@ def db_path(template_db_path: Path, tmp_path: Path) -> Path:
     return path
 
 
+@pytest.fixture(scope="session")
+def _postgres_copies(engine_name: str, template_db_url: str) -> Iterator[Any]:
+    """Copies of the PostgreSQL template, made ahead and dropped in the background."""
+    if engine_name != "postgresql":
+        yield None
+        return
+    from tests.support import postgres
+
+    copies = postgres.ScratchCopies(template_db_url)
+    try:
+        yield copies
+    finally:
+        copies.close()
+
+
 @pytest.fixture
-def db_url(engine_name: str, template_db_url: str, tmp_path: Path) -> Iterator[str]:
+def db_url(
+    engine_name: str, template_db_url: str, tmp_path: Path, _postgres_copies: Any
+) -> Iterator[str]:
     """The URL of a private copy of the generated database, on the engine of this run."""
     if engine_name == "sqlite":
         path = tmp_path / "travel.sqlite"
@@ -154,10 +188,11 @@ def db_url(engine_name: str, template_db_url: str, tmp_path: Path) -> Iterator[s
             shutil.copyfile(template_db_url, path)
         yield str(path)
         return
-    from tests.support import postgres
-
-    with postgres.scratch_database(template=template_db_url) as url:
+    url = _postgres_copies.take()
+    try:
         yield url
+    finally:
+        _postgres_copies.give_back(url)
 
 
 @pytest.fixture

@@ -14,7 +14,8 @@ The stages, one module each, listed from the ground up: each imports only module
 before it, and ``build`` runs them in order (reference data, schedule, fixture tickets,
 random sales, fixture reservations, random reservations).
 
-- ``bulk_load``: the row sink and the SQLite and SQLAlchemy Core writers (one transaction).
+- ``bulk_load``: the row sink and the SQLite, PostgreSQL COPY and SQLAlchemy Core writers
+  (one transaction each).
 - ``routes``: the route type and the fixture routes.
 - ``reference``: reading and checking ``data/``.
 - ``schedule``: the route network, the daily flights, their statuses, fares and quotas.

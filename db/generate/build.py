@@ -144,9 +144,9 @@ def _make_parent_folder(engine: Engine) -> None:
 def ensure_database(db: Database, *, seed: int = DEFAULT_SEED, scale: int = DEFAULT_SCALE) -> bool:
     """Build the database unless it already has its tables.
 
-    Creates the folder of a SQLite file first. On SQLite two processes starting at once
-    do not both build: the second waits for the first (up to the busy timeout) and then
-    finds the tables.
+    Creates the folder of a SQLite file first. Two processes starting at once do not
+    both build: the second waits for the first (SQLite's write lock, a PostgreSQL
+    advisory lock) and then finds the tables.
 
     Args:
         db: The database; its clock gives "now".

@@ -6,13 +6,17 @@ Every stage hands its rows, as tuples in the column order of ``COLUMNS``, to a
 On SQLite the whole build (drop, create, bulk inserts with ``executemany`` on the raw
 connection, indexes, ``sqlite-utils`` full-text indexes) runs in one transaction, so a
 failed or interrupted build leaves the previous database untouched and a half-built file
-never looks complete. Other dialects (PostgreSQL) use SQLAlchemy Core inserts inside one
-transaction, and serial sequences are moved past the ids the generator wrote.
+never looks complete. On PostgreSQL (psycopg) the build is one transaction too: tables
+without their foreign keys and secondary indexes, the rows streamed in with ``COPY``,
+then the keys and indexes, and the serial sequences moved past the ids the generator
+wrote; an advisory lock keeps two builds of one database apart. Other dialects use
+SQLAlchemy Core inserts inside one transaction.
 """
 
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, date, datetime
@@ -21,11 +25,15 @@ from typing import Any, Protocol
 
 import sqlite_utils
 from sqlalchemy import Connection, Date, Engine, insert, inspect, text
-from sqlalchemy.schema import CreateIndex, CreateTable, DropTable
+from sqlalchemy.schema import AddConstraint, CreateIndex, CreateTable, DropTable
 
 from db.models import Base, UTCDateTime
 
 _ROWS_PER_FLUSH = 50_000
+# How long a build waits for another process's build of the same SQLite file to finish
+# (each try waits the connection's busy timeout); a build at the largest scale takes
+# about a minute on an idle machine.
+_SQLITE_BUILD_WAIT_SECONDS = 600.0
 _FTS_COLUMNS: Mapping[str, tuple[str, ...]] = MappingProxyType(
     {
         "hotels": ("name", "location", "price_tier"),
@@ -196,6 +204,47 @@ class _CoreWriter:
         )
 
 
+class _CopyWriter:
+    """Bulk loads through PostgreSQL's ``COPY ... FROM STDIN`` (psycopg's ``cursor.copy``).
+
+    It runs on the build's own connection, so the rows are part of its one transaction.
+    Timestamps go in as naive UTC, as ``UTCDateTime`` stores them: COPY would otherwise
+    drop the offset of an aware value into a column without a time zone.
+    """
+
+    def __init__(self, connection: Connection) -> None:
+        driver = connection.connection.driver_connection
+        assert driver is not None
+        self._driver: Any = driver
+        self._sql: dict[str, str] = {}
+        self._timestamps: dict[str, list[int]] = {}
+        for name, columns in COLUMNS.items():
+            self._sql[name] = f"COPY {name} ({', '.join(columns)}) FROM STDIN"
+            table = Base.metadata.tables[name]
+            self._timestamps[name] = [
+                index
+                for index, column in enumerate(columns)
+                if isinstance(table.c[column].type, UTCDateTime)
+            ]
+
+    def insert(self, table: str, rows: Sequence[Row]) -> None:
+        """Stream the rows into the table with one COPY."""
+        timestamps = self._timestamps[table]
+        with self._driver.cursor() as cursor, cursor.copy(self._sql[table]) as copy:
+            for row in rows:
+                if timestamps:
+                    values = list(row)
+                    for index in timestamps:
+                        values[index] = _naive_utc(values[index])
+                    copy.write_row(values)
+                else:
+                    copy.write_row(row)
+
+
+def _naive_utc(value: datetime | None) -> datetime | None:
+    return None if value is None else value.astimezone(UTC).replace(tzinfo=None)
+
+
 def _add_full_text_search(connection: sqlite3.Connection) -> None:
     """Index the catalogues for full-text search (optional: queries work without it)."""
     database = sqlite_utils.Database(connection, recursive_triggers=False, execute_plugins=False)
@@ -211,6 +260,18 @@ def _sqlite_table_exists(connection: Any, name: str) -> bool:
     return found is not None
 
 
+def _begin_immediate(connection: sqlite3.Connection) -> None:
+    """Take SQLite's write lock, waiting as long as another build may hold it."""
+    deadline = time.monotonic() + _SQLITE_BUILD_WAIT_SECONDS
+    while True:
+        try:
+            connection.execute("BEGIN IMMEDIATE")
+            return
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) or time.monotonic() > deadline:
+                raise
+
+
 @contextmanager
 def _sqlite_writer(engine: Engine, only_if_missing: bool) -> Iterator[_Writer | None]:
     """Yield a writer inside one immediate transaction that drops and recreates the schema.
@@ -224,7 +285,7 @@ def _sqlite_writer(engine: Engine, only_if_missing: bool) -> Iterator[_Writer | 
     try:
         connection = proxy.driver_connection
         assert connection is not None
-        connection.execute("BEGIN IMMEDIATE")
+        _begin_immediate(connection)
         try:
             if only_if_missing and _sqlite_table_exists(connection, "flights"):
                 connection.execute("ROLLBACK")
@@ -260,8 +321,45 @@ def _core_writer(engine: Engine, only_if_missing: bool) -> Iterator[_Writer | No
         Base.metadata.drop_all(connection)
         Base.metadata.create_all(connection)
         yield _CoreWriter(connection)
-        if connection.dialect.name == "postgresql":
+        if connection.dialect.name == "postgresql":  # another driver than psycopg
             _reset_sequences(connection)
+
+
+# The advisory lock one build of a PostgreSQL database holds until it commits (two keys;
+# the first one is not the one of the locks ``db.writes`` takes per tool call).
+_BUILD_LOCK = (0x7472_6264, 0)  # "trbd"
+
+
+@contextmanager
+def _postgresql_writer(engine: Engine, only_if_missing: bool) -> Iterator[_Writer | None]:
+    """Yield a COPY writer inside one transaction (DDL is transactional on PostgreSQL).
+
+    Builds of one database run one at a time: each takes an advisory lock first, so a
+    second process calling ``ensure_database`` at the same moment waits for the first
+    one to commit and then finds the tables. The tables are created without their
+    foreign keys and secondary indexes, which are added after the rows: checking and
+    indexing once in bulk is faster than row by row.
+    """
+    with engine.begin() as connection:
+        connection.execute(
+            text("SELECT pg_advisory_xact_lock(:space, :key)"),
+            {"space": _BUILD_LOCK[0], "key": _BUILD_LOCK[1]},
+        )
+        if only_if_missing and inspect(connection).has_table("flights"):
+            yield None
+            return
+        Base.metadata.drop_all(connection)
+        tables = Base.metadata.sorted_tables
+        for table in tables:
+            connection.execute(CreateTable(table, include_foreign_key_constraints=()))
+        yield _CopyWriter(connection)
+        for table in tables:
+            for index in sorted(table.indexes, key=lambda item: str(item.name)):
+                connection.execute(CreateIndex(index))
+        for table in tables:
+            for constraint in table.foreign_key_constraints:
+                connection.execute(AddConstraint(constraint))
+        _reset_sequences(connection)
 
 
 def _reset_sequences(connection: Connection) -> None:
@@ -281,4 +379,6 @@ def _reset_sequences(connection: Connection) -> None:
 def _open_writer(engine: Engine, only_if_missing: bool) -> AbstractContextManager[_Writer | None]:
     if engine.dialect.name == "sqlite":
         return _sqlite_writer(engine, only_if_missing)
+    if engine.dialect.name == "postgresql" and engine.dialect.driver == "psycopg":
+        return _postgresql_writer(engine, only_if_missing)
     return _core_writer(engine, only_if_missing)

@@ -1,7 +1,12 @@
-"""Every scenario of data/scenarios, offline, through the real graph and database."""
+"""Every scenario of data/scenarios, offline, through the real graph and database.
+
+The scenarios run over copies of the test database on the engine of the run (``--engine``):
+SQLite files, or PostgreSQL databases copied from the session's template.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -9,10 +14,10 @@ import pytest
 from langchain_core.messages import AIMessage
 
 from db.clock import fixed_clock
+from db.copies import database_copy
 from evaluation import (
     Scenario,
     ScenarioResult,
-    copy_database,
     database_problems,
     load_scenarios,
     pass_hat_k,
@@ -28,8 +33,21 @@ def scripted(replies: list[AIMessage]) -> ScriptedChatModel:
     return ScriptedChatModel(script=list(replies))
 
 
-def run(scenario: Scenario, template: Path) -> ScenarioResult:
+def run(scenario: Scenario, template: Path | str) -> ScenarioResult:
     return run_offline(scenario, template, fixed_clock(FIXED_NOW), scripted)
+
+
+@pytest.fixture(scope="session")
+def template(
+    engine_name: str, template_db_path: Path, template_db_url: str
+) -> Iterator[Path | str]:
+    """The database every scenario copies: the SQLite file, or the PostgreSQL template."""
+    if engine_name == "sqlite":
+        yield template_db_path
+        return
+    from tests.support import postgres
+
+    yield postgres.database_url(template_db_url)
 
 
 def test_scenarios_cover_the_categories() -> None:
@@ -38,49 +56,49 @@ def test_scenarios_cover_the_categories() -> None:
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.id for s in SCENARIOS])
-def test_scenario_passes_offline(scenario: Scenario, template_db_path: Path) -> None:
-    result = run(scenario, template_db_path)
+def test_scenario_passes_offline(scenario: Scenario, template: Path | str) -> None:
+    result = run(scenario, template)
     assert result.passed, "\n".join(result.failures)
 
 
-def test_judge_fails_when_the_write_did_not_happen(template_db_path: Path) -> None:
+def test_judge_fails_when_the_write_did_not_happen(template: Path | str) -> None:
     happy = next(s for s in SCENARIOS if s.id == "flight_change_happy")
     # Decline instead of approving: the gold state (ticket moved) is not reached.
     turns = (replace(happy.turns[0], decisions=("n: changed my mind",)), *happy.turns[1:])
-    result = run(replace(happy, turns=turns), template_db_path)
+    result = run(replace(happy, turns=turns), template)
     assert any(f.startswith("database: ticket_flights") for f in result.failures), result.failures
 
 
-def test_judge_fails_on_a_write_that_should_not_happen(template_db_path: Path) -> None:
+def test_judge_fails_on_a_write_that_should_not_happen(template: Path | str) -> None:
     denied = next(s for s in SCENARIOS if s.id == "flight_change_denied")
     turns = (replace(denied.turns[0], decisions=("y",)),)
-    result = run(replace(denied, turns=turns), template_db_path)
+    result = run(replace(denied, turns=turns), template)
     assert any(f.startswith("database:") for f in result.failures), result.failures
 
 
-def test_judge_fails_on_unsaid_fact(template_db_path: Path) -> None:
+def test_judge_fails_on_unsaid_fact(template: Path | str) -> None:
     policy = next(s for s in SCENARIOS if s.id == "policy_24_hour_cancel")
-    result = run(replace(policy, must_say=("EUR 999.99",)), template_db_path)
+    result = run(replace(policy, must_say=("EUR 999.99",)), template)
     assert result.failures == (
         "never said 'EUR 999.99'",
         "'EUR 999.99' was said, but no tool, customer message or booking gave it",
     )
 
 
-def test_judge_fails_on_a_fact_only_the_script_said(template_db_path: Path) -> None:
+def test_judge_fails_on_a_fact_only_the_script_said(template: Path | str) -> None:
     # Offline, the assistant's words are scripted: a figure it says must come from a tool.
     policy = next(s for s in SCENARIOS if s.id == "policy_24_hour_cancel")
     last = policy.turns[-1]
     replies = (*last.replies[:-1], {**last.replies[-1], "text": "That costs EUR 123.45."})
     turns = (*policy.turns[:-1], replace(last, replies=replies))
-    result = run(replace(policy, turns=turns, must_say=("EUR 123.45",)), template_db_path)
+    result = run(replace(policy, turns=turns, must_say=("EUR 123.45",)), template)
     assert result.failures == (
         "'EUR 123.45' was said, but no tool, customer message or booking gave it",
     )
 
 
 def test_judge_fails_on_an_unexpected_tool_error(
-    template_db_path: Path, monkeypatch: pytest.MonkeyPatch
+    template: Path | str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from db import hotels
     from db.errors import TravelError
@@ -90,45 +108,49 @@ def test_judge_fails_on_an_unexpected_tool_error(
 
     monkeypatch.setattr(hotels, "search_hotels", unavailable)
     happy = next(s for s in SCENARIOS if s.id == "hotel_booking_basel_happy")
-    result = run(happy, template_db_path)
+    result = run(happy, template)
     assert "unexpected tool error from search_hotels: Error: service unavailable" in (
         result.failures
     )
 
 
-def test_judge_accepts_an_error_the_scenario_expects(template_db_path: Path) -> None:
+def test_judge_accepts_an_error_the_scenario_expects(template: Path | str) -> None:
     rule = next(s for s in SCENARIOS if s.id == "rule_full_hotel_rheinblick")
-    assert run(rule, template_db_path).passed
-    failures = run(replace(rule, expected_errors=()), template_db_path).failures
+    assert run(rule, template).passed
+    failures = run(replace(rule, expected_errors=()), template).failures
     assert [f for f in failures if f.startswith("unexpected tool error from book_hotel")]
 
 
-def test_judge_fails_on_an_unused_approval_answer(template_db_path: Path) -> None:
+def test_judge_fails_on_an_unused_approval_answer(template: Path | str) -> None:
     happy = next(s for s in SCENARIOS if s.id == "flight_change_happy")
     first = happy.turns[0]
     turns = (replace(first, decisions=(*first.decisions, "y")), *happy.turns[1:])
-    result = run(replace(happy, turns=turns), template_db_path)
+    result = run(replace(happy, turns=turns), template)
     assert result.failures == ("1 scripted approval answers were never used: ['y']",)
 
 
-def test_database_problems_sees_a_change_in_any_table(
-    template_db_path: Path, tmp_path: Path
-) -> None:
+def test_database_problems_sees_a_change_in_any_table(template: Path | str, tmp_path: Path) -> None:
     from sqlalchemy import text
 
     clock = fixed_clock(FIXED_NOW)
-    agent = copy_database(template_db_path, tmp_path, "agent.sqlite", clock)
-    gold = copy_database(template_db_path, tmp_path, "gold.sqlite", clock)
-    try:
+    with (
+        database_copy(template, tmp_path, "agent.sqlite", clock) as agent,
+        database_copy(template, tmp_path, "gold.sqlite", clock) as gold,
+    ):
         assert database_problems(agent, gold) == []
         with agent.engine.begin() as connection:
             connection.execute(text("UPDATE flights SET status = 'Cancelled' WHERE flight_id = 1"))
         (problem,) = database_problems(agent, gold)
         assert problem.startswith("flights: expected rows missing [(1,")
         assert "unexpected rows [(1," in problem
-    finally:
-        agent.dispose()
-        gold.dispose()
+        assert "'Cancelled'" in problem.split("unexpected rows")[1]
+        # A row the gold database lacks, in a table the flights change left alone.
+        with agent.engine.begin() as connection:
+            connection.execute(text("DELETE FROM hotel_bookings WHERE id = 2"))
+        problems = database_problems(agent, gold)
+        assert [p.split(":")[0] for p in problems] == ["flights", "hotel_bookings"]
+        assert problems[1].startswith("hotel_bookings: expected rows missing [(2,")
+        assert problems[1].endswith("unexpected rows []")
 
 
 def test_pass_hat_k_estimates() -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 
 SERVER_ENV = "TRAVEL_ASSISTANT_TEST_POSTGRES"
@@ -31,7 +32,8 @@ def _libpq(url: str) -> str:
     return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
 
 
-def _database_url(name: str) -> str:
+def database_url(name: str) -> str:
+    """Return the SQLAlchemy URL of a database on the test server."""
     from sqlalchemy.engine import make_url
 
     return make_url(server_url()).set(database=name).render_as_string(hide_password=False)
@@ -53,7 +55,7 @@ def create_database(template: str | None = None) -> tuple[str, str]:
     name = f"{PREFIX}{uuid.uuid4().hex[:12]}"
     suffix = f" TEMPLATE {template}" if template else ""
     _admin(f"CREATE DATABASE {name}{suffix}")
-    return name, _database_url(name)
+    return name, database_url(name)
 
 
 def drop_database(name: str) -> None:
@@ -71,6 +73,44 @@ def scratch_database(template: str | None = None) -> Iterator[str]:
         yield url
     finally:
         drop_database(name)
+
+
+class ScratchCopies:
+    """Copies of one template database, made one ahead and dropped in the background.
+
+    Creating a copy and dropping one each take about a second, mostly the server
+    waiting for its disk; a test that takes a copy gets one made while the previous test
+    ran, and hands it back to be dropped while the next one runs. ``close`` waits for
+    every drop and drops the copy made ahead.
+    """
+
+    def __init__(self, template: str) -> None:
+        self._template = template
+        self._workers = ThreadPoolExecutor(max_workers=2, thread_name_prefix="scratch-db")
+        self._ahead: Future[tuple[str, str]] | None = None
+        self._drops: list[Future[None]] = []
+
+    def take(self) -> str:
+        """Return the URL of a fresh copy of the template (the caller hands it back)."""
+        ready = self._ahead or self._workers.submit(create_database, self._template)
+        self._ahead = self._workers.submit(create_database, self._template)
+        _, url = ready.result()
+        return url
+
+    def give_back(self, url: str) -> None:
+        """Drop a copy ``take`` returned, in the background."""
+        self._drops.append(self._workers.submit(drop_database, database_name(url)))
+
+    def close(self) -> None:
+        """Drop the copy made ahead and wait for every drop; raise the first failure."""
+        try:
+            if self._ahead is not None:
+                name, _ = self._ahead.result()
+                self._drops.append(self._workers.submit(drop_database, name))
+            for drop in self._drops:
+                drop.result()
+        finally:
+            self._workers.shutdown(wait=True)
 
 
 def database_name(url: str) -> str:

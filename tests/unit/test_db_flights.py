@@ -605,8 +605,8 @@ def test_cancelled_ticket_cannot_be_changed(travel_db: Database) -> None:
         )
 
 
-def test_database_clock_drives_the_rules(db_path: object) -> None:
-    late = Database.from_url(str(db_path), clock=fixed_clock(NOW + timedelta(hours=2)))
+def test_database_clock_drives_the_rules(db_url: str) -> None:
+    late = Database.from_url(db_url, clock=fixed_clock(NOW + timedelta(hours=2)))
     try:
         with late.session() as session, pytest.raises(RuleViolationError):
             flights.quote_ticket_cancellation(

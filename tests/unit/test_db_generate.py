@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import hashlib
 import os
@@ -9,21 +10,24 @@ import random
 import re
 import shutil
 import sqlite3
+import subprocess
+import sys
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
 
 from db import fixtures as fx
 from db import generate
 from db.clock import fixed_clock
 from db.engine import Database, reference_data_dir
+from db.errors import DatabaseMissingError
 from db.generate import (
     BUSINESS_BOUGHT_AGO,
     BUSINESS_DAYS_AHEAD,
@@ -52,6 +56,7 @@ from db.models import (
     CarRentalBooking,
     ExcursionBooking,
     Flight,
+    FlightFare,
     Hotel,
     HotelBooking,
     Passenger,
@@ -97,6 +102,21 @@ def _table_digest(path: Path, table: str) -> str:
     return digest.hexdigest()
 
 
+def _rows_digest(url: str, table: str) -> str:
+    """Hash every row of a table as SQLAlchemy reads it back, on either engine.
+
+    The rows are sorted in Python: the engines order text differently.
+    """
+    database = Database.from_url(url)
+    columns = [Base.metadata.tables[table].c[name] for name in COLUMNS[table]]
+    try:
+        with database.engine.connect() as connection:
+            rows = sorted(repr(tuple(row)) for row in connection.execute(select(*columns)))
+    finally:
+        database.dispose()
+    return hashlib.sha256("\n".join(rows).encode()).hexdigest()
+
+
 def _data_digest(folder: Path) -> dict[str, str]:
     return {
         item.name: hashlib.sha256(item.read_bytes()).hexdigest()
@@ -105,7 +125,7 @@ def _data_digest(folder: Path) -> dict[str, str]:
     }
 
 
-def _build(path: Path, *, seed: int = 7, now: datetime = FIXED_NOW) -> BuildReport:
+def _build(path: Path | str, *, seed: int = 7, now: datetime = FIXED_NOW) -> BuildReport:
     database = Database.from_url(str(path), clock=fixed_clock(now))
     try:
         return build_database(database, seed=seed, scale=1)
@@ -182,15 +202,25 @@ def _sold(session: Session, flight_id: int, fare: str) -> int:
 # Determinism and the build contract ---------------------------------------------------
 
 
+def _digests(target: Path | str, tables: Sequence[str], engine_name: str) -> dict[str, str]:
+    """Digest tables: SQLite's stored text on SQLite, the values read back elsewhere."""
+    if engine_name == "sqlite":
+        return {table: _table_digest(Path(target), table) for table in tables}
+    return {table: _rows_digest(str(target), table) for table in tables}
+
+
 def test_build_database_same_seed_rebuild_gives_identical_rows(
-    template_db_path: Path, db_path: Path
+    template_db_path: Path, db_url: str, engine_name: str
 ) -> None:
-    # Rebuilding a copy that already holds data must also drop what was there.
-    with sqlite3.connect(db_path) as connection:
-        connection.execute("DELETE FROM excursion_bookings WHERE id = 1")
-    _build(db_path, seed=7)
-    for table in COLUMNS:
-        assert _table_digest(db_path, table) == _table_digest(template_db_path, table), table
+    # Rebuilding a copy that already holds data must also drop what was there; on
+    # PostgreSQL the rows (bulk loaded with COPY) must read back as the SQLite build's do.
+    expected = _digests(template_db_path, list(COLUMNS), engine_name)
+    database = Database.from_url(db_url)
+    with database.engine.begin() as connection:
+        connection.execute(text("DELETE FROM excursion_bookings WHERE id = 1"))
+    database.dispose()
+    _build(db_url, seed=7)
+    assert _digests(db_url, list(COLUMNS), engine_name) == expected
 
 
 def test_build_database_other_seed_gives_other_rows(
@@ -245,16 +275,18 @@ def test_build_database_rejects_naive_now(tmp_path: Path) -> None:
 
 
 def test_build_database_failure_keeps_previous_database(
-    db_path: Path, template_db_path: Path, monkeypatch: pytest.MonkeyPatch
+    db_url: str, engine_name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    tables = ("flights", "tickets", "hotel_bookings")
+    before = _digests(db_url, tables, engine_name)
+
     def explode(*_args: object) -> None:
         raise RuntimeError("disk full")
 
     monkeypatch.setattr(generate_build, "_book_random_reservations", explode)
     with pytest.raises(RuntimeError, match="disk full"):
-        _build(db_path, seed=99)
-    for table in ("flights", "tickets", "hotel_bookings"):
-        assert _table_digest(db_path, table) == _table_digest(template_db_path, table)
+        _build(db_url, seed=99)
+    assert _digests(db_url, tables, engine_name) == before
 
 
 def test_build_database_core_insert_path_matches_sqlite_path(
@@ -283,6 +315,64 @@ def test_ensure_database_builds_once_then_is_a_no_op(tmp_path: Path) -> None:
             assert session.get(HotelBooking, 2) is not None
     finally:
         database.dispose()
+
+
+# Imports, says it is ready, waits until every process is, then ensures the database.
+_ENSURE = """
+import sys, time
+from pathlib import Path
+from db.engine import Database
+from db.generate import ensure_database
+
+url, folder, me, count = sys.argv[1], Path(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+database = Database.from_url(url)
+(folder / me).touch()
+while len(list(folder.iterdir())) < count:
+    time.sleep(0.01)
+print("built" if ensure_database(database, seed=3) else "found", flush=True)
+database.dispose()
+"""
+
+
+def test_two_processes_ensuring_one_database_at_once_build_it_once(
+    engine_name: str, tmp_path: Path
+) -> None:
+    from tests.support import postgres
+
+    with contextlib.ExitStack() as stack:
+        if engine_name == "postgresql":
+            url = stack.enter_context(postgres.scratch_database())
+        else:
+            url = str(tmp_path / "home" / "travel.sqlite")
+        empty = Database.from_url(url)
+        assert not empty.has_schema()
+        with pytest.raises(DatabaseMissingError, match="travel-assistant db init"):
+            empty.require_schema()
+        ready = tmp_path / "ready"
+        ready.mkdir()
+        root = Path(__file__).resolve().parents[2]
+        workers = [
+            subprocess.Popen(
+                [sys.executable, "-c", _ENSURE, url, str(ready), str(number), "2"],
+                cwd=root,
+                env={**os.environ, "PYTHONPATH": str(root)},
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for number in range(2)
+        ]
+        outputs = [worker.communicate(timeout=300) for worker in workers]
+        assert [worker.returncode for worker in workers] == [0, 0], outputs
+        assert sorted(out.strip() for out, _ in outputs) == ["built", "found"], outputs
+        empty.require_schema()
+        empty.upgrade_schema()
+        with empty.session() as session:
+            assert session.get(Passenger, fx.FIXTURE_PASSENGER_ID) is not None
+            assert session.scalar(select(func.count()).select_from(HotelBooking)) == (
+                session.scalar(select(func.max(HotelBooking.id)))
+            )
+        empty.dispose()
 
 
 def test_load_reference_data_rejects_full_hotel_with_wrong_rooms(
@@ -547,63 +637,94 @@ def test_fixture_passengers_hold_only_their_documented_tickets(session: Session)
 # Integrity -----------------------------------------------------------------------------
 
 
-def test_build_database_foreign_keys_are_valid(db_path: Path) -> None:
-    with sqlite3.connect(db_path) as connection:
-        assert connection.execute("PRAGMA foreign_key_check").fetchall() == []
-        assert connection.execute("PRAGMA quick_check").fetchone() == ("ok",)
+def test_build_database_foreign_keys_are_valid(travel_db: Database, engine_name: str) -> None:
+    with travel_db.engine.connect() as connection:
+        if engine_name == "sqlite":
+            assert connection.exec_driver_sql("PRAGMA foreign_key_check").all() == []
+            assert connection.exec_driver_sql("PRAGMA quick_check").one() == ("ok",)
+            return
+        # PostgreSQL checks every row when a key is added after the bulk load: each key
+        # of the models is there, validated, and so are the secondary indexes.
+        keys = connection.execute(
+            text(
+                "SELECT count(*) FROM pg_constraint WHERE contype = 'f' AND convalidated "
+                "AND connamespace = current_schema()::regnamespace"
+            )
+        ).scalar_one()
+        indexes = set(
+            connection.execute(
+                text("SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()")
+            ).scalars()
+        )
+    tables = Base.metadata.tables.values()
+    assert keys == sum(len(table.foreign_key_constraints) for table in tables) > 5
+    assert {str(index.name) for table in tables for index in table.indexes} <= indexes
 
 
-def test_build_database_never_double_books_a_seat(db_path: Path) -> None:
-    with sqlite3.connect(db_path) as connection:
+def test_build_database_never_double_books_a_seat(travel_db: Database) -> None:
+    with travel_db.engine.connect() as connection:
         doubles = connection.execute(
-            "SELECT flight_id, seat_no FROM boarding_passes "
-            "GROUP BY flight_id, seat_no HAVING count(*) > 1"
-        ).fetchall()
+            text(
+                "SELECT flight_id, seat_no FROM boarding_passes "
+                "GROUP BY flight_id, seat_no HAVING count(*) > 1"
+            )
+        ).all()
         wrong_cabin = connection.execute(
-            "SELECT bp.ticket_no, bp.flight_id FROM boarding_passes bp "
-            "JOIN ticket_flights tf USING (ticket_no, flight_id) "
-            "JOIN flights f ON f.flight_id = bp.flight_id "
-            "LEFT JOIN seats s ON s.aircraft_code = f.aircraft_code AND s.seat_no = bp.seat_no "
-            "WHERE s.fare_conditions IS NULL OR s.fare_conditions != tf.fare_conditions"
-        ).fetchall()
-        passes = connection.execute("SELECT count(*) FROM boarding_passes").fetchone()[0]
+            text(
+                "SELECT bp.ticket_no, bp.flight_id FROM boarding_passes bp "
+                "JOIN ticket_flights tf ON tf.ticket_no = bp.ticket_no "
+                "AND tf.flight_id = bp.flight_id "
+                "JOIN flights f ON f.flight_id = bp.flight_id "
+                "LEFT JOIN seats s ON s.aircraft_code = f.aircraft_code "
+                "AND s.seat_no = bp.seat_no "
+                "WHERE s.fare_conditions IS NULL OR s.fare_conditions != tf.fare_conditions"
+            )
+        ).all()
+        passes = connection.execute(text("SELECT count(*) FROM boarding_passes")).scalar_one()
     assert doubles == [] and wrong_cabin == []
     assert passes > 1_000
 
 
-def test_build_database_never_oversells_a_fare_class(db_path: Path) -> None:
-    with sqlite3.connect(db_path) as connection:
+def test_build_database_never_oversells_a_fare_class(travel_db: Database) -> None:
+    with travel_db.engine.connect() as connection:
         oversold = connection.execute(
-            "SELECT tf.flight_id, tf.fare_conditions, count(*) AS sold, "
-            "  (SELECT count(*) FROM seats s WHERE s.aircraft_code = f.aircraft_code "
-            "   AND s.fare_conditions = tf.fare_conditions) AS capacity "
-            "FROM ticket_flights tf JOIN flights f USING (flight_id) "
-            "GROUP BY tf.flight_id, tf.fare_conditions HAVING sold > capacity"
-        ).fetchall()
+            text(
+                "SELECT sales.flight_id, sales.fare_conditions, sales.sold FROM ("
+                "  SELECT tf.flight_id, tf.fare_conditions, f.aircraft_code, count(*) AS sold "
+                "  FROM ticket_flights tf JOIN flights f ON f.flight_id = tf.flight_id "
+                "  GROUP BY tf.flight_id, tf.fare_conditions, f.aircraft_code"
+                ") AS sales WHERE sales.sold > (SELECT count(*) FROM seats s "
+                "  WHERE s.aircraft_code = sales.aircraft_code "
+                "  AND s.fare_conditions = sales.fare_conditions)"
+            )
+        ).all()
         on_cancelled = connection.execute(
-            "SELECT count(*) FROM ticket_flights JOIN flights USING (flight_id) "
-            "WHERE status = 'Cancelled'"
-        ).fetchone()[0]
+            text(
+                "SELECT count(*) FROM ticket_flights tf "
+                "JOIN flights f ON f.flight_id = tf.flight_id WHERE f.status = 'Cancelled'"
+            )
+        ).scalar_one()
         unpriced = connection.execute(
-            "SELECT count(*) FROM ticket_flights tf LEFT JOIN flight_fares ff "
-            "USING (flight_id, fare_conditions) WHERE ff.amount_cents IS NULL "
-            "OR ff.amount_cents != tf.amount_cents"
-        ).fetchone()[0]
+            text(
+                "SELECT count(*) FROM ticket_flights tf LEFT JOIN flight_fares ff "
+                "ON ff.flight_id = tf.flight_id AND ff.fare_conditions = tf.fare_conditions "
+                "WHERE ff.amount_cents IS NULL OR ff.amount_cents != tf.amount_cents"
+            )
+        ).scalar_one()
     assert oversold == []
     assert on_cancelled == 0 and unpriced == 0
 
 
-def test_build_database_fares_follow_cabins(db_path: Path) -> None:
-    with sqlite3.connect(db_path) as connection:
-        fares: dict[int, dict[str, int]] = {}
-        for flight_id, fare, amount in connection.execute("SELECT * FROM flight_fares"):
-            fares.setdefault(flight_id, {})[fare] = amount
-        cabins: dict[str, set[str]] = {}
-        for code, fare in connection.execute(
-            "SELECT DISTINCT aircraft_code, fare_conditions FROM seats"
-        ):
-            cabins.setdefault(code, set()).add(fare)
-        flights = connection.execute("SELECT flight_id, aircraft_code FROM flights").fetchall()
+def test_build_database_fares_follow_cabins(session: Session) -> None:
+    fares: dict[int, dict[str, int]] = {}
+    for flight_id, fare, amount in session.execute(
+        select(FlightFare.flight_id, FlightFare.fare_conditions, FlightFare.amount_cents)
+    ):
+        fares.setdefault(flight_id, {})[fare] = amount
+    cabins: dict[str, set[str]] = {}
+    for code, fare in session.execute(select(Seat.aircraft_code, Seat.fare_conditions).distinct()):
+        cabins.setdefault(code, set()).add(fare)
+    flights = session.execute(select(Flight.flight_id, Flight.aircraft_code)).all()
     assert len(fares) == len(flights)
     for flight_id, aircraft_code in flights:
         prices = fares[flight_id]
@@ -709,7 +830,9 @@ def test_build_database_reservation_totals_follow_rates(session: Session) -> Non
         assert outing.total_cents == prices[outing.recommendation_id]
 
 
-def test_build_database_timestamps_read_back_aware_utc(travel_db: Database, db_path: Path) -> None:
+def test_build_database_timestamps_read_back_aware_utc(
+    travel_db: Database, engine_name: str
+) -> None:
     with travel_db.session() as session:
         flight = session.scalars(select(Flight).where(Flight.status == "Arrived").limit(1)).one()
         booking = session.scalars(select(Booking).limit(1)).one()
@@ -739,17 +862,40 @@ def test_build_database_timestamps_read_back_aware_utc(travel_db: Database, db_p
             1 for f in session.scalars(select(Flight)) if f.scheduled_departure > FIXED_NOW
         )
         assert future_sql == future_python > 0
-    with sqlite3.connect(db_path) as connection:
+    # Stored as naive UTC: SQLite text in SQLAlchemy's format, PostgreSQL ``timestamp``
+    # (the bulk load must not shift an aware value by the session's time zone).
+    with travel_db.engine.connect() as connection:
+        if engine_name == "postgresql":
+            connection.exec_driver_sql("SET LOCAL TIME ZONE 'America/New_York'")
         for table, column in (
             ("flights", "scheduled_departure"),
             ("bookings", "book_date"),
             ("boarding_passes", "checked_in_at"),
             ("payments", "created_at"),
         ):
-            values = connection.execute(
+            values = connection.exec_driver_sql(
                 f"SELECT {column} FROM {table} WHERE {column} IS NOT NULL LIMIT 200"
-            ).fetchall()
-            assert values and all(SQLITE_TIMESTAMP.match(value) for (value,) in values), table
+            ).scalars()
+            stored = list(values)
+            assert stored, table
+            if engine_name == "sqlite":
+                assert all(SQLITE_TIMESTAMP.match(value) for value in stored), table
+            else:
+                assert all(isinstance(v, datetime) and v.tzinfo is None for v in stored), table
+    if engine_name == "postgresql":
+        with travel_db.session() as session:
+            fixture = session.scalars(
+                select(Flight)
+                .where(Flight.flight_no == fx.FIXTURE_FLIGHT_NO)
+                .order_by(Flight.scheduled_departure)
+            ).first()
+            assert fixture is not None
+        with travel_db.engine.connect() as connection:
+            raw = connection.execute(
+                text("SELECT scheduled_departure FROM flights WHERE flight_id = :id"),
+                {"id": fixture.flight_id},
+            ).scalar_one()
+        assert raw == fixture.scheduled_departure.astimezone(UTC).replace(tzinfo=None)
 
 
 def test_flight_statuses_agree_with_now(session: Session) -> None:
@@ -779,48 +925,48 @@ def test_flight_numbers_look_like_airline_codes(session: Session) -> None:
     assert len(set(numbers)) == len(numbers)
 
 
-def test_check_ins_happen_within_the_check_in_window(db_path: Path) -> None:
-    now_text = FIXED_NOW.replace(tzinfo=None).isoformat(" ", "microseconds")
-    with sqlite3.connect(db_path) as connection:
-        rows = connection.execute(
-            "SELECT bp.checked_in_at, f.scheduled_departure, b.book_date "
-            "FROM boarding_passes bp JOIN flights f USING (flight_id) "
-            "JOIN tickets t USING (ticket_no) JOIN bookings b USING (book_ref) "
-            "WHERE bp.checked_in_at IS NOT NULL"
-        ).fetchall()
-        upcoming = connection.execute(
-            "SELECT count(*) FROM boarding_passes bp JOIN flights f USING (flight_id) "
-            "WHERE bp.checked_in_at IS NOT NULL AND f.scheduled_departure > ?",
-            (now_text,),
-        ).fetchone()[0]
+def test_check_ins_happen_within_the_check_in_window(session: Session) -> None:
+    checked_in = (
+        select(BoardingPass.checked_in_at, Flight.scheduled_departure, Booking.book_date)
+        .join(Flight, Flight.flight_id == BoardingPass.flight_id)
+        .join(Ticket, Ticket.ticket_no == BoardingPass.ticket_no)
+        .join(Booking, Booking.book_ref == Ticket.book_ref)
+        .where(BoardingPass.checked_in_at.is_not(None))
+    )
+    rows = session.execute(checked_in).all()
+    upcoming = session.execute(
+        select(func.count())
+        .select_from(BoardingPass)
+        .join(Flight, Flight.flight_id == BoardingPass.flight_id)
+        .where(BoardingPass.checked_in_at.is_not(None), Flight.scheduled_departure > FIXED_NOW)
+    ).scalar_one()
     assert rows and upcoming > 1
-    for checked_in, departure, booked in rows:
-        moment, leaves = datetime.fromisoformat(checked_in), datetime.fromisoformat(departure)
+    for moment, leaves, booked in rows:
+        assert moment is not None
         assert leaves - timedelta(hours=24) <= moment <= leaves - timedelta(minutes=30)
-        assert datetime.fromisoformat(booked) <= moment <= FIXED_NOW.replace(tzinfo=None)
+        assert booked <= moment <= FIXED_NOW
 
 
-def test_random_sales_include_valid_connections(db_path: Path) -> None:
-    with sqlite3.connect(db_path) as connection:
-        rows = connection.execute(
-            "SELECT tf.ticket_no, f.departure_airport, f.arrival_airport, "
-            "f.scheduled_departure, f.scheduled_arrival, tf.fare_conditions "
-            "FROM ticket_flights tf JOIN flights f USING (flight_id) "
-            "WHERE tf.ticket_no IN (SELECT ticket_no FROM ticket_flights "
-            "  GROUP BY ticket_no HAVING count(*) > 1) "
-            "ORDER BY tf.ticket_no, f.scheduled_departure"
-        ).fetchall()
+def test_random_sales_include_valid_connections(session: Session) -> None:
+    several = (
+        select(TicketFlight.ticket_no).group_by(TicketFlight.ticket_no).having(func.count() > 1)
+    )
+    rows = session.execute(
+        select(
+            TicketFlight.ticket_no,
+            Flight.departure_airport,
+            Flight.arrival_airport,
+            Flight.scheduled_departure,
+            Flight.scheduled_arrival,
+            TicketFlight.fare_conditions,
+        )
+        .join(Flight, Flight.flight_id == TicketFlight.flight_id)
+        .where(TicketFlight.ticket_no.in_(several))
+        .order_by(TicketFlight.ticket_no, Flight.scheduled_departure)
+    ).all()
     itineraries: dict[str, list[tuple[str, str, datetime, datetime, str]]] = {}
     for ticket_no, origin, destination, departs, arrives, fare in rows:
-        itineraries.setdefault(ticket_no, []).append(
-            (
-                origin,
-                destination,
-                datetime.fromisoformat(departs),
-                datetime.fromisoformat(arrives),
-                fare,
-            )
-        )
+        itineraries.setdefault(ticket_no, []).append((origin, destination, departs, arrives, fare))
     assert len(itineraries) > 20
     for ticket_no, legs in itineraries.items():
         assert len(legs) == 2, ticket_no
@@ -830,17 +976,21 @@ def test_random_sales_include_valid_connections(db_path: Path) -> None:
         assert first[4] == second[4]
 
 
-def test_passengers_never_fly_twice_on_one_flight(db_path: Path) -> None:
-    with sqlite3.connect(db_path) as connection:
+def test_passengers_never_fly_twice_on_one_flight(travel_db: Database) -> None:
+    with travel_db.engine.connect() as connection:
         twice = connection.execute(
-            "SELECT t.passenger_id, tf.flight_id FROM ticket_flights tf "
-            "JOIN tickets t USING (ticket_no) GROUP BY t.passenger_id, tf.flight_id "
-            "HAVING count(*) > 1"
-        ).fetchall()
+            text(
+                "SELECT t.passenger_id, tf.flight_id FROM ticket_flights tf "
+                "JOIN tickets t ON t.ticket_no = tf.ticket_no "
+                "GROUP BY t.passenger_id, tf.flight_id HAVING count(*) > 1"
+            )
+        ).all()
         returning = connection.execute(
-            "SELECT count(*) FROM (SELECT passenger_id FROM tickets GROUP BY passenger_id "
-            "HAVING count(*) > 1)"
-        ).fetchone()[0]
+            text(
+                "SELECT count(*) FROM (SELECT passenger_id FROM tickets "
+                "GROUP BY passenger_id HAVING count(*) > 1) AS repeat_customers"
+            )
+        ).scalar_one()
     assert twice == []
     assert returning > 100
 

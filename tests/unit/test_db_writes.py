@@ -9,14 +9,16 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select, update
 
+import db.writes
 from db import hotels
 from db.engine import Database
 from db.errors import InvalidInputError, RuleViolationError, TravelError
 from db.fixtures import BUSINESS_PASSENGER_ID, FIXTURE_PASSENGER_ID, FLOWN_PASSENGER_ID
-from db.models import Hotel, HotelBooking, ToolCallRecord
+from db.models import Hotel, HotelBooking, Payment, ToolCallRecord
 from db.values import local_time, money, parse_date, parse_time_bound
-from db.writes import NO_THREAD, run_once
+from db.writes import NO_THREAD, record_payment, run_once
 from tests.conftest import FIXED_NOW
+from tests.unit.tools_support import dump
 
 NOW = FIXED_NOW
 
@@ -193,3 +195,98 @@ def test_parse_time_bound_reads_dates_and_offsets() -> None:
     assert parse_time_bound("2026-05-06 10:00Z", "start_time", end=False) == datetime(
         2026, 5, 6, 10, tzinfo=UTC
     )
+
+
+# Duplicate deliveries at once ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("per_call_lock", [True, False], ids=["locked", "lock-bypassed"])
+def test_duplicate_deliveries_at_once_answer_with_the_stored_result(
+    travel_db: Database, engine_name: str, monkeypatch: pytest.MonkeyPatch, per_call_lock: bool
+) -> None:
+    """Two deliveries of one call (same thread, id and arguments) at the same moment.
+
+    Each runs ``run_once`` in its own transaction. Both get the first one's answer, the
+    write happens once, and no ``IntegrityError`` comes out of ``run_once``. With the
+    per-call lock bypassed (PostgreSQL only: SQLite's ``BEGIN IMMEDIATE`` cannot be), both
+    deliveries find no record and both write; the one whose record insert conflicts is
+    rolled back to its savepoint and answers with the stored result.
+    """
+    if not per_call_lock:
+        if engine_name == "sqlite":
+            pytest.skip("SQLite serialises every writer with BEGIN IMMEDIATE")
+        monkeypatch.setattr(db.writes, "_wait_for_other_deliveries", lambda session, key: None)
+    start = threading.Barrier(2, timeout=30)
+    both_writing = threading.Barrier(2, timeout=30)
+    writes: list[int] = []
+    results: list[dict[str, Any]] = []
+    failures: list[BaseException] = []
+    with travel_db.session() as session:
+        payments_before = session.scalar(select(func.count()).select_from(Payment))
+
+    def deliver() -> None:
+        try:
+            start.wait()
+            with travel_db.transaction() as session:
+
+                def write() -> dict[str, Any]:
+                    writes.append(1)
+                    if not per_call_lock:
+                        both_writing.wait()  # both passed the look-up
+                    payment = record_payment(
+                        session,
+                        passenger_id=FIXTURE_PASSENGER_ID,
+                        amount_cents=1_234,
+                        kind="test",
+                        reference="dup",
+                        description="a duplicate delivery",
+                        now=NOW,
+                    )
+                    session.flush()
+                    assert payment is not None
+                    return {"payment_id": payment.id}
+
+                results.append(
+                    run_once(
+                        session,
+                        tool_call_id="dup-call",
+                        thread_id="dup-thread",
+                        tool_name="pay",
+                        passenger_id=FIXTURE_PASSENGER_ID,
+                        now=NOW,
+                        write=write,
+                        args={"amount": 1_234},
+                    )
+                )
+        except BaseException as error:  # reported in the test's thread
+            failures.append(error)
+
+    workers = [threading.Thread(target=deliver) for _ in range(2)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=60)
+    assert not failures, failures
+    assert len(results) == 2 and results[0] == results[1]
+    assert len(writes) == (1 if per_call_lock else 2)
+    with travel_db.session() as session:
+        payments = session.scalars(select(Payment).where(Payment.reference == "dup")).all()
+        assert [p.id for p in payments] == [results[0]["payment_id"]]
+        assert session.scalar(select(func.count()).select_from(Payment)) == payments_before + 1
+        assert session.get(ToolCallRecord, ("dup-thread", "dup-call")) is not None
+
+
+def test_the_tests_dump_sees_any_committed_change_and_no_rolled_back_one(
+    travel_db: Database,
+) -> None:
+    # ``tools_support.dump`` is how every "refused and wrote nothing" test looks.
+    before = dump(travel_db)
+    assert dump(travel_db) == before
+    with pytest.raises(RuntimeError), travel_db.transaction() as session:
+        session.execute(update(Hotel).where(Hotel.id == 1).values(rooms=Hotel.rooms + 1))
+        raise RuntimeError("rolled back")
+    assert dump(travel_db) == before
+    # A table no write tool touches: still seen.
+    with travel_db.transaction() as session:
+        session.execute(update(Hotel).where(Hotel.id == 1).values(rooms=Hotel.rooms + 1))
+    assert dump(travel_db) != before

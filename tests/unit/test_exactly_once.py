@@ -6,6 +6,11 @@ conversation is another call and gets its own answer, never the first call's. Tw
 deliveries of one call at once write once and both answer with the stored result, also
 where writers are not serialised up front (as on PostgreSQL). A database built before
 the key changed is upgraded in place on its first write.
+
+A call whose write committed before the process died (and before the conversation was
+saved) is never asked again: it is answered with its stored result, marked recovered,
+whatever decision comes, whether the run resumes, a new message comes or the turn is
+cancelled; a record of the same id with other arguments is not that call's.
 """
 
 from __future__ import annotations
@@ -17,17 +22,22 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from langchain_core.messages import ToolMessage
+from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import BaseTool
+from langgraph.checkpoint.memory import InMemorySaver
 from sqlalchemy import func, inspect, select, text
 
 import db.writes
+from assistants.approvals import facts_of
+from conversations import Decision, MessageEvent, Thread, TravelAssistant
 from db import hotels as hotel_queries
 from db.engine import Database
 from db.fixtures import BUSINESS_PASSENGER_ID, FIXTURE_HOTEL_BOOKING_ID, FIXTURE_PASSENGER_ID
 from db.models import Hotel, HotelBooking, ToolCallRecord
-from db.writes import NO_THREAD, arguments_digest, key_part
+from db.writes import NO_THREAD, arguments_digest, find_stored_result, key_part
 from tests.conftest import FIXED_NOW
+from tests.support.scripted import ScriptedChatModel, say
+from tests.support.scripted import call as scripted_call
 from tests.unit.tools_support import call, dump, error_text, payload, run_one
 from tools.hotels import make_hotel_tools
 
@@ -190,9 +200,11 @@ def test_two_deliveries_of_one_call_at_once_write_once(
 def test_a_duplicate_that_loses_the_insert_race_answers_with_the_stored_result(
     travel_db: Database, tools: list[BaseTool], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # As on PostgreSQL: no lock is taken up front, so both deliveries find no record,
-    # both write, and the second one's record insert conflicts with the first one's.
+    # The fallback behind the up-front locks: with neither SQLite's write lock nor the
+    # per-call lock, both deliveries find no record, both write, and the second one's
+    # record insert conflicts with the first one's.
     monkeypatch.setattr(db.writes, "begin_write", lambda session: None)
+    monkeypatch.setattr(db.writes, "_wait_for_other_deliveries", lambda session, key: None)
     both_looked = threading.Barrier(2)
     original: Callable[..., dict[str, Any]] = hotel_queries.book_hotel
 
@@ -217,15 +229,15 @@ CREATE TABLE tool_call_records (
     tool_name VARCHAR(60) NOT NULL,
     passenger_id VARCHAR(20) NOT NULL,
     result_json TEXT NOT NULL,
-    created_at DATETIME NOT NULL
+    created_at TIMESTAMP NOT NULL
 )
 """
 
 
 def test_a_database_built_before_the_new_key_is_upgraded_on_its_first_write(
-    db_path: Any, tools: list[BaseTool]
+    db_url: str, tools: list[BaseTool]
 ) -> None:
-    old = Database.from_url(str(db_path))
+    old = Database.from_url(db_url)
     with old.engine.begin() as connection:
         connection.execute(text("DROP TABLE tool_call_records"))
         connection.execute(text(_OLD_RECORDS))
@@ -241,7 +253,7 @@ def test_a_database_built_before_the_new_key_is_upgraded_on_its_first_write(
     args = {"booking_id": FIXTURE_HOTEL_BOOKING_ID}
     answer = run_one(tools, "cancel_hotel", args, FIXTURE_PASSENGER_ID, "c1", thread_id="t")
     assert payload(answer)["status"] == "cancelled"
-    check = Database.from_url(str(db_path))
+    check = Database.from_url(db_url)
     columns = {c["name"] for c in inspect(check.engine).get_columns("tool_call_records")}
     assert {"thread_id", "args_sha256"} <= columns
     with check.session() as session:
@@ -252,3 +264,143 @@ def test_a_database_built_before_the_new_key_is_upgraded_on_its_first_write(
     again = run_one(tools, "cancel_hotel", args, FIXTURE_PASSENGER_ID, "c1")
     assert "other arguments" in error_text(again)
     check.dispose()
+
+
+# A write that committed before a crash -------------------------------------------------------
+#
+# The process that ran an approved call can die after the write's commit and before the
+# conversation is saved (tests/integration/test_crash_consistency.py kills real processes
+# there). Here the same state is made in one process: the graph stops for approval, then
+# the tool runs the very call (same conversation, id and arguments) as the dead process did.
+
+
+def test_find_stored_result_answers_only_for_the_very_call(
+    travel_db: Database, tools: list[BaseTool]
+) -> None:
+    (hotel_id,) = _hotel_ids(travel_db, 1)
+    booked = payload(
+        run_one(tools, "book_hotel", _stay(hotel_id), BUSINESS_PASSENGER_ID, "c1", thread_id="t")
+    )
+    key: dict[str, Any] = {
+        "thread_id": "t",
+        "tool_call_id": "c1",
+        "tool_name": "book_hotel",
+        "passenger_id": BUSINESS_PASSENGER_ID,
+        "args": _stay(hotel_id),
+    }
+    assert find_stored_result(travel_db, **key) == booked
+    others = [
+        {"thread_id": "other"},
+        {"tool_call_id": "c2"},
+        {"tool_call_id": None},
+        {"tool_name": "cancel_hotel"},
+        {"passenger_id": FIXTURE_PASSENGER_ID},
+        {"args": _stay(hotel_id, first=21)},
+    ]
+    for other in others:
+        assert find_stored_result(travel_db, **{**key, **other}) is None, other
+    empty = Database.from_url("sqlite://")  # no tables at all, as `sessions` opens one
+    assert find_stored_result(empty, **key) is None
+
+
+def _assistant_at_approval(
+    db: Database, stay: dict[str, Any], call_id: str, *replies: AIMessage
+) -> tuple[TravelAssistant, ScriptedChatModel]:
+    hand_over = scripted_call(
+        "ToHotelBookingAssistant",
+        {"location": "Basel", "checkin_date": stay["checkin_date"], "request": "", **stay},
+    )
+    model = ScriptedChatModel(
+        script=[say("", hand_over), say("", scripted_call("book_hotel", stay, call_id)), *replies]
+    )
+    assistant = TravelAssistant.build(model, InMemorySaver(), db=db, retry_policy=None)
+    list(assistant.send(CRASHED, "Book me that hotel."))
+    assert [a.tool_call_id for a in assistant.pending_actions(CRASHED)] == [call_id]
+    return assistant, model
+
+
+CRASHED = Thread("crashed", BUSINESS_PASSENGER_ID)
+
+
+@pytest.mark.parametrize("decision", [Decision(False, "Too expensive."), Decision(True), None])
+def test_a_write_done_before_a_crash_is_not_asked_again_and_reported_done(
+    travel_db: Database, tools: list[BaseTool], decision: Decision | None
+) -> None:
+    (hotel_id,) = _hotel_ids(travel_db, 1)
+    stay = {"hotel_id": hotel_id, "checkin_date": day(20), "checkout_date": day(22)}
+    assistant, model = _assistant_at_approval(travel_db, stay, "c-crash", say("Booked."))
+    done = payload(
+        run_one(tools, "book_hotel", stay, BUSINESS_PASSENGER_ID, "c-crash", thread_id="crashed")
+    )
+    bookings = _bookings(travel_db)
+    assert assistant.pending_actions(CRASHED) == []
+    assert [a.tool_call_id for a in assistant.recovered_actions(CRASHED)] == ["c-crash"]
+    assert not assistant.interrupted(CRASHED)
+    # A stale decision (or none) changes nothing: the write was done.
+    decisions = {"c-crash": decision} if decision is not None else {}
+    events = list(assistant.resolve(CRASHED, decisions))
+    (answer,) = [
+        e.message
+        for e in events
+        if isinstance(e, MessageEvent) and isinstance(e.message, ToolMessage)
+    ]
+    facts = facts_of(answer)
+    assert facts.ran and facts.recovered and facts.approved and answer.status == "success"
+    assert json.loads(str(answer.content)) == done
+    assert [m.content for m in model.received[-1] if isinstance(m, ToolMessage)][-1] == (
+        answer.content
+    )
+    assert _bookings(travel_db) == bookings
+    assert assistant.recovered_actions(CRASHED) == []
+
+
+def test_a_new_message_after_a_crash_keeps_the_write_done(
+    travel_db: Database, tools: list[BaseTool]
+) -> None:
+    (hotel_id,) = _hotel_ids(travel_db, 1)
+    stay = {"hotel_id": hotel_id, "checkin_date": day(20), "checkout_date": day(22)}
+    assistant, _ = _assistant_at_approval(travel_db, stay, "c-crash", say("Anything else?"))
+    run_one(tools, "book_hotel", stay, BUSINESS_PASSENGER_ID, "c-crash", thread_id="crashed")
+    list(assistant.send(CRASHED, "And what about breakfast?"))
+    (answer,) = [
+        m
+        for m in assistant.messages(CRASHED)
+        if isinstance(m, ToolMessage) and m.tool_call_id == "c-crash"
+    ]
+    assert facts_of(answer).recovered and facts_of(answer).not_run is None
+
+
+def test_a_cancelled_turn_after_a_crash_keeps_the_write_done(
+    travel_db: Database, tools: list[BaseTool]
+) -> None:
+    (hotel_id,) = _hotel_ids(travel_db, 1)
+    stay = {"hotel_id": hotel_id, "checkin_date": day(20), "checkout_date": day(22)}
+    assistant, _ = _assistant_at_approval(travel_db, stay, "c-crash")
+    run_one(tools, "book_hotel", stay, BUSINESS_PASSENGER_ID, "c-crash", thread_id="crashed")
+    assert assistant.cancel_turn(CRASHED)
+    (answer,) = [
+        m
+        for m in assistant.messages(CRASHED)
+        if isinstance(m, ToolMessage) and m.tool_call_id == "c-crash"
+    ]
+    assert facts_of(answer).recovered and answer.status == "success"
+
+
+def test_a_record_of_other_arguments_leaves_the_call_to_the_customer(
+    travel_db: Database, tools: list[BaseTool]
+) -> None:
+    # Only the very call counts: the same id with other arguments was never this call.
+    first_hotel, other_hotel = _hotel_ids(travel_db, 2)
+    stay = {"hotel_id": first_hotel, "checkin_date": day(20), "checkout_date": day(22)}
+    assistant, _ = _assistant_at_approval(travel_db, stay, "c-crash", say("Not booked."))
+    other = {**stay, "hotel_id": other_hotel}
+    run_one(tools, "book_hotel", other, BUSINESS_PASSENGER_ID, "c-crash", thread_id="crashed")
+    assert [a.tool_call_id for a in assistant.pending_actions(CRASHED)] == ["c-crash"]
+    assert assistant.recovered_actions(CRASHED) == []
+    events = list(assistant.resolve(CRASHED, {"c-crash": Decision(False, "No.")}))
+    (answer,) = [
+        e.message
+        for e in events
+        if isinstance(e, MessageEvent) and isinstance(e.message, ToolMessage)
+    ]
+    assert facts_of(answer).declined and not facts_of(answer).recovered

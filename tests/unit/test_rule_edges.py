@@ -9,8 +9,6 @@ that forgets the partner reservations.
 from __future__ import annotations
 
 import json
-import sqlite3
-from collections.abc import Iterator
 from datetime import date, timedelta
 from typing import Any
 
@@ -48,22 +46,11 @@ from db.passengers import passenger_summary
 from db.rules import FARE_RULES, FREE_WINDOW_HOURS_AFTER_BOOKING
 from tests.conftest import FIXED_NOW
 from tests.support.scripted import ScriptedChatModel, say
-from tests.unit.tools_support import add_flight
+from tests.unit.tools_support import add_flight, dump
 
 NOW = FIXED_NOW
 TODAY = NOW.date()
 ONE_MINUTE = timedelta(minutes=1)
-# Tables a partner or ticket write touches; a refused write must leave them as they were.
-WRITE_TABLES = (
-    "bookings",
-    "tickets",
-    "ticket_flights",
-    "boarding_passes",
-    "payments",
-    "hotel_bookings",
-    "car_rental_bookings",
-    "excursion_bookings",
-)
 
 
 def day(offset: int) -> str:
@@ -71,31 +58,18 @@ def day(offset: int) -> str:
 
 
 class Watcher:
-    """A long-lived connection whose ``PRAGMA data_version`` moves on any other commit."""
+    """Snapshots that change whenever anything is committed (``tools_support.dump``)."""
 
     def __init__(self, db: Database) -> None:
-        path = db.engine.url.database
-        assert path, "the tests use file databases"
-        self.connection = sqlite3.connect(path)
+        self.db = db
 
     def snapshot(self) -> dict[str, Any]:
-        ((version,),) = self.connection.execute("PRAGMA data_version").fetchall()
-        state: dict[str, Any] = {"data_version": version}
-        for table in WRITE_TABLES:
-            state[table] = self.connection.execute(
-                f"SELECT * FROM {table} ORDER BY rowid"
-            ).fetchall()
-        return state
-
-    def close(self) -> None:
-        self.connection.close()
+        return dump(self.db)
 
 
 @pytest.fixture
-def watcher(travel_db: Database) -> Iterator[Watcher]:
-    watching = Watcher(travel_db)
-    yield watching
-    watching.close()
+def watcher(travel_db: Database) -> Watcher:
+    return Watcher(travel_db)
 
 
 def other_passengers(db: Database, count: int) -> list[str]:

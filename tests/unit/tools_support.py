@@ -5,14 +5,14 @@ goes through the graph's own ``tools.common.tool_node`` (a ``ToolNode`` answerin
 with ``tool_error_message``, exactly the text the model reads) inside a one-node graph,
 with the passenger (and, when given, the thread) in ``config["configurable"]``.
 
-``dump`` works on any engine: on SQLite it also watches ``PRAGMA data_version``, elsewhere
-it fingerprints the rows of the written tables, so a test that takes its database from a
-fixture runs unchanged when that fixture hands it PostgreSQL.
+``dump`` works on either engine: on SQLite it also watches ``PRAGMA data_version``, on
+PostgreSQL it counts the committed row changes of every table (logged by triggers), so a
+test that takes its database from a fixture runs unchanged when that fixture hands it
+PostgreSQL.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sqlite3
 import uuid
@@ -24,7 +24,7 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, MessagesState, StateGraph
-from sqlalchemy import func, select, text
+from sqlalchemy import func, select
 
 from db.engine import Database
 from db.fixtures import FIXTURE_DEPARTURE_IN, FIXTURE_FLIGHT_NO, FULL_FLIGHT_DAY_OFFSET
@@ -65,11 +65,11 @@ def dump(db: Database) -> dict[str, Any]:
     ``PRAGMA data_version`` read on one long-lived connection changes when any other
     connection commits a change, so equal snapshots before and after a refused write
     prove that nothing was written at all (not even to a table nobody thought of). Row
-    counts of the written tables ride along so a failure shows what grew. On another
-    engine, a digest of every row of the written tables stands in for ``data_version``.
+    counts of the written tables ride along so a failure shows what grew. On PostgreSQL
+    the count of committed row changes per table, logged by triggers, stands in for both.
     """
     if db.engine.dialect.name != "sqlite":
-        return _dump_rows(db)
+        return _dump_changes(db)
     connection = _watcher(db)
     # fetchall() finishes each statement: a half-read cursor would pin an old snapshot.
     ((version,),) = connection.execute("PRAGMA data_version").fetchall()
@@ -79,16 +79,41 @@ def dump(db: Database) -> dict[str, Any]:
     return snapshot
 
 
-def _dump_rows(db: Database) -> dict[str, Any]:
-    snapshot: dict[str, Any] = {}
-    with db.engine.connect() as connection:
-        for table in WRITE_TABLES:
-            rows = sorted(
-                repr(tuple(row)) for row in connection.execute(text(f"SELECT * FROM {table}"))
-            )
-            digest = hashlib.sha256("\n".join(rows).encode()).hexdigest()
-            snapshot[table] = (len(rows), digest)
-    return snapshot
+# PostgreSQL has no ``data_version``: the first ``dump`` of a database installs a row
+# trigger on every table that logs each committed row change into this table (inserts
+# only, so concurrent writers never wait for each other; a rolled-back change leaves no
+# entry). Reading the log is one small query, where digesting every row took seconds.
+_CHANGE_LOG = "zz_test_row_changes"
+_INSTALL_CHANGE_LOG = f"""
+CREATE TABLE IF NOT EXISTS {_CHANGE_LOG} (table_name text NOT NULL);
+CREATE OR REPLACE FUNCTION {_CHANGE_LOG}_add() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO {_CHANGE_LOG} (table_name) VALUES (TG_TABLE_NAME);
+    RETURN NULL;
+END $$;
+DO $$
+DECLARE name text;
+BEGIN
+    FOR name IN
+        SELECT tablename FROM pg_tables
+        WHERE schemaname = current_schema() AND tablename <> '{_CHANGE_LOG}'
+    LOOP
+        EXECUTE 'CREATE OR REPLACE TRIGGER {_CHANGE_LOG} AFTER INSERT OR UPDATE OR DELETE ON '
+            || quote_ident(name) || ' FOR EACH ROW EXECUTE FUNCTION {_CHANGE_LOG}_add()';
+    END LOOP;
+END $$;
+"""
+
+
+def _dump_changes(db: Database) -> dict[str, Any]:
+    with db.engine.begin() as connection:
+        if not getattr(db, "_test_change_log", False):
+            connection.exec_driver_sql(_INSTALL_CHANGE_LOG)
+            object.__setattr__(db, "_test_change_log", True)
+        rows = connection.exec_driver_sql(
+            f"SELECT table_name, count(*) FROM {_CHANGE_LOG} GROUP BY table_name"
+        ).all()
+    return {"changed_rows": dict(sorted((str(name), int(count)) for name, count in rows))}
 
 
 def call(name: str, args: dict[str, Any], call_id: str | None = None) -> dict[str, Any]:
