@@ -10,7 +10,10 @@ Commands::
     travel-assistant serve [--host 127.0.0.1] [--port 8000]
     travel-assistant token --passenger-id ID [--hours N]
 
-``--home DIR``, ``--db PATH`` and ``--debug`` go before or after the command.
+``--home DIR``, ``--db PATH_OR_URL``, ``--conversations PATH_OR_URL`` and ``--debug`` go
+before or after the command. The travel database and the conversations are each a SQLite
+file or a PostgreSQL URL (``db.conversation_store.Location``); a conversation takes one
+turn at a time, across windows and machines (its turn lock, held for every turn).
 
 Only the assistant's words go to stdout; status lines, warnings and errors go to stderr.
 Expected failures are one line naming the fix and a non-zero exit code; ``--debug``
@@ -24,7 +27,6 @@ import os
 import re
 import shlex
 import signal
-import sqlite3
 import sys
 import threading
 import traceback
@@ -43,6 +45,8 @@ from terminal import Console
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
     from langchain_core.messages import AnyMessage
+
+    from db.conversation_store import ConversationStore, Location, TurnLocks
 
 __all__ = ["CliError", "Console", "Overrides", "main", "run"]
 
@@ -110,9 +114,18 @@ def _add_global_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
     )
     parser.add_argument(
         "--db",
-        type=Path,
         default=default(None),
-        help="travel database file (default: $TRAVEL_ASSISTANT_DB or <home>/travel.sqlite)",
+        metavar="PATH_OR_URL",
+        help="travel database: a file, or a URL such as "
+        "postgresql+psycopg://USER@HOST:5432/NAME "
+        "(default: $TRAVEL_ASSISTANT_DB or <home>/travel.sqlite)",
+    )
+    parser.add_argument(
+        "--conversations",
+        default=default(None),
+        metavar="PATH_OR_URL",
+        help="where conversations are saved: a file, or a PostgreSQL URL "
+        "(default: $TRAVEL_ASSISTANT_CONVERSATIONS or <home>/sessions.sqlite)",
     )
 
 
@@ -255,65 +268,136 @@ def _home(args: argparse.Namespace) -> Path:
     return home
 
 
-def _db_path(args: argparse.Namespace) -> Path:
+DB_ENV = "TRAVEL_ASSISTANT_DB"
+CONVERSATIONS_ENV = "TRAVEL_ASSISTANT_CONVERSATIONS"
+
+
+def _location(text: str | Path, option: str) -> Location:
+    """Read a path or URL given with ``option``; a bad one is a usage error."""
+    from db.conversation_store import Location, LocationError
+
+    try:
+        location = Location.parse(text)
+        location.check_driver()
+    except LocationError as error:
+        raise CliError(f"{option}: {error}", EXIT_USAGE) from error
+    return location
+
+
+def _db_location(args: argparse.Namespace) -> Location:
+    """Return the travel database: ``--db``, ``$TRAVEL_ASSISTANT_DB`` or the home's file."""
     if getattr(args, "db", None):
-        path: Path = args.db.expanduser()
-        return path
-    env = os.environ.get("TRAVEL_ASSISTANT_DB")
-    return Path(env).expanduser() if env else _home(args) / "travel.sqlite"
+        return _location(args.db, "--db")
+    env = os.environ.get(DB_ENV)
+    if env:
+        return _location(env, DB_ENV)
+    return _location(_home(args) / "travel.sqlite", "--home")
 
 
-def _sessions_path(args: argparse.Namespace) -> Path:
-    return _home(args) / "sessions.sqlite"
+def _db_named(args: argparse.Namespace) -> bool:
+    """Tell whether the user named the travel database (rather than the home's default)."""
+    return bool(getattr(args, "db", None) or os.environ.get(DB_ENV))
+
+
+def _conversations_location(args: argparse.Namespace) -> Location:
+    """Return where conversations are kept (``--conversations``, its variable, the home)."""
+    if getattr(args, "conversations", None):
+        return _location(args.conversations, "--conversations")
+    env = os.environ.get(CONVERSATIONS_ENV)
+    if env:
+        return _location(env, CONVERSATIONS_ENV)
+    return _location(_home(args) / "sessions.sqlite", "--home")
+
+
+def _server_problem(location: Location, error: Exception) -> str:
+    """Say why the server database at ``location`` cannot be used (from a SQLAlchemy error)."""
+    from db.conversation_store import describe_connect_error
+
+    return describe_connect_error(location, getattr(error, "orig", None) or error)
 
 
 def open_travel_db(
-    path: Path, console: Console, *, build_if_missing: bool = True, clock: Any = None
+    where: Location | Path | str,
+    console: Console,
+    *,
+    build_if_missing: bool = True,
+    create_database: bool = False,
+    clock: Any = None,
 ) -> Any:
-    """Open the travel database at ``path``, building it on first use."""
-    from sqlalchemy.exc import DatabaseError
+    """Open the travel database at a path or URL, building it on first use.
 
+    ``create_database`` also creates a PostgreSQL database the server does not have.
+    """
+    from sqlalchemy.exc import DatabaseError, OperationalError
+
+    from db.conversation_store import database_missing
     from db.engine import Database
     from db.generate import ensure_database
 
-    if path.exists() and path.is_dir():
-        raise CliError(f"{path} is a folder, not a database file. Pass a file path with --db.")
-    if build_if_missing:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    database = Database.from_url(str(path), clock=clock) if clock else Database.from_url(str(path))
+    location = where if not isinstance(where, Path | str) else _location(where, "--db")
+    shown = location.shown()
+    if location.path is not None:
+        if location.path.is_dir():
+            raise CliError(
+                f"{location.path} is a folder, not a database file. Pass a file path with --db."
+            )
+        if build_if_missing:
+            location.path.parent.mkdir(parents=True, exist_ok=True)
+    url = location.sqlalchemy_url()
+    database = Database.from_url(url, clock=clock) if clock else Database.from_url(url)
     try:
-        if not database.has_schema():
+        try:
+            has_schema = database.has_schema()
+        except OperationalError as error:
+            missing = database_missing(getattr(error, "orig", None) or error)
+            if location.path is not None or not (missing and create_database):
+                raise
+            _create_server_database(location, console)
+            has_schema = False
+        if not has_schema:
             if not build_if_missing:
                 raise CliError(
-                    f"No travel database at {path}. Build it with: travel-assistant db init"
+                    f"No travel database at {shown}. Build it with: travel-assistant db init"
                 )
-            console.status(f"Building the travel database at {path} (first use; a few seconds)...")
+            console.status(f"Building the travel database at {shown} (first use; a few seconds)...")
             ensure_database(database)
+    except OperationalError as error:
+        if location.path is None:
+            database.dispose()
+            raise CliError(_server_problem(location, error), EXIT_USAGE) from error
+        raise CliError(
+            f"{shown} cannot be read as a travel database ({error.orig}). "
+            "Rebuild it with: travel-assistant db init --force"
+        ) from error
     except DatabaseError as error:
         raise CliError(
-            f"{path} cannot be read as a travel database ({error.orig}). "
+            f"{shown} cannot be read as a travel database ({error.orig}). "
             "Rebuild it with: travel-assistant db init --force"
         ) from error
     return database
 
 
-def open_checkpointer(path: Path) -> tuple[Any, Any]:
-    """Open the SQLite checkpoint store and the session registry at ``path``."""
-    from langgraph.checkpoint.sqlite import SqliteSaver
+def _create_server_database(location: Location, console: Console) -> None:
+    from db.conversation_store import ConversationStoreError, create_postgres_database
 
-    from db.sessions import SessionRegistry
-
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if location.backend != "postgresql":
+        raise CliError(f"Create the database {location.shown()} first.", EXIT_USAGE)
     try:
-        connection = sqlite3.connect(path, check_same_thread=False)
-        saver = SqliteSaver(connection)
-        saver.setup()
-        registry = SessionRegistry(connection)
-    except sqlite3.DatabaseError as error:
-        raise CliError(
-            f"The session store {path} cannot be read ({error}). Move it aside to start afresh."
-        ) from error
-    return saver, registry
+        create_postgres_database(location)
+    except ConversationStoreError as error:
+        raise CliError(str(error), EXIT_USAGE) from error
+    name = location.url.database if location.url is not None else location.shown()
+    console.status(f"Created the PostgreSQL database {name}.")
+
+
+def open_store(location: Location) -> ConversationStore:
+    """Open where conversations are kept: the checkpoints, the registry and the turn locks."""
+    from db.conversation_store import ConversationStore, ConversationStoreError, LocationError
+
+    try:
+        return ConversationStore.open(location)
+    except (LocationError, ConversationStoreError) as error:
+        raise CliError(str(error), EXIT_USAGE) from error
 
 
 def default_model_factory(
@@ -479,6 +563,21 @@ class _TurnView:
 
 
 PRIMARY = "primary_assistant"
+# How long a turn waits for another window's turn of the same conversation to end.
+BUSY_WAIT_SECONDS = 2.0
+BUSY_TEXT = (
+    "This conversation is busy in another window or terminal: the assistant is answering "
+    "there. Try again when it has answered."
+)
+BUSY_MESSAGE_NOT_SENT = "Your message was not sent (it is kept in your input history: press Up)."
+BUSY_DECISION_NOT_SENT = (
+    "Your answer was not sent; the action stays pending and is asked again before your next "
+    "message goes out."
+)
+BUSY_ON_OPEN = (
+    "This conversation is busy in another window or terminal: the assistant is answering "
+    "there. Send your message when it has answered."
+)
 
 
 class ChatSession:
@@ -494,12 +593,17 @@ class ChatSession:
         *,
         db: Any,
         resume_options: Sequence[str] = (),
+        locks: TurnLocks | None = None,
     ) -> None:
         """Drive ``assistant`` on ``thread``; ``prompter`` reads the customer.
 
         ``resume_options`` are the options the resume command must repeat (``--home``,
-        ``--db``).
+        ``--db``, ``--conversations``). ``locks`` keeps a conversation to one turn at a
+        time across processes (``ConversationStore.locks``); without it, within this
+        process only.
         """
+        from db.conversation_store import LocalTurnLocks
+
         self.assistant = assistant
         self.thread = thread
         self.registry = registry
@@ -507,7 +611,10 @@ class ChatSession:
         self.prompter = prompter
         self.db = db
         self.resume_options = list(resume_options)
+        self.locks: TurnLocks = locks if locks is not None else LocalTurnLocks()
         self.listed: list[Any] = []
+        # Set when a message found an action waiting, to put it to the customer first.
+        self.ask_first = False
 
     # The conversation loop -------------------------------------------------------------
 
@@ -541,25 +648,71 @@ class ChatSession:
                         "(it is kept in your input history: press Up)."
                     )
                     continue
-                self.registry.touch(
-                    self.thread.thread_id, self.thread.passenger_id, self.db.clock(), text
-                )
-                if self.turn(partial(self.assistant.send, self.thread, text)):
+                if self.turn(
+                    partial(self.assistant.send, self.thread, text),
+                    ready=partial(self.ready_for_message, text),
+                    busy=BUSY_MESSAGE_NOT_SENT,
+                ):
+                    self.ask_pending_approvals()
+                elif self.ask_first:
+                    self.ask_first = False
                     self.ask_pending_approvals()
         except KeyboardInterrupt:  # between two prompts: leave as at the prompt
             self.console.thinking.stop()
             return self.leave()
 
     def open_saved(self) -> None:
-        """Show where a saved conversation stopped, close a cut turn, re-ask approvals."""
+        """Show where a saved conversation stopped, close a cut turn, re-ask approvals.
+
+        When a turn of it is running in another window, it is left alone: nothing is
+        closed and nothing is asked here.
+        """
+        from db.conversation_store import ConversationBusyError, ConversationStoreError
+
         self.show_last_exchange()
+        try:
+            lease = self.locks.acquire(self.thread.thread_id, BUSY_WAIT_SECONDS)
+        except ConversationBusyError:
+            self.console.error(BUSY_ON_OPEN)
+            return
+        except ConversationStoreError as error:
+            self.console.error(str(error))
+            return
+        try:
+            self.close_cut_turn()
+        finally:
+            lease.release()
+        self.ask_pending_approvals()
+
+    def close_cut_turn(self) -> None:
+        """Close a turn that stopped part-way (call it holding the conversation's lock).
+
+        A turn is cut when its process died, or lost its terminal, while the assistant
+        worked; holding the lock proves no other window is still running it.
+        """
         if self.assistant.interrupted(self.thread):
             self.assistant.cancel_turn(self.thread)
             self.console.status(
                 "Your last message was not answered: the assistant was interrupted. "
                 "Send it again if you still need it."
             )
-        self.ask_pending_approvals()
+
+    def ready_for_message(self, text: str) -> bool:
+        """Prepare the conversation for the customer's ``text`` (holding its lock).
+
+        An action another window left waiting is put to the customer first (a new
+        message would drop it unseen); the message is then theirs to send again.
+        """
+        self.close_cut_turn()
+        if self.assistant.pending_actions(self.thread):
+            self.console.status(
+                "First, an action in this conversation is waiting for your decision. Your "
+                "message was not sent: send it again afterwards (press Up)."
+            )
+            self.ask_first = True
+            return False
+        self.registry.touch(self.thread.thread_id, self.thread.passenger_id, self.db.clock(), text)
+        return True
 
     def has_messages(self) -> bool:
         """Tell whether the current conversation has anything saved."""
@@ -680,10 +833,40 @@ class ChatSession:
         finally:
             signal.signal(signal.SIGINT, previous)
 
-    def turn(self, start: Callable[..., Iterable[Any]]) -> bool:
-        """Show one run of the graph as it streams; return whether it ran to its end.
+    def turn(
+        self,
+        start: Callable[..., Iterable[Any]],
+        *,
+        ready: Callable[[], bool] | None = None,
+        busy: str = "",
+    ) -> bool:
+        """Run one turn holding the conversation's lock; return whether it ran to its end.
 
-        ``start(cancel=event)`` starts the run (``TravelAssistant.send`` or ``resolve``).
+        ``start(cancel=event)`` starts the run (``TravelAssistant.send`` or ``resolve``);
+        ``ready()`` runs first, under the lock, and may call the turn off by returning
+        ``False``. When another window holds the conversation (after a short wait), the
+        customer is told so, with ``busy`` saying what became of their input, and
+        nothing runs.
+        """
+        from db.conversation_store import ConversationBusyError, ConversationStoreError
+
+        try:
+            lease = self.locks.acquire(self.thread.thread_id, BUSY_WAIT_SECONDS)
+        except ConversationBusyError:
+            self.console.error(f"{BUSY_TEXT} {busy}".strip())
+            return False
+        except ConversationStoreError as error:
+            self.console.error(f"{error} {busy}".strip())
+            return False
+        try:
+            if ready is not None and not ready():
+                return False
+            return self.run_turn(start)
+        finally:
+            lease.release()
+
+    def run_turn(self, start: Callable[..., Iterable[Any]]) -> bool:
+        """Show one run of the graph as it streams; return whether it ran to its end.
 
         Ctrl-C while it runs cancels the turn (not the program): the run stops at the
         next token or step, the conversation is closed as cancelled, and the prompt
@@ -717,14 +900,35 @@ class ChatSession:
         """Ask the customer about every pending sensitive action, until none is left."""
         while True:
             pending = self.assistant.pending_actions(self.thread)
-            if not pending:
+            # Calls done before a crash need no answer, but the run must go on to report them.
+            if not pending and not self.assistant.recovered_actions(self.thread):
                 return
             decisions = {
                 action.tool_call_id: self.decide(action, index, len(pending))
                 for index, action in enumerate(pending, start=1)
             }
-            if not self.turn(partial(self.assistant.resolve, self.thread, decisions)):
+            if not self.turn(
+                partial(self.assistant.resolve, self.thread, decisions),
+                ready=partial(self.still_pending, decisions),
+                busy=BUSY_DECISION_NOT_SENT,
+            ):
                 return
+
+    def still_pending(self, decisions: Mapping[str, Any]) -> bool:
+        """Tell whether the actions decided are still the ones pending (holding the lock).
+
+        Another window may have decided them, or sent a message that dropped them, while
+        this customer read the preview; the answer then goes nowhere, and they are told.
+        """
+        now = {a.tool_call_id for a in self.assistant.pending_actions(self.thread)}
+        if now == set(decisions):
+            return True
+        self.console.error(
+            "This conversation changed in another window while you decided: your answer "
+            "was not used. The last exchange:"
+        )
+        self.show_last_exchange(header=False)
+        return False
 
     def decide(self, action: Any, index: int, total: int) -> Any:
         """Show what an action would do and get the customer's decision on it.
@@ -792,6 +996,10 @@ class ChatSession:
             return None
         title = self.action_title(message.name or "")
         if facts.ran:
+            if facts.recovered:  # the write committed before a crash: reported, not re-asked
+                summary = _result_summary(message)
+                done = f"  ✓ {title}: this was already done before the interruption."
+                return f"{done} {summary}" if summary else done
             if message.status == "error":
                 return f"  ! {title}: it did not go through; the assistant will explain."
             return f"  ✓ {title}: done."
@@ -801,7 +1009,7 @@ class ChatSession:
 
     # Showing history ----------------------------------------------------------------------
 
-    def show_last_exchange(self) -> None:
+    def show_last_exchange(self, *, header: bool = True) -> None:
         """Show the last customer message and what followed it."""
         from langchain_core.messages import HumanMessage
 
@@ -809,7 +1017,8 @@ class ChatSession:
         last_human = max(
             (i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=None
         )
-        self.console.status(f"Resuming session {self.thread.thread_id}. The last exchange:")
+        if header:
+            self.console.status(f"Resuming session {self.thread.thread_id}. The last exchange:")
         if last_human is None:
             return
         for message in messages[last_human:]:
@@ -1075,32 +1284,77 @@ def _make_prompter(home: Path, passenger_id: str, overrides: Overrides) -> Promp
 
 
 def _resume_options(args: argparse.Namespace) -> list[str]:
-    """Return the options a resume command must repeat to find the same files."""
+    """Return the options a resume command must repeat to find the same files.
+
+    A URL keeps its form; a password in it is shown as ``***`` (see ``_password_note``).
+    """
     options: list[str] = []
     if args.home:
         options += ["--home", str(args.home.expanduser().absolute())]
-    if args.db:
-        options += ["--db", str(args.db.expanduser().absolute())]
+    if getattr(args, "db", None):
+        options += ["--db", _location(args.db, "--db").for_command()]
+    if getattr(args, "conversations", None):
+        where = _location(args.conversations, "--conversations")
+        options += ["--conversations", where.for_command()]
     return options
+
+
+def _password_note(args: argparse.Namespace) -> str:
+    """Return what to say when an option on the command line holds a password, or ""."""
+    named = [
+        (option, variable)
+        for option, variable, value in (
+            ("--db", DB_ENV, getattr(args, "db", None)),
+            ("--conversations", CONVERSATIONS_ENV, getattr(args, "conversations", None)),
+        )
+        if value and _location(value, option).has_password
+    ]
+    if not named:
+        return ""
+    options = " and ".join(option for option, _ in named)
+    variables = " and ".join(f"${variable}" for _, variable in named)
+    return (
+        f"The password in {options} is shown as ***. Rather than typing it on the command "
+        f"line, where other users of this machine can see it, set {variables} to the URL "
+        "and leave the option out, or leave the password out of the URL and set $PGPASSWORD."
+    )
 
 
 def _open_chat_db(args: argparse.Namespace, console: Console, overrides: Overrides) -> Any:
     """Open the travel database; one named by --db (or the environment) must exist."""
-    path = _db_path(args)
-    named = bool(args.db or os.environ.get("TRAVEL_ASSISTANT_DB"))
-    if named and not path.exists() and not args.create_db:
-        raise CliError(
-            f"No travel database at {path}. Build it with: travel-assistant db init --db "
-            f"{shlex.quote(str(path))} (or add --create-db to build it now).",
-            EXIT_USAGE,
-        )
-    return open_travel_db(path, console, clock=overrides.clock)
+    from sqlalchemy.exc import OperationalError
+
+    from db.conversation_store import database_missing
+    from db.engine import Database
+
+    location = _db_location(args)
+    named = _db_named(args)
+    build = (
+        "Build it with: travel-assistant db init --db "
+        f"{shlex.quote(location.for_command())} (or add --create-db to build it now)."
+    )
+    if named and not args.create_db:
+        if location.path is not None and not location.path.exists():
+            raise CliError(f"No travel database at {location.shown()}. {build}", EXIT_USAGE)
+        if location.path is None:
+            probe = Database.from_url(location.sqlalchemy_url())
+            try:
+                empty = not probe.has_schema()
+            except OperationalError as error:
+                if not database_missing(getattr(error, "orig", None) or error):
+                    raise CliError(_server_problem(location, error), EXIT_USAGE) from error
+                empty = True
+            finally:
+                probe.dispose()
+            if empty:
+                raise CliError(f"No travel database at {location.shown()}. {build}", EXIT_USAGE)
+    return open_travel_db(
+        location, console, clock=overrides.clock, create_database=bool(args.create_db)
+    )
 
 
 def cmd_chat(args: argparse.Namespace, console: Console, overrides: Overrides) -> int:
     """Run ``travel-assistant chat``."""
-    from conversations import Thread, TravelAssistant
-
     passenger_id = canonical_passenger_id(args.passenger_id)
     if not passenger_id:
         raise CliError(
@@ -1110,12 +1364,31 @@ def cmd_chat(args: argparse.Namespace, console: Console, overrides: Overrides) -
     models = factory(args.model)  # fails here, before the first prompt, without an endpoint
     if overrides.model_factory is None and overrides.check_endpoint and not args.no_check:
         check_endpoint(args.model)
+    conversations = _conversations_location(args)
     database = _open_chat_db(args, console, overrides)
-    saver, registry = open_checkpointer(_sessions_path(args))
-    assistant = TravelAssistant.build(models, saver, db=database)
+    try:
+        with open_store(conversations) as store:
+            return _chat(args, console, overrides, passenger_id, models, database, store)
+    finally:
+        database.dispose()
+
+
+def _chat(
+    args: argparse.Namespace,
+    console: Console,
+    overrides: Overrides,
+    passenger_id: str,
+    models: Any,
+    database: Any,
+    store: ConversationStore,
+) -> int:
+    from conversations import Thread, TravelAssistant
+
+    registry = store.registry
+    assistant = TravelAssistant.build(models, store.saver, db=database)
     if not assistant.check_passenger(passenger_id):
         raise CliError(
-            f"No passenger with id {passenger_id!r} in {_db_path(args)}. "
+            f"No passenger with id {passenger_id!r} in {_db_location(args).shown()}. "
             "Check the id on your ticket (it looks like '3442 587242').",
             EXIT_USAGE,
         )
@@ -1151,8 +1424,13 @@ def cmd_chat(args: argparse.Namespace, console: Console, overrides: Overrides) -
         prompter,
         db=database,
         resume_options=_resume_options(args),
+        locks=store.locks,
     )
-    return session.run(resumed)
+    code = session.run(resumed)
+    note = _password_note(args)
+    if note and session.has_messages():
+        console.status(note)
+    return code
 
 
 def _session_reader(saver: Any) -> Any:
@@ -1165,39 +1443,67 @@ def _session_reader(saver: Any) -> Any:
     return TravelAssistant.build(drawing_model(), saver, db=Database.from_url("sqlite://"))
 
 
+def _open_existing_store(args: argparse.Namespace) -> ConversationStore | None:
+    """Open where conversations are kept, or return ``None`` when no file is there yet."""
+    location = _conversations_location(args)
+    if location.path is not None and not location.path.exists():
+        return None
+    return open_store(location)
+
+
 def cmd_sessions(args: argparse.Namespace, console: Console, overrides: Overrides) -> int:
     """Run ``travel-assistant sessions`` (a table) and ``sessions delete ID``."""
     if getattr(args, "sessions_command", None) == "delete":
         return cmd_sessions_delete(args, console)
-    path = _sessions_path(args)
     passenger_id = canonical_passenger_id(args.passenger_id) if args.passenger_id else None
-    if not path.exists():
+    store = _open_existing_store(args)
+    if store is None:
         console.say("No saved sessions.")
         return EXIT_OK
-    saver, registry = open_checkpointer(path)
-    records = registry.list(passenger_id)
-    if not records:
-        console.say("No saved sessions.")
-        return EXIT_OK
-    headers, rows, wrap = session_table(
-        _session_reader(saver), records, numbered=False, passenger_column=passenger_id is None
-    )
+    with store:
+        records = store.registry.list(passenger_id)
+        if not records:
+            console.say("No saved sessions.")
+            return EXIT_OK
+        headers, rows, wrap = session_table(
+            _session_reader(store.saver),
+            records,
+            numbered=False,
+            passenger_column=passenger_id is None,
+        )
     console.table(headers, rows, err=False, wrap=wrap)
     return EXIT_OK
 
 
 def cmd_sessions_delete(args: argparse.Namespace, console: Console) -> int:
-    """Run ``travel-assistant sessions delete ID``."""
-    path = _sessions_path(args)
-    saver, registry = open_checkpointer(path) if path.exists() else (None, None)
-    record = registry.get(args.thread_id) if registry is not None else None
-    if saver is None or registry is None or record is None:
-        raise CliError(
-            f"No saved session {args.thread_id!r}. List them with: travel-assistant sessions",
-            EXIT_USAGE,
-        )
-    saver.delete_thread(args.thread_id)
-    registry.delete(args.thread_id)
+    """Run ``travel-assistant sessions delete ID``.
+
+    A conversation whose turn is running in another window is not deleted.
+    """
+    from db.conversation_store import ConversationBusyError, ConversationStoreError
+
+    store = _open_existing_store(args)
+    missing = CliError(
+        f"No saved session {args.thread_id!r}. List them with: travel-assistant sessions",
+        EXIT_USAGE,
+    )
+    if store is None:
+        raise missing
+    with store:
+        record = store.registry.get(args.thread_id)
+        if record is None:
+            raise missing
+        try:
+            with store.turn_lock(args.thread_id, BUSY_WAIT_SECONDS):
+                store.saver.delete_thread(args.thread_id)
+                store.registry.delete(args.thread_id)
+        except ConversationBusyError as error:
+            raise CliError(
+                f"Session {args.thread_id} is busy: the assistant is answering in another "
+                "window or terminal. Delete it when it has answered."
+            ) from error
+        except ConversationStoreError as error:
+            raise CliError(str(error)) from error
     console.status(f"Deleted session {args.thread_id} (passenger {record.passenger_id}).")
     return EXIT_OK
 
@@ -1209,7 +1515,10 @@ def cmd_db_init(args: argparse.Namespace, console: Console) -> int:
 
     if not 1 <= args.scale <= MAX_SCALE:
         raise CliError(f"--scale must be between 1 and {MAX_SCALE}.", EXIT_USAGE)
-    path = _db_path(args)
+    location = _db_location(args)
+    if location.path is None:
+        return _db_init_server(args, console, location)
+    path = location.path
     if path.exists() and not args.force:
         raise CliError(f"{path} already exists. Pass --force to rebuild it.", EXIT_USAGE)
     if path.is_dir():
@@ -1227,13 +1536,59 @@ def cmd_db_init(args: argparse.Namespace, console: Console) -> int:
     finally:
         database.dispose()
     partial.replace(path)
+    _report_build(console, report)
+    return EXIT_OK
+
+
+def _db_init_server(args: argparse.Namespace, console: Console, location: Location) -> int:
+    """Run ``db init`` on a server database (PostgreSQL): create it when missing, then build.
+
+    The tables are dropped and made again in place, so ``--force`` is needed when the
+    database already holds a travel database.
+    """
+    from sqlalchemy.exc import OperationalError
+
+    from db.conversation_store import database_missing
+    from db.engine import Database
+    from db.generate import build_database
+
+    database = Database.from_url(location.sqlalchemy_url())
+    try:
+        try:
+            built = database.has_schema()
+        except OperationalError as error:
+            if not database_missing(getattr(error, "orig", None) or error):
+                raise CliError(_server_problem(location, error), EXIT_USAGE) from error
+            database.dispose()
+            _create_server_database(location, console)
+            built = False
+        if built and not args.force:
+            raise CliError(
+                f"{location.shown()} already holds a travel database. Pass --force to rebuild "
+                "it (the bookings made in it are lost).",
+                EXIT_USAGE,
+            )
+        console.status(
+            f"Building the travel database at {location.shown()} "
+            f"(scale {args.scale}, seed {args.seed})..."
+        )
+        try:
+            report = build_database(database, seed=args.seed, scale=args.scale)
+        except OperationalError as error:
+            raise CliError(_server_problem(location, error)) from error
+    finally:
+        database.dispose()
+    _report_build(console, report)
+    return EXIT_OK
+
+
+def _report_build(console: Console, report: Any) -> None:
     counts = ", ".join(
         f"{n} {t}"
         for t, n in report.counts.items()
         if t in ("flights", "tickets", "ticket_flights")
     )
     console.status(f"Done in {report.seconds:.1f} s: {counts}.")
-    return EXIT_OK
 
 
 class _EvalProgress:
@@ -1341,6 +1696,13 @@ def cmd_eval(args: argparse.Namespace, console: Console, overrides: Overrides) -
         )
     except evaluation.ScenarioError as error:
         raise CliError(str(error), EXIT_USAGE) from error
+    if _db_named(args):
+        # Checked like every command's (a URL without its driver is refused), but the
+        # trials need the scenarios' own data, so each runs on a fresh copy of it.
+        console.status(
+            f"eval runs every trial on its own copy of the scenario database; "
+            f"{_db_location(args).shown()} is neither read nor changed."
+        )
     if args.list:
         for scenario in scenarios:
             console.say(f"{scenario.id:<40} {scenario.category:<12} {scenario.description}")
@@ -1499,7 +1861,6 @@ def _signer(args: argparse.Namespace) -> Any:
 def cmd_serve(args: argparse.Namespace, console: Console, overrides: Overrides) -> int:
     """Run ``travel-assistant serve``: the HTTP API and the web chat, until Ctrl-C."""
     from conversations import TravelAssistant
-    from db.sessions import SessionRegistry
     from server.app import create_app, serve
     from server.service import ConversationService
 
@@ -1510,21 +1871,27 @@ def cmd_serve(args: argparse.Namespace, console: Console, overrides: Overrides) 
     if overrides.model_factory is None and overrides.check_endpoint and not args.no_check:
         check_endpoint(args.model)
     signer = _signer(args)
+    conversations = _conversations_location(args)
     database = _open_chat_db(args, console, overrides)
-    saver, _ = open_checkpointer(_sessions_path(args))
-    # The conversation list gets its own connection: the service uses it from many threads.
-    registry = SessionRegistry.open(_sessions_path(args))
-    service = ConversationService(TravelAssistant.build(models, saver, db=database), registry)
-    if args.host not in ("127.0.0.1", "localhost", "::1"):
-        console.status(
-            "Listening beyond this machine: put the service behind HTTPS, since tokens "
-            "travel in every request."
-        )
-    console.status(
-        f"The web chat: http://{args.host}:{args.port}/ (Ctrl-C stops). "
-        "Get a token with: travel-assistant token --passenger-id ID"
-    )
-    serve(create_app(service, signer), args.host, args.port)
+    try:
+        with open_store(conversations) as store:
+            # Several workers (here or on other machines) over one PostgreSQL store take
+            # turns on a conversation through its lock.
+            service = ConversationService.over_store(
+                TravelAssistant.build(models, store.saver, db=database), store
+            )
+            if args.host not in ("127.0.0.1", "localhost", "::1"):
+                console.status(
+                    "Listening beyond this machine: put the service behind HTTPS, since "
+                    "tokens travel in every request."
+                )
+            console.status(
+                f"The web chat: http://{args.host}:{args.port}/ (Ctrl-C stops). "
+                "Get a token with: travel-assistant token --passenger-id ID"
+            )
+            serve(create_app(service, signer), args.host, args.port)
+    finally:
+        database.dispose()
     return EXIT_OK
 
 
@@ -1543,12 +1910,16 @@ def cmd_token(args: argparse.Namespace, console: Console, overrides: Overrides) 
         raise CliError(
             f"--hours must be between 1/60 and {MAX_LIFETIME.days * 24} hours.", EXIT_USAGE
         )
-    database = open_travel_db(_db_path(args), console, clock=overrides.clock)
-    with database.session() as session:
-        known = passenger_exists(session, passenger_id)
+    location = _db_location(args)
+    database = open_travel_db(location, console, clock=overrides.clock)
+    try:
+        with database.session() as session:
+            known = passenger_exists(session, passenger_id)
+    finally:
+        database.dispose()
     if not known:
         raise CliError(
-            f"No passenger with id {passenger_id!r} in {_db_path(args)}. "
+            f"No passenger with id {passenger_id!r} in {location.shown()}. "
             "Check the id on the ticket (it looks like '3442 587242').",
             EXIT_USAGE,
         )

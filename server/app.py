@@ -91,8 +91,16 @@ _NOT_FOUND: dict[int | str, dict[str, Any]] = {
     404: {"model": Problem, "description": "No such conversation for this passenger."}
 }
 _CONFLICT: dict[int | str, dict[str, Any]] = {
-    409: {"model": Problem, "description": "A turn is running, or the decisions do not fit."},
+    409: {
+        "model": Problem,
+        "description": "A turn of this conversation is running (here, in another worker or "
+        "in a terminal), or the decisions do not fit.",
+    },
     400: {"model": Problem, "description": "The body cannot be read (not UTF-8)."},
+    503: {
+        "model": Problem,
+        "description": "The conversations database cannot be reached; nothing was changed.",
+    },
 }
 
 
@@ -135,13 +143,15 @@ OwnedThread = Annotated[Thread, Depends(_owned)]
 async def _message_turn(
     service: Service, thread: OwnedThread, body: MessageIn
 ) -> AsyncIterator[StreamEvent]:
-    return service.start_message(thread, body.text)
+    # Claiming may wait on the database that holds the turn locks: off the event loop.
+    cancel = await anyio.to_thread.run_sync(service.claim, thread)
+    return service.start_message(thread, body.text, cancel)
 
 
 async def _decision_turn(
     service: Service, thread: OwnedThread, body: DecisionsIn
 ) -> AsyncIterator[StreamEvent]:
-    cancel = service.claim(thread)
+    cancel = await anyio.to_thread.run_sync(service.claim, thread)
     try:
         await anyio.to_thread.run_sync(service.check_decisions, thread, body.decisions)
     except BaseException:

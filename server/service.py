@@ -13,7 +13,10 @@ shows it. When the service stops, running turns are cancelled the terminal's way
 conversation is closed as cancelled and can go on).
 
 Nothing here knows the storage engine: the checkpoints go through the assistant's
-checkpointer and the conversation list through a ``SessionStore``.
+checkpointer, the conversation list through a ``SessionStore`` and the turn locks
+through ``TurnLocks`` (``db.conversation_store``). With the store's locks, one turn at a
+time holds across every worker process over the same store, on this machine or others:
+a conversation whose turn runs in another worker (or in a terminal) answers 409.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
 
@@ -42,7 +45,15 @@ from conversations import (
     is_cancel_note,
 )
 from customer_words import NOT_DONE_WORDS, TOOL_ACTIVITY, refusal_text
-from db.sessions import SessionRecord
+from db.conversation_store import (
+    ConversationBusyError,
+    ConversationStore,
+    ConversationStoreError,
+    LocalTurnLocks,
+    TurnLease,
+    TurnLocks,
+)
+from db.sessions import SessionRecord, SessionStore
 from server.schemas import (
     ActionItem,
     AssistantItem,
@@ -72,19 +83,6 @@ AMOUNT_PREFIXES = (("To pay:", "pay"), ("Refund:", "refund"))
 Outcome = Literal["approved", "failed", "declined", "refused", "not_done"]
 
 
-class SessionStore(Protocol):
-    """The list of conversations and their owners (``db.sessions.SessionRegistry``)."""
-
-    def get(self, thread_id: str) -> SessionRecord | None:
-        """Return the record of ``thread_id``, or ``None``."""
-
-    def touch(self, thread_id: str, passenger_id: str, now: datetime, title: str = "") -> None:
-        """Create the record or mark it used at ``now``; the first title sticks."""
-
-    def list(self, passenger_id: str | None = None, limit: int = 50) -> list[SessionRecord]:
-        """Return the most recently used records first, optionally of one passenger."""
-
-
 class ServiceError(Exception):
     """A request the service refuses; ``status`` is the HTTP status that says so."""
 
@@ -108,10 +106,22 @@ class ConflictError(ServiceError):
     status = 409
 
 
+class UnavailableError(ServiceError):
+    """The conversations database cannot be reached; the request changed nothing."""
+
+    status = 503
+
+
 class ForbiddenError(ServiceError):
     """The token names a passenger the travel database does not know."""
 
     status = 403
+
+
+BUSY_ELSEWHERE = (
+    "This conversation is busy in another window or on another server: the assistant is "
+    "answering there. Try again when it has answered."
+)
 
 
 class LockedSessions:
@@ -121,6 +131,11 @@ class LockedSessions:
         """Guard ``store`` (a SQLite connection must not interleave transactions)."""
         self._store = store
         self._lock = threading.Lock()
+
+    def delete(self, thread_id: str) -> bool:
+        """Forget ``thread_id``; return whether it was there."""
+        with self._lock:
+            return self._store.delete(thread_id)
 
     def get(self, thread_id: str) -> SessionRecord | None:
         """Return the record of ``thread_id``, or ``None``."""
@@ -195,35 +210,42 @@ def _result_summary(message: ToolMessage) -> str | None:
 @dataclass
 class _Running:
     cancel: threading.Event = field(default_factory=threading.Event)
+    lease: TurnLease | None = None
 
 
 class TurnRunner:
     """Run turns in worker threads, one per conversation at a time.
 
-    ``claim`` reserves a conversation (or refuses: a turn is running); ``stream`` runs
-    the claimed turn in a worker and yields its events on the event loop. The worker
-    never waits for the client: events are queued, and a turn whose client left runs to
-    its end.
+    ``claim`` reserves a conversation (or refuses: a turn is running, here or, through
+    ``locks``, in another process); ``stream`` runs the claimed turn in a worker and
+    yields its events on the event loop. The worker never waits for the client: events
+    are queued, and a turn whose client left runs to its end.
     """
 
-    def __init__(self, workers: int = TURN_WORKERS) -> None:
-        """Run at most ``workers`` turns at once."""
+    def __init__(self, workers: int = TURN_WORKERS, locks: TurnLocks | None = None) -> None:
+        """Run at most ``workers`` turns at once; ``locks`` reach beyond this process."""
         self._executor = ThreadPoolExecutor(workers, thread_name_prefix="turn")
         self._running: dict[str, _Running] = {}
         self._lock = threading.Lock()
         self._closed = False
+        self.locks: TurnLocks = locks if locks is not None else LocalTurnLocks()
 
     def busy(self, thread_id: str) -> bool:
-        """Tell whether a turn of ``thread_id`` is running."""
+        """Tell whether a turn of ``thread_id`` is running (here, or where ``locks`` see)."""
         with self._lock:
-            return thread_id in self._running
+            if thread_id in self._running:
+                return True
+        return self.locks.busy(thread_id)
 
     def claim(self, thread_id: str) -> threading.Event:
         """Reserve ``thread_id`` for a turn; return the event that cancels it.
 
+        Taking the cross-process lock may wait on the network (PostgreSQL): call it in a
+        worker thread, not on the event loop.
+
         Raises:
-            ConflictError: A turn of this conversation is already running, or the
-                service is stopping.
+            ConflictError: A turn of this conversation is already running (in this
+                service or elsewhere), or the service is stopping.
         """
         with self._lock:
             if self._closed:
@@ -234,12 +256,31 @@ class TurnRunner:
                     "reply to finish."
                 )
             running = self._running[thread_id] = _Running()
-            return running.cancel
+        try:
+            running.lease = self.locks.acquire(thread_id)
+        except ConversationBusyError as error:
+            self._forget(thread_id)
+            raise ConflictError(BUSY_ELSEWHERE) from error
+        except ConversationStoreError as error:
+            self._forget(thread_id)
+            raise UnavailableError(str(error)) from error
+        except BaseException:
+            self._forget(thread_id)
+            raise
+        return running.cancel
+
+    def _forget(self, thread_id: str) -> _Running | None:
+        with self._lock:
+            return self._running.pop(thread_id, None)
 
     def release(self, thread_id: str) -> None:
         """Free ``thread_id`` (after its turn, or when the request is refused)."""
-        with self._lock:
-            self._running.pop(thread_id, None)
+        running = self._forget(thread_id)
+        if running is not None and running.lease is not None:
+            try:
+                running.lease.release()
+            except Exception:  # the lock dies with its connection anyway
+                log.exception("Releasing the turn lock of %s failed", thread_id)
 
     def stream(
         self, thread_id: str, work: Callable[[], Iterator[StreamEvent]]
@@ -336,11 +377,26 @@ class ConversationService:
         sessions: SessionStore,
         *,
         runner: TurnRunner | None = None,
+        locks: TurnLocks | None = None,
     ) -> None:
-        """Drive ``assistant``; ``sessions`` records who owns which conversation."""
+        """Drive ``assistant``; ``sessions`` records who owns which conversation.
+
+        ``locks`` keep one turn at a time per conversation beyond this process (the
+        store's); without them, within this process only.
+        """
         self.assistant = assistant
         self.sessions = LockedSessions(sessions)
-        self.runner = runner or TurnRunner()
+        self.runner = runner or TurnRunner(locks=locks)
+
+    @classmethod
+    def over_store(
+        cls, assistant: TravelAssistant, store: ConversationStore
+    ) -> ConversationService:
+        """Return the service over ``store``: its registry and its turn locks.
+
+        ``assistant`` must save its checkpoints in ``store.saver``.
+        """
+        return cls(assistant, store.registry, locks=store.locks)
 
     def now(self) -> datetime:
         """Return "now" as the travel database's clock says."""
@@ -499,13 +555,19 @@ class ConversationService:
 
     # Turns ---------------------------------------------------------------------------------
 
-    def start_message(self, thread: Thread, text: str) -> AsyncIterator[StreamEvent]:
+    def start_message(
+        self, thread: Thread, text: str, cancel: threading.Event | None = None
+    ) -> AsyncIterator[StreamEvent]:
         """Send the customer's ``text`` and stream the turn (call on the event loop).
+
+        ``cancel`` is the event of a claim already made (``claim``); without it the
+        conversation is claimed here.
 
         Raises:
             ConflictError: A turn of this conversation is running.
         """
-        cancel = self.runner.claim(thread.thread_id)
+        if cancel is None:
+            cancel = self.runner.claim(thread.thread_id)
 
         def work() -> Iterator[StreamEvent]:
             if self.assistant.interrupted(thread):

@@ -5,8 +5,8 @@ this module and calls ``make_graph`` to get the assistant graph. The graph is co
 without a checkpointer, because that server brings its own persistence; everything else
 is what the terminal runs: the models from the same settings (``OPENAI_API_KEY`` or
 ``OPENAI_BASE_URL``, ``TRAVEL_ASSISTANT_MODEL`` ...), the travel database from
-``TRAVEL_ASSISTANT_DB`` or the home folder (built on first use), and an interrupt before
-every action that writes.
+``TRAVEL_ASSISTANT_DB`` (a path or URL) or the home folder (built on first use), and an
+interrupt before every action that writes.
 
 The server calls the factory on its event loop for every run, so the factory is a
 coroutine that builds in a worker thread (opening, maybe building, the database blocks),
@@ -39,14 +39,16 @@ def _settings() -> tuple[tuple[str, str], ...]:
 def _graph(settings: tuple[tuple[str, str], ...]) -> CompiledStateGraph[Any, Any, Any, Any]:
     """Build the graph for ``settings`` (the environment), once per process."""
     from assistants.models import ModelSettings, build_chat_models
+    from db.conversation_store import Location
     from db.engine import Database, default_db_path
     from db.generate import ensure_database
     from graph import build_graph
 
     env = dict(settings)
-    location = env.get("TRAVEL_ASSISTANT_DB") or str(default_db_path())
+    location = Location.parse(env.get("TRAVEL_ASSISTANT_DB") or default_db_path())
+    location.check_driver()
     models = build_chat_models(ModelSettings.from_env(env=env))
-    database = Database.from_url(location)
+    database = Database.from_url(location.sqlalchemy_url())
     ensure_database(database)
     return build_graph(models, None, db=database)
 

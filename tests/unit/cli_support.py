@@ -18,6 +18,7 @@ from cli import Console, Overrides, main
 from db.clock import fixed_clock
 from db.fixtures import FIXTURE_PASSENGER_ID
 from tests.conftest import FIXED_NOW
+from tests.support.fake_openai import customer_text
 from tests.support.scripted import ScriptedChatModel
 
 
@@ -74,3 +75,8 @@ def resume_line(err: str) -> str:
     lines = [line for line in err.splitlines() if "Resume it with: " in line]
     assert len(lines) == 1, err
     return lines[0].split("Resume it with: ", 1)[1]
+
+
+def customer_messages(model: ScriptedChatModel) -> list[str]:
+    """Return the customer's messages in the model's last request, without their times."""
+    return [customer_text(str(m.content)) for m in model.received[-1] if m.type == "human"]

@@ -19,7 +19,7 @@ from db.engine import Database
 from db.fixtures import FLOWN_PASSENGER_ID
 from tests.conftest import FIXED_NOW
 from tests.support.scripted import ScriptedChatModel, call, say
-from tests.unit.cli_support import chat, chat_args
+from tests.unit.cli_support import chat, chat_args, customer_messages
 from tests.unit.test_graph import change_call
 
 
@@ -88,11 +88,11 @@ def test_cli_input_history_comes_back_for_the_same_passenger_only(
     chat(chat_args(db_path), ["my private question"], model, home)
     # Up, then Enter: the last message of this passenger comes back.
     again = chat(chat_args(db_path), [], model, home, raw="\x1b[A\n")
-    assert [m.content for m in model.received[-1] if m.type == "human"] == ["my private question"]
+    assert customer_messages(model) == ["my private question"]
     assert again.code == 0
     other = chat(chat_args(db_path, FLOWN_PASSENGER_ID), [], model, home, raw="\x1b[A\nhi\n")
     assert other.code == 0
-    sent = [m.content for m in model.received[-1] if m.type == "human"]
+    sent = customer_messages(model)
     assert sent == ["hi"]  # Up found nothing of the other passenger's
 
 
@@ -102,7 +102,7 @@ def test_cli_ctrl_c_clears_a_half_typed_line(
     model.extend(say("Hello!"))
     result = chat(chat_args(db_path), ["hello", "exit"], model, home, raw="cancel my tick\x03")
     assert result.code == 0, result.err
-    assert [m.content for m in model.received[-1] if m.type == "human"] == ["hello"]
+    assert customer_messages(model) == ["hello"]
     assert "Hello!" in result.out
 
 

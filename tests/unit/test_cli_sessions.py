@@ -26,7 +26,7 @@ from db.sessions import SessionRegistry
 from graph import build_graph
 from tests.conftest import FIXED_NOW
 from tests.support.scripted import ScriptedChatModel, call, say
-from tests.unit.cli_support import chat, chat_args, resume_line, run
+from tests.unit.cli_support import chat, chat_args, customer_messages, resume_line, run
 from tests.unit.test_graph import change_call
 
 
@@ -202,7 +202,7 @@ def test_cli_switch_to_another_saved_conversation(
     assert f"Resuming session {thread_of(first.err)}" in result.err
     assert thread_of(result.err) == thread_of(first.err)
     assert "Back in the first one." in result.out
-    sent = [m.content for m in model.received[-1] if m.type == "human"]
+    sent = customer_messages(model)
     assert sent == ["first conversation", "still there?"]
 
 

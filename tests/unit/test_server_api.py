@@ -369,3 +369,38 @@ def test_server_action_that_cannot_be_done_is_never_run(
     (item,) = [i for i in client.get(f"{base}/messages").json()["items"] if i["type"] == "action"]
     assert item["outcome"] == "refused"
     assert item["reason"] == action["preview"]["error"]
+
+
+def test_server_refuses_a_turn_running_in_another_process(
+    travel_db: Database, model: ScriptedChatModel, tmp_path: Path
+) -> None:
+    """The store's turn lock, held elsewhere (a terminal, another worker), answers 409."""
+    from conversations import TravelAssistant
+    from db.conversation_store import ConversationStore
+
+    path = tmp_path / "sessions.sqlite"
+    with ConversationStore.open(path) as store, ConversationStore.open(path) as elsewhere:
+        assistant = TravelAssistant.build(model, store.saver, db=travel_db, retry_policy=None)
+        app, signer = build_app(ConversationService.over_store(assistant, store))
+        with TestClient(app) as client:
+            client.headers.update(auth(signer, FIXTURE_PASSENGER_ID))
+            conversation = new_conversation(client)
+            base = f"/api/v1/conversations/{conversation}"
+            lease = elsewhere.acquire(conversation)
+            try:
+                refused = client.post(f"{base}/messages", json={"text": "hi"})
+                assert refused.status_code == 409
+                assert "busy in another window or on another server" in refused.json()["detail"]
+                assert client.get(base).json()["busy"] is True
+                decisions = {"decisions": [{"tool_call_id": "call_1", "approved": True}]}
+                refused = client.post(f"{base}/decisions", json=decisions)
+                assert refused.status_code == 409
+                assert "another window" in refused.json()["detail"]
+            finally:
+                lease.release()
+            assert client.get(base).json()["busy"] is False
+            assert client.get(f"{base}/messages").json()["items"] == []  # nothing half-done
+            model.extend(say("Hello!"))
+            events = turn(client, f"{base}/messages", {"text": "hi"})
+            assert [e.data["text"] for e in events if e.name == "message"] == ["Hello!"]
+            assert not elsewhere.busy(conversation)  # the turn let go of the lock
