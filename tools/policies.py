@@ -36,7 +36,7 @@ from langchain_core.tools import BaseTool, tool
 from db.engine import reference_data_dir
 from db.errors import InvalidInputError
 from db.values import MAX_QUESTION_CHARS, plain_text
-from tools.common import Question
+from tools.common import Question, shorten
 
 logger = logging.getLogger(__name__)
 
@@ -476,6 +476,10 @@ class PolicyIndex:
         return [_cosine(query_vector, vector) for vector in self._passage_vectors]
 
 
+# How much of the query the answer repeats.
+QUERY_ECHO_CHARS = 80
+
+
 def format_passages(query: str, passages: Sequence[PolicyPassage]) -> str:
     """Render search results as the text the model reads.
 
@@ -486,6 +490,9 @@ def format_passages(query: str, passages: Sequence[PolicyPassage]) -> str:
     Returns:
         The numbered passages, or a sentence saying that nothing matches.
     """
+    # The query comes back shortened: a long one would otherwise be sent to the model
+    # again on every later call of the conversation.
+    query = shorten(" ".join(query.split()), QUERY_ECHO_CHARS)
     if not passages:
         return (
             f'No policy passage matches "{query}". Try the key words of the question '

@@ -19,6 +19,7 @@ from db.errors import InvalidInputError, TravelError
 from tools.policies import (
     PolicyIndex,
     PolicyPassage,
+    format_passages,
     make_lookup_policy_tool,
     parse_policy,
     tokenize,
@@ -469,3 +470,15 @@ def test_policy_index_falls_back_to_keywords_when_embeddings_fail(
         results = index.search("wheelchair assistance")
     assert results[0].question == "Can I get wheelchair assistance at the airport?"
     assert "keyword search only" in caplog.text
+
+
+def test_policy_answer_repeats_only_the_start_of_a_long_query() -> None:
+    # Found by the hostile-input property test: a 500-character query came back whole
+    # in the "no passage matches" answer, to be sent to the model on every later call.
+    query = "9" * 500  # the longest query the tool takes
+    answer = make_lookup_policy_tool().invoke({"query": query})
+    assert "9" * 81 not in answer
+    assert len(answer) < 500
+    passage = PolicyPassage("Baggage", "How much can I bring?", "Two bags in Business.")
+    header = format_passages("baggage " * 200, [passage]).splitlines()[0]
+    assert len(header) < 150 and header.endswith('…", best match first:')
