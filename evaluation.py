@@ -621,10 +621,10 @@ def converse(
     """
     import sqlite3
 
-    from langgraph.checkpoint.sqlite import SqliteSaver
+    from db.conversation_store import sqlite_checkpointer
 
     def open_assistant() -> TravelAssistant:
-        saver = SqliteSaver(sqlite3.connect(checkpoints, check_same_thread=False))
+        saver = sqlite_checkpointer(sqlite3.connect(checkpoints, check_same_thread=False))
         return TravelAssistant.build(make_model(), saver, db=db)
 
     assistant = open_assistant()

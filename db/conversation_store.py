@@ -634,8 +634,26 @@ def lock_file_of(path: Path) -> Path:
     return path.with_name(path.name + ".lock")
 
 
-def _open_sqlite(path: Path) -> ConversationStore:
+def sqlite_checkpointer(connection: sqlite3.Connection) -> Any:
+    """Return a set-up ``SqliteSaver`` on ``connection``, tuned for a turn's many steps.
+
+    The saver puts the file in WAL mode; ``synchronous=NORMAL`` then syncs at WAL
+    checkpoints instead of on every commit (a turn commits twice per graph step). A
+    killed process loses nothing this way; a power cut can lose the last steps saved,
+    never corrupt the file, and that is the case the program already recovers from: a
+    write committed in the travel database with no checkpoint after it is reported as
+    done from its stored record (``assistants.approvals``). Measured by
+    ``scripts/bench_conversation.py`` (BENCHMARKS.md).
+    """
     from langgraph.checkpoint.sqlite import SqliteSaver
+
+    saver = SqliteSaver(connection)
+    saver.setup()
+    connection.execute("PRAGMA synchronous=NORMAL")
+    return saver
+
+
+def _open_sqlite(path: Path) -> ConversationStore:
 
     if path.is_dir():
         raise ConversationStoreError(
@@ -646,8 +664,7 @@ def _open_sqlite(path: Path) -> ConversationStore:
     try:
         checkpoints = sqlite3.connect(path, check_same_thread=False)
         connections.append(checkpoints)
-        saver = SqliteSaver(checkpoints)
-        saver.setup()
+        saver = sqlite_checkpointer(checkpoints)
         # The registry has a connection of its own: the service uses it from many threads
         # while a turn writes checkpoints.
         registry_connection = sqlite3.connect(path, check_same_thread=False)

@@ -40,11 +40,11 @@ from bpe_openai import get_encoding
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langchain_openai.chat_models.base import _convert_message_to_dict
-from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import START, MessagesState, StateGraph
 
 from conversations import Decision, Thread, TravelAssistant
 from db.clock import fixed_clock
+from db.conversation_store import sqlite_checkpointer
 from db.engine import Database
 from db.fixtures import FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO
 from db.generate import build_database
@@ -322,7 +322,7 @@ def run_assistant(template: Path, folder: Path, turns: int) -> Figures:
     script = conversation(Resolver(db), turns)
     model = MeasuredModel(script=[r for t in script for r in t.replies])
     checkpoints = sqlite3.connect(folder / "checkpoints.sqlite", check_same_thread=False)
-    assistant = TravelAssistant.build(model, SqliteSaver(checkpoints), db=db)
+    assistant = TravelAssistant.build(model, checkpointer(checkpoints), db=db)
     thread = Thread("bench", FIXTURE_PASSENGER_ID)
     figures = Figures()
     for index, turn in enumerate(script, start=1):
@@ -354,6 +354,18 @@ def run_assistant(template: Path, folder: Path, turns: int) -> Figures:
     return figures
 
 
+def checkpointer(connection: sqlite3.Connection) -> Any:
+    """The saver the program uses (``--untuned``: LangGraph's own defaults, for comparison)."""
+    if UNTUNED:
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        return SqliteSaver(connection)
+    return sqlite_checkpointer(connection)
+
+
+UNTUNED = "--untuned" in sys.argv
+
+
 def run_floor(folder: Path, turns: int) -> Figures:
     """Play ``turns`` messages through a one-node LangGraph graph with the same saver."""
     checkpoints = sqlite3.connect(folder / "floor.sqlite", check_same_thread=False)
@@ -365,7 +377,7 @@ def run_floor(folder: Path, turns: int) -> Figures:
         StateGraph(MessagesState)
         .add_node("answer", answer)
         .add_edge(START, "answer")
-        .compile(checkpointer=SqliteSaver(checkpoints))
+        .compile(checkpointer=checkpointer(checkpoints))
     )
     config = {"configurable": {"thread_id": "floor"}}
     figures = Figures()
@@ -431,6 +443,11 @@ def main() -> int:
         "--turns", type=int, action="append", help="conversation length (repeatable)"
     )
     parser.add_argument("--calls", action="store_true", help="print every model call")
+    parser.add_argument(
+        "--untuned",
+        action="store_true",
+        help="the SQLite saver as LangGraph sets it up (synchronous=FULL), for comparison",
+    )
     args = parser.parse_args()
     lengths = args.turns or [14, 30]
     with tempfile.TemporaryDirectory() as name:
