@@ -1669,6 +1669,18 @@ def _open_records(path: Path | None) -> TextIO | None:
         raise CliError(f"Cannot write the trial records to {path}: {error}.", EXIT_USAGE) from error
 
 
+@contextmanager
+def _eval_template(server: str | None, folder: Path) -> Iterator[Path | str]:
+    """Yield where eval builds its scenario database: a file, or a temporary database."""
+    if server is None:
+        yield folder / "template.sqlite"
+        return
+    from db.copies import temporary_database
+
+    with temporary_database(server, "eval_template") as url:
+        yield url
+
+
 def cmd_eval(args: argparse.Namespace, console: Console, overrides: Overrides) -> int:
     """Run ``travel-assistant eval``: the scenarios against a real model.
 
@@ -1696,12 +1708,19 @@ def cmd_eval(args: argparse.Namespace, console: Console, overrides: Overrides) -
         )
     except evaluation.ScenarioError as error:
         raise CliError(str(error), EXIT_USAGE) from error
+    # The trials need the scenarios' own data, so each runs on a fresh copy of it: in
+    # temporary SQLite files, or, when --db names a PostgreSQL database, in temporary
+    # databases on that server (made from a template built for the run, dropped after).
+    server: str | None = None
     if _db_named(args):
-        # Checked like every command's (a URL without its driver is refused), but the
-        # trials need the scenarios' own data, so each runs on a fresh copy of it.
+        named = _db_location(args)
+        named.check_driver()  # a URL without its driver is refused, as everywhere
+        if named.backend == "postgresql":
+            server = named.sqlalchemy_url()
+        where = "on its PostgreSQL server" if server else "in temporary files"
         console.status(
-            f"eval runs every trial on its own copy of the scenario database; "
-            f"{_db_location(args).shown()} is neither read nor changed."
+            f"eval runs every trial on its own copy of the scenario database, {where}; "
+            f"{named.shown()} itself is neither read nor changed."
         )
     if args.list:
         for scenario in scenarios:
@@ -1733,9 +1752,9 @@ def cmd_eval(args: argparse.Namespace, console: Console, overrides: Overrides) -
     try:
         with (
             tempfile.TemporaryDirectory() as folder,
+            _eval_template(server, Path(folder)) as template,
             _EvalProgress(console, len(scenarios) * args.trials) as progress,
         ):
-            template = Path(folder) / "template.sqlite"
             seed_db = (
                 Database.from_url(str(template), clock=overrides.clock)
                 if overrides.clock

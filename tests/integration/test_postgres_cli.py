@@ -296,6 +296,37 @@ def test_postgres_cli_graph_and_eval_accept_the_url(
     assert "policy_24_hour_cancel" in listed.out
     assert "is neither read nor changed" in listed.err
 
+    # A real trial: its databases are made on the PostgreSQL server and dropped after.
+    script = [
+        Reply(tool_calls=[("lookup_policy", {"query": "cancel within 24 hours of booking"})]),
+        Reply(text="Yes: within 24 hours of booking you can cancel without a fee."),
+        Reply(text="###STOP###"),  # the simulated customer is satisfied
+    ]
+    before = _databases_like(travel)
+    with FakeOpenAI(script) as fake:
+        monkeypatch.setenv("OPENAI_BASE_URL", fake.base_url)
+        ran = run(
+            ["--home", str(tmp_path), "eval", "--db", travel, "--scenario", "policy_24_hour_cancel"]
+        )
+    assert ran.code == 0, ran.err
+    assert "on its PostgreSQL server" in ran.err
+    assert "policy_24_hour_cancel trial 1: pass" in ran.err
+    assert len(fake.requests) == 3
+    assert _databases_like(travel) == before  # the template and the copies are gone
+
+
+def _databases_like(url: str) -> list[str]:
+    """Return the databases on the server whose names start with ``url``'s database."""
+    import psycopg
+
+    name = make_url(url).database
+    admin = make_url(url).set(drivername="postgresql", database="postgres")
+    with psycopg.connect(admin.render_as_string(hide_password=False), autocommit=True) as c:
+        rows = c.execute(
+            "SELECT datname FROM pg_database WHERE datname LIKE %s ORDER BY 1", (f"{name}%",)
+        ).fetchall()
+    return [row[0] for row in rows]
+
 
 def _payments(travel: str) -> int:
     from sqlalchemy import func, select
