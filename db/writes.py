@@ -148,6 +148,11 @@ def key_part(value: str) -> str:
     return f"sha256:{hashlib.sha256(data).hexdigest()}"
 
 
+def _record_key(thread_id: str | None, tool_call_id: str) -> tuple[str, str]:
+    """Return the key of a call's record: its conversation and its id, as stored."""
+    return key_part(thread_id or NO_THREAD), key_part(tool_call_id)
+
+
 def arguments_digest(args: Mapping[str, Any]) -> str:
     """Return the SHA-256 of the canonical JSON of a call's arguments."""
     canonical = json.dumps(
@@ -217,7 +222,7 @@ def find_stored_result(
     if not tool_call_id:
         return None
     db.upgrade_schema()
-    key = (key_part(thread_id or NO_THREAD), key_part(tool_call_id))
+    key = _record_key(thread_id, tool_call_id)
     with db.session() as session:
         # A database no write has reached yet (or none at all) has no record table.
         if not inspect(session.connection()).has_table(ToolCallRecord.__tablename__):
@@ -271,7 +276,7 @@ def run_once(
     begin_write(session)
     if not tool_call_id:
         return write()
-    key = (key_part(thread_id or NO_THREAD), key_part(tool_call_id))
+    key = _record_key(thread_id, tool_call_id)
     digest = arguments_digest(args or {})
     _wait_for_other_deliveries(session, key)
     stored = _stored_result(
@@ -369,7 +374,7 @@ def run_once_in_transaction(
             raise
         # Another delivery of this call committed its record between this one's look-up
         # and its insert; everything this one wrote has been rolled back with it.
-        key = (key_part(thread_id or NO_THREAD), key_part(tool_call_id))
+        key = _record_key(thread_id, tool_call_id)
         with db.session() as session:
             stored = _stored_result(
                 session,

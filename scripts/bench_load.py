@@ -30,7 +30,6 @@ import re
 import secrets
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -49,9 +48,10 @@ from sqlalchemy import func, select
 
 from db.engine import Database
 from db.models import Hotel, HotelBooking, Passenger, Payment
+from evaluation import percentile
 from server.auth import TokenSigner
 from tests.support.fake_openai import FakeOpenAI, Reply
-from tests.support.web import parse_sse
+from tests.support.web import free_port, parse_sse
 
 HOTEL_ASK = re.compile(r"I need a hotel: hotel (\d+) in (.+?) from (\S+) to (\S+)\.")
 HOTEL_BOOK = re.compile(r"Book hotel (\d+) from (\S+) to (\S+), please\.")
@@ -191,12 +191,6 @@ async def customer(
             figures.turns += 1
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def wait_until_up(url: str, process: subprocess.Popen[bytes], seconds: float = 60) -> None:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -266,11 +260,6 @@ def check_writes(
             if booked != 1 or charged != 1:
                 problems.append(f"{passenger}: {booked} stays booked, {charged} charges")
     return problems
-
-
-def percentile(values: Sequence[float], share: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -167,6 +167,21 @@ def test_postgres_cli_chat_approve_leave_resume_decline_and_sessions(
         assert store.saver.get_tuple({"configurable": {"thread_id": thread}}) is None
 
 
+def _workers_env(
+    fake: FakeOpenAI, tmp_path: Path, travel: str, conversations: str
+) -> dict[str, str]:
+    """The environment of ``serve`` workers over both PostgreSQL stores and ``fake``."""
+    return _env(
+        OPENAI_BASE_URL=fake.base_url,
+        OPENAI_API_KEY="test",
+        TRAVEL_ASSISTANT_MODEL="scripted",
+        TRAVEL_ASSISTANT_HOME=str(tmp_path / "home"),
+        TRAVEL_ASSISTANT_SECRET=SECRET,
+        TRAVEL_ASSISTANT_DB=travel,
+        TRAVEL_ASSISTANT_CONVERSATIONS=conversations,
+    )
+
+
 def _serve(port: int, env: dict[str, str]) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [str(PROGRAM), "serve", "--port", str(port)],
@@ -207,15 +222,7 @@ def test_postgres_cli_two_service_workers_take_turns(
         return Reply(text="First answer.")
 
     with FakeOpenAI([held, Reply(text="Second answer.")]) as fake:
-        env = _env(
-            OPENAI_BASE_URL=fake.base_url,
-            OPENAI_API_KEY="test",
-            TRAVEL_ASSISTANT_MODEL="scripted",
-            TRAVEL_ASSISTANT_HOME=str(tmp_path / "home"),
-            TRAVEL_ASSISTANT_SECRET=SECRET,
-            TRAVEL_ASSISTANT_DB=travel,
-            TRAVEL_ASSISTANT_CONVERSATIONS=conversations,
-        )
+        env = _workers_env(fake, tmp_path, travel, conversations)
         ports = [free_port(), free_port()]
         workers = [_serve(port, env) for port in ports]
         issuing = subprocess.Popen(
@@ -366,15 +373,7 @@ def test_postgres_cli_approval_on_another_worker_then_that_worker_killed_mid_tur
 
     charges_before = _payments(travel)
     with FakeOpenAI([*script[:2], hangs, Reply(text="Yes: your flight is changed.")]) as fake:
-        env = _env(
-            OPENAI_BASE_URL=fake.base_url,
-            OPENAI_API_KEY="test",
-            TRAVEL_ASSISTANT_MODEL="scripted",
-            TRAVEL_ASSISTANT_HOME=str(tmp_path / "home"),
-            TRAVEL_ASSISTANT_SECRET=SECRET,
-            TRAVEL_ASSISTANT_DB=travel,
-            TRAVEL_ASSISTANT_CONVERSATIONS=conversations,
-        )
+        env = _workers_env(fake, tmp_path, travel, conversations)
         ports = [free_port(), free_port()]
         workers = [_serve(port, env) for port in ports]
         try:
