@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import sqlite3
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,16 +31,6 @@ class Result:
     code: int
     out: str
     err: str
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Path:
-    return tmp_path / "app"
-
-
-@pytest.fixture
-def model() -> ScriptedChatModel:
-    return ScriptedChatModel()
 
 
 def chat(argv: list[str], lines: list[str], model: ScriptedChatModel | None, home: Path) -> Result:
@@ -72,13 +61,6 @@ def segment_flight(db_path: Path) -> int:
         ).one()
     database.dispose()
     return flight_id
-
-
-@pytest.fixture
-def fixed_db(db_path: Path) -> Iterator[Database]:
-    database = Database.from_url(str(db_path), clock=fixed_clock(FIXED_NOW))
-    yield database
-    database.dispose()
 
 
 def test_cli_full_conversation_approve_and_deny(

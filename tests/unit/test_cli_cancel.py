@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import signal
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,11 +30,9 @@ from conversations import (
     TurnCancelledError,
     is_cancel_note,
 )
-from db.clock import fixed_clock
 from db.engine import Database
 from db.fixtures import FIXTURE_PASSENGER_ID
 from graph import build_graph
-from tests.conftest import FIXED_NOW
 from tests.support.scripted import ScriptedChatModel, call, say
 from tests.unit.cli_support import chat, chat_args
 from tests.unit.test_cli import segment_flight
@@ -44,18 +41,6 @@ from tests.unit.test_graph import change_call
 
 THREAD = Thread("t-cancel", FIXTURE_PASSENGER_ID)
 LONG_REPLY = " ".join(f"word{i}" for i in range(200))
-
-
-@pytest.fixture
-def fixed_db(db_path: Path) -> Iterator[Database]:
-    database = Database.from_url(str(db_path), clock=fixed_clock(FIXED_NOW))
-    yield database
-    database.dispose()
-
-
-@pytest.fixture
-def model() -> ScriptedChatModel:
-    return ScriptedChatModel()
 
 
 @pytest.fixture

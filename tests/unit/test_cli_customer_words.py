@@ -7,16 +7,12 @@ Driven through ``cli.main([...])`` with piped input and a scripted model.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from langchain_core.messages import ToolMessage
 
-from db.clock import fixed_clock
 from db.engine import Database
 from db.fixtures import FULL_FLIGHT_DAY_OFFSET
-from tests.conftest import FIXED_NOW
 from tests.support.scripted import ScriptedChatModel, call, say
 from tests.unit.cli_support import chat, chat_args
 from tests.unit.test_cli import segment_flight
@@ -33,23 +29,6 @@ MODEL_WORDS = (
     "Error:",
     "probably be refused",
 )
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Path:
-    return tmp_path / "app"
-
-
-@pytest.fixture
-def model() -> ScriptedChatModel:
-    return ScriptedChatModel()
-
-
-@pytest.fixture
-def fixed_db(db_path: Path) -> Iterator[Database]:
-    database = Database.from_url(str(db_path), clock=fixed_clock(FIXED_NOW))
-    yield database
-    database.dispose()
 
 
 def answer_for(model: ScriptedChatModel, call_id: str) -> ToolMessage:

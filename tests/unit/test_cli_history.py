@@ -9,35 +9,13 @@ line clears it. Through ``cli.main([...])`` with prompt_toolkit's pipe input.
 from __future__ import annotations
 
 import stat
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
-from db.clock import fixed_clock
 from db.engine import Database
 from db.fixtures import FLOWN_PASSENGER_ID
-from tests.conftest import FIXED_NOW
 from tests.support.scripted import ScriptedChatModel, call, say
 from tests.unit.cli_support import chat, chat_args, customer_messages
 from tests.unit.test_graph import change_call
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Path:
-    return tmp_path / "app"
-
-
-@pytest.fixture
-def model() -> ScriptedChatModel:
-    return ScriptedChatModel()
-
-
-@pytest.fixture
-def fixed_db(db_path: Path) -> Iterator[Database]:
-    database = Database.from_url(str(db_path), clock=fixed_clock(FIXED_NOW))
-    yield database
-    database.dispose()
 
 
 def history_files(home: Path) -> dict[str, str]:

@@ -18,11 +18,6 @@ from tests.support.scripted import ScriptedChatModel, say
 from tests.unit.cli_support import chat, chat_args, run
 
 
-@pytest.fixture
-def model() -> ScriptedChatModel:
-    return ScriptedChatModel()
-
-
 def test_cli_global_options_after_the_command(
     db_path: Path, tmp_path: Path, model: ScriptedChatModel
 ) -> None:

@@ -19,7 +19,6 @@ import pytest
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from conversations import Thread, TravelAssistant
-from db.clock import fixed_clock
 from db.engine import Database
 from db.fixtures import FIXTURE_PASSENGER_ID, FLOWN_PASSENGER_ID
 from db.sessions import SessionRegistry
@@ -28,23 +27,6 @@ from tests.conftest import FIXED_NOW
 from tests.support.scripted import ScriptedChatModel, call, say
 from tests.unit.cli_support import chat, chat_args, customer_messages, resume_line, run
 from tests.unit.test_graph import change_call
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Path:
-    return tmp_path / "app"
-
-
-@pytest.fixture
-def model() -> ScriptedChatModel:
-    return ScriptedChatModel()
-
-
-@pytest.fixture
-def fixed_db(db_path: Path) -> Iterator[Database]:
-    database = Database.from_url(str(db_path), clock=fixed_clock(FIXED_NOW))
-    yield database
-    database.dispose()
 
 
 @pytest.fixture

@@ -25,7 +25,6 @@ from sqlalchemy.engine import make_url
 
 from cli import ChatSession, Console, Prompter
 from conversations import Thread, TravelAssistant
-from db.clock import fixed_clock
 from db.conversation_store import INSTALL_POSTGRES, ConversationBusyError, ConversationStore
 from db.engine import Database
 from db.fixtures import FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO
@@ -36,23 +35,6 @@ from tests.support.conversation_stores import require_postgres
 from tests.support.scripted import ScriptedChatModel, call, say
 from tests.unit.cli_support import chat, chat_args, customer_messages, resume_line, run
 from tests.unit.test_graph import change_call
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Path:
-    return tmp_path / "app"
-
-
-@pytest.fixture
-def model() -> ScriptedChatModel:
-    return ScriptedChatModel()
-
-
-@pytest.fixture
-def fixed_db(db_path: Path) -> Iterator[Database]:
-    database = Database.from_url(str(db_path), clock=fixed_clock(FIXED_NOW))
-    yield database
-    database.dispose()
 
 
 @pytest.fixture

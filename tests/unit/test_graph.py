@@ -42,11 +42,6 @@ NO_RETRY_DELAY = RetryPolicy(initial_interval=0.0, backoff_factor=1.0, jitter=Fa
 
 
 @pytest.fixture
-def model() -> ScriptedChatModel:
-    return ScriptedChatModel()
-
-
-@pytest.fixture
 def assistant(model: ScriptedChatModel, travel_db: Database) -> TravelAssistant:
     graph = build_graph(model, InMemorySaver(), db=travel_db, retry_policy=NO_RETRY_DELAY)
     return TravelAssistant(graph, travel_db)

@@ -38,11 +38,6 @@ PUBLIC = {("get", "/api/v1/health")}
 
 
 @pytest.fixture
-def model() -> ScriptedChatModel:
-    return ScriptedChatModel()
-
-
-@pytest.fixture
 def service(travel_db: Database, model: ScriptedChatModel, tmp_path: Path) -> ConversationService:
     return build_service(travel_db, model, tmp_path / "sessions.sqlite", retry_policy=None)
 
