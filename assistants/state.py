@@ -1,13 +1,25 @@
-"""The graph state and the reducer of the dialog stack."""
+"""The graph state, its reducers, and how a checkpoint stores it.
+
+``messages`` and ``user_info`` live in LangGraph ``DeltaChannel``s: a checkpoint stores
+only what each step added (its writes), with a full snapshot of the channel every
+``snapshot_frequency`` updates, instead of the whole conversation again at every step.
+The bytes a turn writes then stay flat however long the conversation grows, and reading
+a checkpoint replays the writes since the last snapshot through the same reducers.
+Replaying must give the same state every time, so a message that arrives without an id
+gets one derived from its place in the conversation (``add_message_batches``), never a
+random one.
+"""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
-from typing import Annotated, Any, Protocol, TypedDict
+from typing import Annotated, Any, Protocol, TypedDict, cast
 
-from langchain_core.messages import AnyMessage
+from langchain_core.messages import AnyMessage, BaseMessage, convert_to_messages
 from langchain_core.runnables import RunnableConfig
-from langgraph.graph.message import add_messages
+from langgraph.channels.delta import DeltaChannel
+from langgraph.graph.message import Messages, add_messages
 from langgraph.managed import RemainingSteps
 
 # The assistant that answers when no specialist is active (also its node's name).
@@ -33,19 +45,62 @@ def update_dialog_stack(left: list[str], right: str | None) -> list[str]:
     return [*left, right]
 
 
+# Ids given to messages that arrive without one are UUIDs in this namespace, derived from
+# the id of the message they follow and their place in their batch.
+_MESSAGE_IDS = uuid.UUID("6f1c2a8e-57d3-4c2b-9a41-0d8e5b7c3f10")
+# How many updates of a delta channel pass between two full snapshots of it: a reader
+# replays at most this many writes; a snapshot costs the channel's whole value once.
+SNAPSHOT_EVERY = 100
+
+
+def _with_ids(left: Sequence[BaseMessage], batch: Messages) -> list[BaseMessage]:
+    """Return ``batch`` as messages, each without an id given a deterministic one."""
+    messages = convert_to_messages(batch if isinstance(batch, list) else [batch])
+    anchor = str(left[-1].id) if left else ""
+    return [
+        m if m.id else m.model_copy(update={"id": str(uuid.uuid5(_MESSAGE_IDS, f"{anchor}/{k}"))})
+        for k, m in enumerate(messages)
+    ]
+
+
+def add_message_batches(left: list[AnyMessage], batches: Sequence[Messages]) -> list[AnyMessage]:
+    """Apply each step's messages in turn with ``add_messages`` (merged by id).
+
+    Applying two lists of batches one after the other gives the same conversation as
+    applying them together, as a ``DeltaChannel`` requires. ``add_messages`` would give
+    a message without an id a random one, which a replay could not reproduce; such a
+    message gets an id derived from the id of the message before it instead (no message
+    present can already have it: it would have to follow that last message).
+    """
+    merged: Messages = cast(Messages, list(left))
+    for batch in batches:
+        current = cast(list[BaseMessage], merged)
+        merged = add_messages(merged, cast(Messages, _with_ids(current, batch)))
+    return cast(list[AnyMessage], merged)
+
+
+def latest_value(current: str, writes: Sequence[str]) -> str:
+    """Keep the last value written (``user_info``: the bookings as of this turn)."""
+    return writes[-1] if writes else current
+
+
 class State(TypedDict):
     """What the graph keeps for one conversation (one ``thread_id``).
 
     Attributes:
-        messages: The whole conversation, merged by id.
-        user_info: The passenger's tickets and reservations, refreshed on every turn.
+        messages: The whole conversation, merged by id (``add_messages``, one step's
+            messages at a time).
+        user_info: The passenger's tickets and reservations, read on every turn (and
+            written only when they changed).
         dialog_state: The stack of active specialists (their names, as in
             ``assistants.specialists``); empty means the primary assistant.
         remaining_steps: Managed by LangGraph: how many steps this run has left.
     """
 
-    messages: Annotated[list[AnyMessage], add_messages]
-    user_info: str
+    messages: Annotated[
+        list[AnyMessage], DeltaChannel(add_message_batches, snapshot_frequency=SNAPSHOT_EVERY)
+    ]
+    user_info: Annotated[str, DeltaChannel(latest_value, snapshot_frequency=SNAPSHOT_EVERY)]
     dialog_state: Annotated[list[str], update_dialog_stack]
     remaining_steps: RemainingSteps
 

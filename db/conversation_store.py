@@ -642,12 +642,15 @@ def sqlite_checkpointer(connection: sqlite3.Connection) -> Any:
     killed process loses nothing this way; a power cut can lose the last steps saved,
     never corrupt the file, and that is the case the program already recovers from: a
     write committed in the travel database with no checkpoint after it is reported as
-    done from its stored record (``assistants.approvals``). Measured by
-    ``scripts/bench_conversation.py`` (BENCHMARKS.md).
+    done from its stored record (``assistants.approvals``). Values are stored compressed
+    (``CompressingSerializer``). Measured by ``scripts/bench_conversation.py``
+    (BENCHMARKS.md).
     """
     from langgraph.checkpoint.sqlite import SqliteSaver
 
-    saver = SqliteSaver(connection)
+    from db.checkpoint_serde import CompressingSerializer
+
+    saver = SqliteSaver(connection, serde=CompressingSerializer())
     saver.setup()
     connection.execute("PRAGMA synchronous=NORMAL")
     return saver

@@ -420,6 +420,13 @@ def report(turns: int, figures: Figures, floor: Figures, show_calls: bool) -> No
         f"first {figures.turn_bytes[0]:,}, last {figures.turn_bytes[-1]:,} "
         f"(floor median {statistics.median(floor.turn_bytes):,.0f})"
     )
+    if len(figures.turn_bytes) >= 20:  # is it flat? the median of each third of the turns
+        third = len(figures.turn_bytes) // 3
+        parts = [figures.turn_bytes[i * third : (i + 1) * third] for i in range(3)]
+        print(
+            "  checkpoint bytes per turn, median by third of the conversation: "
+            + " | ".join(f"{statistics.median(p):,.0f}" for p in parts)
+        )
     print(
         "  per turn outside the model: wall median "
         f"{statistics.median(figures.turn_wall_ms):.1f} ms "

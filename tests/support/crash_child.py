@@ -123,14 +123,24 @@ def _arm(point: str, saver: BaseCheckpointSaver[Any], call_id: str) -> None:
 
         setattr(saver, "put_writes", put_writes_then_die)  # noqa: B010
     elif point == "after_checkpoint":
-        put = saver.put
+        # A checkpoint stores the messages as the writes of the step before it (they are a
+        # delta channel), so the first checkpoint saved after the answer's writes is the
+        # one that holds the answer.
+        put, put_writes = saver.put, saver.put_writes
+        answered: list[bool] = []
+
+        def note_answer(config: Any, writes: Any, task_id: str, *args: Any) -> None:
+            put_writes(config, writes, task_id, *args)
+            if any(channel == "messages" and _answers(v, call_id) for channel, v in writes):
+                answered.append(True)
 
         def put_then_die(config: Any, checkpoint: Any, *args: Any) -> Any:
             saved = put(config, checkpoint, *args)
-            if _answers(checkpoint.get("channel_values", {}).get("messages", []), call_id):
+            if answered:
                 die()
             return saved
 
+        setattr(saver, "put_writes", note_answer)  # noqa: B010
         setattr(saver, "put", put_then_die)  # noqa: B010
     else:
         raise ValueError(f"unknown crash point {point!r}; expected one of {CRASH_POINTS}")
