@@ -171,7 +171,7 @@ def _add_primary(
     """Add the primary assistant and its tools node, with the routes to each specialist."""
     routing: list[ToolLike] = [m.specialist.routing_tool for m in crew.members]
     bound: list[ToolLike] = [*crew.primary_tools, *routing]
-    primary = Assistant(PRIMARY, model, crew.primary_prompt(), bound, clock=db.clock)
+    primary = Assistant(PRIMARY, model, crew.prompt(), bound, clock=db.clock)
     groups = crew.primary_groups
     builder.add_node(PRIMARY, primary, retry_policy=retry_policy)
     builder.add_node(PRIMARY_TOOLS, make_safe_tools_node(PRIMARY_TOOLS, crew.primary_tools, groups))
@@ -204,7 +204,9 @@ def _add_specialist(
     """Add one specialist's four nodes and their edges."""
     spec = member.specialist
     bound: list[ToolLike] = [*member.tools.safe, *member.tools.sensitive, CompleteOrEscalate]
-    assistant = Assistant(spec.name, model, spec.prompt, bound, clock=db.clock)
+    assistant = Assistant(
+        spec.name, model, crew.prompt(), bound, clock=db.clock, role_note=spec.role_note
+    )
     builder.add_node(spec.entry_node, create_entry_node(member, crew))
     builder.add_node(spec.name, assistant, retry_policy=retry_policy)
     builder.add_node(

@@ -26,8 +26,14 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, SystemMessage
-from langchain_core.prompts import SystemMessagePromptTemplate
+from langchain_core.messages import (
+    AIMessage,
+    AnyMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
 from langchain_core.runnables import RunnableConfig
 
 from assistants.context import (
@@ -38,6 +44,7 @@ from assistants.context import (
     estimate_tokens,
     fit,
     is_cut_off,
+    latest_bookings,
     mark_cut_off,
     message_tokens,
     normalise,
@@ -66,9 +73,9 @@ __all__ = [
     "Assistant",
     "ToolLike",
     "cut_off_note",
+    "history_window",
     "is_cut_off",
     "mark_cut_off",
-    "trim_history",
 ]
 
 # How many more times an empty or malformed answer is asked for before apologising.
@@ -77,31 +84,17 @@ MAX_EMPTY_RETRIES = 2
 # a tool call needs its tool node and one more assistant step to be answered.
 STEP_RESERVE = 4
 # How many messages of history are sent to the model at most (the system prompt, with
-# the bookings and the time, always goes in addition); the token budget may cut more.
+# the bookings, always goes in addition); the token budgets may cut more.
 MAX_HISTORY_MESSAGES = 40
+# How many tokens (as ``estimate_tokens`` counts them, about 4/3 of o200k's count) the
+# earlier turns of a request may take beside the current turn. Every model call pays
+# for its whole history again, so this bounds what a conversation costs per call, flat
+# however long it grows; the current turn is always sent whole (within the model's
+# context window), so no tool result of this turn is ever left out.
+HISTORY_TOKENS = 2400
 # The history window starts only at every this-many-th customer message (see
 # ``block_window``), so the start of the prompt stays the same for several turns.
 TURNS_PER_BLOCK = 4
-
-
-def trim_history(
-    messages: Sequence[AnyMessage], limit: int = MAX_HISTORY_MESSAGES
-) -> list[AnyMessage]:
-    """Keep at most about ``limit`` recent messages, starting at a customer message.
-
-    The current turn is always kept whole, even when it alone is longer than ``limit``,
-    because dropping part of it would separate tool results from their calls.
-    """
-    if len(messages) <= limit:
-        return list(messages)
-    start = len(messages) - limit
-    human_indexes = [i for i, m in enumerate(messages) if isinstance(m, HumanMessage)]
-    later = [i for i in human_indexes if i >= start]
-    if later:
-        return list(messages[later[0] :])
-    if human_indexes:
-        return list(messages[human_indexes[-1] :])
-    return list(messages[start:])
 
 
 def block_window(
@@ -119,8 +112,8 @@ def block_window(
     move on every turn and miss the cache each time.
 
     Returns:
-        The window, or ``None`` when no block start fits (then the caller trims turn by
-        turn: ``trim_history`` and ``assistants.context.fit``).
+        The window, or ``None`` when no block start fits (``history_window`` then cuts
+        turn by turn).
     """
     starts = [i for i, m in enumerate(messages) if isinstance(m, HumanMessage)]
     for ordinal, start in enumerate(starts):
@@ -130,6 +123,37 @@ def block_window(
         if len(window) <= limit and fits(window):
             return list(window)
     return None
+
+
+def history_window(
+    messages: Sequence[AnyMessage],
+    fits: Callable[[Sequence[AnyMessage]], bool],
+    limit: int = MAX_HISTORY_MESSAGES,
+    block: int = TURNS_PER_BLOCK,
+) -> list[AnyMessage]:
+    """Return the end of ``messages`` a request holds: whole turns, as many as fit.
+
+    The window starts at a block start when one fits (``block_window``: the start then
+    repeats from call to call), else at the earliest customer message from which the
+    rest fits, else at the latest customer message: the current turn always goes whole.
+    """
+    window = block_window(messages, fits, limit, block)
+    if window is not None:
+        return window
+    starts = [i for i, m in enumerate(messages) if isinstance(m, HumanMessage)]
+    for start in starts:
+        rest = messages[start:]
+        if len(rest) <= limit and fits(rest):
+            return list(rest)
+    return list(messages[starts[-1] :]) if starts else list(messages)
+
+
+def _enters(message: BaseMessage, specialist: str) -> bool:
+    """Tell whether ``message`` is the answer that handed the conversation to ``specialist``."""
+    if not isinstance(message, ToolMessage) or not isinstance(message.artifact, dict):
+        return False
+    artifact = message.artifact
+    return artifact.get("hand_over") == "enter" and artifact.get("specialist") == specialist
 
 
 def _problem_with(message: Any) -> str | None:
@@ -163,20 +187,27 @@ class Assistant:
         clock: Clock,
         max_retries: int = MAX_EMPTY_RETRIES,
         history_limit: int = MAX_HISTORY_MESSAGES,
+        history_tokens: int = HISTORY_TOKENS,
         prompt_budget: int | None = None,
+        role_note: str = "",
     ) -> None:
         """Bind ``tools`` to ``model`` behind ``system_prompt`` as the node of ``name``.
 
-        ``system_prompt`` is a template with ``{user_info}``.
+        ``system_prompt`` is sent as it is, to every call (``assistants.prompts``).
+        ``history_tokens`` bounds the earlier turns of a request (``HISTORY_TOKENS``).
+        ``role_note`` ends the system prompt of a specialist when the message that
+        handed it the conversation is no longer in the request.
         ``prompt_budget`` is the most tokens a request may take; by default the model's
         context window less its reply limit (``assistants.models``).
         """
         self.name = name
-        self.prompt = SystemMessagePromptTemplate.from_template(system_prompt)
+        self.system_prompt = system_prompt
+        self.role_note = role_note
         self.model = model.bind_tools(list(tools))
         self.clock = clock
         self.max_retries = max_retries
         self.history_limit = history_limit
+        self.history_tokens = history_tokens
         self.tools = list(tools)
         self._tools_tokens: int | None = None
         self.prompt_budget = (
@@ -202,27 +233,33 @@ class Assistant:
 
     def __call__(self, state: State, config: RunnableConfig) -> dict[str, list[AnyMessage]]:
         """Return the assistant's next message for ``state``."""
-        system = self.prompt.format(user_info=state.get("user_info", ""))
-        budget = self.budget_for(text_of(system))
-        history = block_window(
-            state["messages"],
+        messages = state["messages"]
+        system = self.system_prompt
+        user_info = state.get("user_info", "")
+        budget = min(self.budget_for(system + user_info), self.history_tokens)
+        history = history_window(
+            messages,
             lambda window: sum(message_tokens(m) for m in normalise(window)) <= budget,
             self.history_limit,
-        ) or trim_history(state["messages"], self.history_limit)
-        conversation = normalise(history)
+        )
+        # The bookings in force where the window starts (the window may start after the
+        # message that carried them); a history saved before messages carried bookings
+        # has only ``user_info``.
+        start = len(messages) - len(history)
+        carried = latest_bookings(messages[: start + 1]) or user_info or None
+        conversation = normalise(history, carried)
+        if self.role_note and not any(_enters(m, self.name) for m in history):
+            system += self.role_note
         latest = next((m for m in reversed(history) if isinstance(m, HumanMessage)), None)
         if latest is None or sent_at(latest) is None:
             # A history saved before messages carried their time (or a graph run without
             # ``fetch_user_info``): say the time in the prompt instead.
-            now = time_label(self.clock())
-            system = system.model_copy(
-                update={"content": f"{text_of(system)}\nCurrent time: {now}.\n"}
-            )
+            system += f"\nCurrent time: {time_label(self.clock())}.\n"
         problem: str | None = None
         result: AIMessage | None = None
         for _ in range(self.max_retries + 1):
             check_time_limit()
-            answer = self.model.invoke(self.request(text_of(system), conversation, problem), config)
+            answer = self.model.invoke(self.request(system, conversation, problem), config)
             if isinstance(answer, AIMessage) and is_cut_off(answer):
                 result = mark_cut_off(answer)
                 break

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
@@ -39,6 +40,7 @@ from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel
 
+from assistants.bookings import changed_sections
 from assistants.prompts import CUT_OFF_ACTION_NOTE, CUT_OFF_NOTE, MISSING_REPLY, RESULT_CUT_NOTE
 from assistants.providers import ContextBudgetError
 
@@ -58,6 +60,11 @@ MIN_RESULT_CHARS = 400
 NO_RESULT = "Not run: no result was recorded for this call, so nothing was done."
 # ``additional_kwargs`` key of a customer message: when it was received (ISO 8601, UTC).
 SENT_AT_KEY = "sent_at"
+# ``additional_kwargs`` key of a customer message: the bookings as of that message, set
+# only where they differ from the ones an earlier message carried.
+BOOKINGS_KEY = "bookings"
+# Tags around bookings in a request; a customer who types them gets them defused.
+_TAGS = re.compile(r"<(/?)(bookings)", re.IGNORECASE)
 
 ToolLike = BaseTool | type[BaseModel]
 
@@ -178,29 +185,68 @@ def sent_at(message: BaseMessage) -> datetime | None:
         return None
 
 
+def bookings_of(message: BaseMessage) -> str | None:
+    """Return the bookings a customer message carries, if it carries any."""
+    value = message.additional_kwargs.get(BOOKINGS_KEY)
+    return value if isinstance(value, str) and value else None
+
+
+def latest_bookings(messages: Sequence[BaseMessage]) -> str | None:
+    """Return the bookings the latest customer message that carries any carries."""
+    return next(
+        (b for m in reversed(messages) if isinstance(m, HumanMessage) and (b := bookings_of(m))),
+        None,
+    )
+
+
+def with_bookings(message: HumanMessage, bookings: str) -> HumanMessage:
+    """Return ``message`` carrying ``bookings`` (the same id: it replaces it in place)."""
+    return message.model_copy(
+        update={"additional_kwargs": {**message.additional_kwargs, BOOKINGS_KEY: bookings}}
+    )
+
+
 def time_label(moment: datetime) -> str:
     """Return how the model is told a moment: ``2026-05-04 09:00 UTC, Monday``."""
     return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC, %A")
 
 
-def normalise(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+def normalise(messages: Sequence[BaseMessage], bookings: str | None = None) -> list[BaseMessage]:
     """Return the request form of a saved history (see the module's docstring).
 
     A customer message marked with the time it was received starts with that time in
-    brackets. The time is part of the message, not of the system prompt, so the prompt
-    stays the same from call to call and a provider's prompt cache can reuse it.
+    brackets. The first customer message starts with the bookings, in ``<bookings>``
+    tags: its own, or else ``bookings`` (the ones in force when the history window
+    starts); a later one that carries bookings starts with the sections that changed,
+    in ``<bookings changed>`` tags. Neither the time nor the bookings are
+    in the system prompt, so the prompt stays the same from call to call and a
+    provider's prompt cache can reuse it.
 
     The messages given are not changed; the result holds new messages.
     """
     out: list[BaseMessage] = []
+    first = True
+    shown: str | None = None  # the bookings the request has shown so far
     for index, message in enumerate(messages):
         if isinstance(message, HumanMessage):
-            text = text_of(message).strip()
+            text = _TAGS.sub(r"(\1\2", text_of(message).strip())
             if not text:
                 continue
             received = sent_at(message)
             if received is not None:
                 text = f"[{time_label(received)}] {text}"
+            own = bookings_of(message)
+            if first and (own or bookings):
+                shown = own or bookings
+                text = f"<bookings>\n{shown}\n</bookings>\n{text}"
+            elif own and shown is not None and own != shown:
+                changes = changed_sections(shown, own)
+                shown = own
+                text = f"<bookings changed>\n{changes}\n</bookings>\n{text}"
+            elif own:
+                shown = own
+                text = f"<bookings>\n{own}\n</bookings>\n{text}"
+            first = False
             if out and isinstance(out[-1], HumanMessage):
                 out[-1] = HumanMessage(content=f"{text_of(out[-1])}\n\n{text}", id=out[-1].id)
                 continue

@@ -1,7 +1,8 @@
 """The graph's nodes other than the assistants themselves and the approval node.
 
-- ``fetch_user_info`` starts every turn: it loads the passenger's bookings and closes a
-  batch of calls that a newer customer message left unanswered.
+- ``fetch_user_info`` starts every turn: it loads the passenger's bookings (the new
+  customer message carries them when they changed) and closes a batch of calls that a
+  newer customer message left unanswered.
 - ``<X>_safe_tools`` (and ``primary_assistant_tools``) run safe calls and answer calls
   to unknown tools with an error.
 - ``enter_<X>`` answers the hand-over call and pushes the specialist on the stack; one
@@ -16,7 +17,6 @@ only the first of parallel calls). The sensitive-tools node lives in
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any, cast
 
@@ -25,7 +25,8 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 
 from assistants.approvals import hand_over_answer, not_run_answer
-from assistants.context import stamped
+from assistants.bookings import bookings_text
+from assistants.context import bookings_of, latest_bookings, stamped, with_bookings
 from assistants.prompts import (
     ENTRY_MESSAGE,
     ENTRY_NOT_STARTED,
@@ -138,17 +139,26 @@ def make_fetch_user_info(db: Database) -> ConfigNode:
         passenger_id = passenger_id_from(config)
         with db.session() as session:
             summary = passenger_summary(session, passenger_id, db.clock())
-        update: dict[str, Any] = {"user_info": json.dumps(summary, ensure_ascii=False, default=str)}
+        info = bookings_text(summary)
+        # Written only when it changed: a checkpoint stores each write of it.
+        update: dict[str, Any] = {"user_info": info} if info != state.get("user_info") else {}
         messages = state["messages"]
+        if not messages or not isinstance(messages[-1], HumanMessage):
+            return update
+        latest = messages[-1]
+        # The message carries the bookings when they changed since an earlier one did:
+        # requests show them there, after what the model has already read.
+        carried = latest_bookings(messages[:-1])
         repaired = close_abandoned_batch(messages)
         if repaired:
-            repaired[-1] = stamped(cast(HumanMessage, repaired[-1]), db.clock())
-            update["messages"] = repaired
-        elif messages and isinstance(messages[-1], HumanMessage):
-            latest = messages[-1]
-            marked = stamped(latest, db.clock())
-            if marked is not latest:
-                update["messages"] = [marked]  # same id: replaces the message in place
+            latest = cast(HumanMessage, repaired[-1])
+        marked = stamped(latest, db.clock())
+        if info != carried and bookings_of(marked) is None:
+            marked = with_bookings(marked, info)
+        if repaired:
+            update["messages"] = [*repaired[:-1], marked]
+        elif marked is not latest:
+            update["messages"] = [marked]  # same id: replaces the message in place
         return update
 
     return fetch_user_info

@@ -22,7 +22,7 @@ from typing import Literal
 from langchain_core.tools import BaseTool
 from pydantic import BaseModel
 
-from assistants.prompts import primary_prompt, specialist_prompt
+from assistants.prompts import ROLE_NOTE, crew_prompt
 from assistants.routing import (
     COMPLETE_OR_ESCALATE,
     ToBookCarRental,
@@ -54,7 +54,7 @@ class Specialist:
         name: The specialist's name: its assistant node, its entry on the dialog stack
             and its key in the model map (``update_flight``).
         title: How it is named to the model ("flights specialist").
-        duty: What it does, for its system prompt.
+        duty: What it does, for the system prompt.
         hand_over: What the primary assistant hands it, for the primary's prompt.
         routing_tool: The pydantic model the primary calls to hand over.
         make_tools: Builds its domain's tools over a database.
@@ -90,9 +90,9 @@ class Specialist:
         return f"{self.name}_sensitive_tools"
 
     @property
-    def prompt(self) -> str:
-        """Return this specialist's system prompt template."""
-        return specialist_prompt(self.title, self.duty)
+    def role_note(self) -> str:
+        """Return what ends the system prompt once this specialist's hand-over is out of sight."""
+        return ROLE_NOTE.format(title=self.title)
 
 
 SPECIALISTS: tuple[Specialist, ...] = (
@@ -226,10 +226,11 @@ class Crew:
         member = self.member(assistant)
         return member.specialist.label if member else ""
 
-    def primary_prompt(self) -> str:
-        """Return the primary assistant's system prompt, listing every hand-over."""
-        return primary_prompt(
-            [(m.specialist.routing_name, m.specialist.hand_over) for m in self.members]
+    def prompt(self) -> str:
+        """Return the system prompt every assistant sends, listing every specialist."""
+        return crew_prompt(
+            [(m.specialist.routing_name, m.specialist.hand_over) for m in self.members],
+            [(m.specialist.title, m.specialist.duty) for m in self.members],
         )
 
     def call_kind(self, name: str) -> CallKind:

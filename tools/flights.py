@@ -47,6 +47,20 @@ FLIGHT_PREVIEWS: dict[str, Preview] = {
 }
 
 
+# What a search row leaves out for the model: the airport codes are in its route, the
+# amounts in cents beside the amounts, and the aircraft, which no tool takes. Every later
+# model call of the conversation pays for a search again while it is in the history.
+_LEFT_OUT = frozenset({"departure_airport", "arrival_airport", "aircraft"})
+
+
+def _lean(flight: dict[str, Any]) -> dict[str, Any]:
+    """Return a search row as the model gets it (see ``_LEFT_OUT``)."""
+    row = {k: v for k, v in flight.items() if k not in _LEFT_OUT}
+    if isinstance(row.get("fares"), list):
+        row["fares"] = [{k: v for k, v in f.items() if k != "price_cents"} for f in row["fares"]]
+    return row
+
+
 def make_flight_tools(db: Database) -> DomainTools:
     """Build the flight tools over ``db``.
 
@@ -110,6 +124,7 @@ def make_flight_tools(db: Database) -> DomainTools:
                 limit=flight_queries.DEFAULT_SEARCH_LIMIT if limit is None else limit,
             ),
         )
+        result["flights"] = [_lean(flight) for flight in result["flights"]]
         if not result["flights"]:
             result["message"] = (
                 "No flight matches. Try other airports, or a wider or later time window."

@@ -116,9 +116,16 @@ ReplyItem = Reply | Fail | Drop | Endless | Silent | Callable[[dict[str, Any]], 
 _SENT_AT = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d UTC, \w+\] ", re.MULTILINE)
 
 
+# How the assistant puts the passenger's bookings before a customer message.
+_BOOKINGS = re.compile(r"<bookings( changed)?>\n.*?\n</bookings>\n", re.DOTALL)
+
+
 def customer_text(content: str) -> str:
-    """Return a request's customer message without the times the assistant put before it."""
-    return _SENT_AT.sub("", content)
+    """Return a request's customer message without what the assistant put before it.
+
+    That is the time it was received and, where they changed, the passenger's bookings.
+    """
+    return _SENT_AT.sub("", _BOOKINGS.sub("", content))
 
 
 class _Server(ThreadingHTTPServer):

@@ -4,7 +4,8 @@ from itertools import pairwise
 
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-from assistants.assistant import trim_history
+from assistants.assistant import TURNS_PER_BLOCK, history_window
+from assistants.context import message_tokens
 from tests.support.scripted import call
 
 
@@ -21,15 +22,21 @@ def conversation(turns: int) -> list:
     return messages
 
 
-def test_trim_history_keeps_short_conversations_whole() -> None:
+def within(tokens: int):
+    return lambda window: sum(message_tokens(m) for m in window) <= tokens
+
+
+def test_the_window_keeps_short_conversations_whole() -> None:
     messages = conversation(3)
-    assert trim_history(messages, limit=40) == messages
+    assert history_window(messages, within(10_000)) == messages
 
 
-def test_trim_history_is_bounded_and_starts_at_a_customer_message() -> None:
+def test_the_window_is_bounded_by_tokens_and_starts_at_a_customer_message() -> None:
     messages = conversation(50)
-    kept = trim_history(messages, limit=10)
-    assert len(kept) <= 10
+    budget = 300
+    kept = history_window(messages, within(budget))
+    assert sum(message_tokens(m) for m in kept) <= budget
+    assert len(kept) < len(messages)
     assert isinstance(kept[0], HumanMessage)
     assert kept[-1] is messages[-1]
     # No tool result is separated from its call.
@@ -38,7 +45,25 @@ def test_trim_history_is_bounded_and_starts_at_a_customer_message() -> None:
     assert answered <= calls
 
 
-def test_trim_history_keeps_a_long_current_turn_whole() -> None:
+def test_the_window_is_bounded_in_messages_too() -> None:
+    kept = history_window(conversation(50), within(100_000), limit=10)
+    assert len(kept) <= 10 and isinstance(kept[0], HumanMessage)
+
+
+def test_the_window_starts_at_a_block_start_when_one_fits() -> None:
+    messages = conversation(11)  # questions 0..10; blocks start at 0, 4 and 8
+    budget = sum(message_tokens(m) for m in messages[4 * 4 :])  # questions 4..10 fit
+    kept = history_window(messages, within(budget))
+    assert kept[0].content == f"question {TURNS_PER_BLOCK}"
+    # Too long from there: the next block start that fits, though question 6 would too.
+    shorter = sum(message_tokens(m) for m in messages[4 * 6 :])  # questions 6..10 fit
+    assert history_window(messages, within(shorter))[0].content == "question 8"
+    # No block start fits: the earliest turn from which the rest fits.
+    tight = sum(message_tokens(m) for m in messages[4 * 9 :])  # questions 9..10 fit
+    assert history_window(messages, within(tight))[0].content == "question 9"
+
+
+def test_the_window_keeps_a_long_current_turn_whole() -> None:
     messages = [HumanMessage("old"), AIMessage("old answer"), HumanMessage("now")]
     for _ in range(20):
         search = call("search_flights")
@@ -46,7 +71,7 @@ def test_trim_history_keeps_a_long_current_turn_whole() -> None:
             AIMessage("", tool_calls=[search]),
             ToolMessage("r", tool_call_id=search["id"]),
         ]
-    kept = trim_history(messages, limit=5)
+    kept = history_window(messages, within(50), limit=5)
     assert kept[0].content == "now"
     assert len(kept) == 41
 
@@ -58,12 +83,11 @@ from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
 
 from assistants.assistant import (  # noqa: E402
     CUT_OFF_KEY,
-    TURNS_PER_BLOCK,
     Assistant,
     is_cut_off,
     mark_cut_off,
 )
-from assistants.context import REQUEST_OVERHEAD, message_tokens, tools_tokens  # noqa: E402
+from assistants.context import REQUEST_OVERHEAD, tools_tokens  # noqa: E402
 from assistants.prompts import CUT_OFF_ACTION_NOTE, CUT_OFF_NOTE  # noqa: E402
 from conversations import Decision, Thread, TravelAssistant  # noqa: E402
 from db.clock import fixed_clock  # noqa: E402
@@ -170,7 +194,7 @@ def test_requests_fit_the_models_context_window(travel_db: Database) -> None:
     node = Assistant(
         "primary_assistant",
         model,
-        assistant.crew.primary_prompt(),
+        assistant.crew.prompt(),
         [*assistant.crew.primary_tools],
         clock=fixed_clock(FIXED_NOW),
     )
@@ -181,7 +205,11 @@ def test_requests_fit_the_models_context_window(travel_db: Database) -> None:
     used = REQUEST_OVERHEAD + tools + sum(message_tokens(m) for m in last)
     assert used <= 4000
     assert len(last) < 2 * 25  # older turns were left out
-    assert last[-1].content.startswith("[2026-05-04 09:00 UTC, Monday] Question 24")
+    # The bookings stay in the request, before the latest customer message, when the
+    # message that first carried them is out of the window.
+    bookings, latest = str(last[-1].content).split("\n</bookings>\n")
+    assert bookings.startswith("<bookings>\n") and FIXTURE_TICKET_NO in bookings
+    assert latest.startswith("[2026-05-04 09:00 UTC, Monday] Question 24")
     assert not check(last)
 
 

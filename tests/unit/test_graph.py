@@ -17,7 +17,7 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemM
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import RetryPolicy
-from sqlalchemy import select
+from sqlalchemy import select, text
 
 from assistants.approvals import APPROVALS_KEY, APPROVE_ALL, facts_of, was_executed
 from assistants.assistant import STEP_RESERVE
@@ -125,17 +125,45 @@ def test_graph_primary_answers_with_a_tool(
     assert_every_call_answered_once(messages)
 
 
-def test_graph_user_info_reaches_the_prompt(
+def test_graph_user_info_reaches_the_request(
     assistant: TravelAssistant, model: ScriptedChatModel
 ) -> None:
     model.extend(say("Hello!"))
     run(assistant.send(THREAD, "hi"))
     prompt = system_prompt(model.received[0])
-    assert FIXTURE_TICKET_NO in prompt
-    assert "Current time" not in prompt  # the time comes with the message (prompt cache)
+    # Nothing that changes during a conversation is in the system prompt (prompt cache):
+    # the bookings and the time come with the customer message.
+    assert FIXTURE_TICKET_NO not in prompt and "Current time" not in prompt
     [customer] = [m for m in model.received[0] if isinstance(m, HumanMessage)]
-    assert customer.content == "[2026-05-04 09:00 UTC, Monday] hi"
+    bookings = assistant.user_info(THREAD)
+    assert FIXTURE_TICKET_NO in bookings
+    assert (
+        customer.content
+        == f"<bookings>\n{bookings}\n</bookings>\n[2026-05-04 09:00 UTC, Monday] hi"
+    )
     assert assistant.messages(THREAD)[0].content == "hi"  # saved as the customer wrote it
+
+
+def test_graph_bookings_come_again_only_where_they_changed(
+    assistant: TravelAssistant, model: ScriptedChatModel, travel_db: Database
+) -> None:
+    model.extend(say("Hello!"), say("Still here."), say("Noted."))
+    run(assistant.send(THREAD, "hi"))
+    run(assistant.send(THREAD, "anything new?"))  # nothing changed: no bookings again
+    second = [m for m in model.received[-1] if isinstance(m, HumanMessage)]
+    assert [str(m.content).count("<bookings") for m in second] == [1, 0]
+    with travel_db.transaction() as session:  # a booking made elsewhere (another desk)
+        session.execute(
+            text("UPDATE hotel_bookings SET status = 'cancelled' WHERE passenger_id = :p"),
+            {"p": FIXTURE_PASSENGER_ID},
+        )
+    run(assistant.send(THREAD, "and now?"))
+    third = [str(m.content) for m in model.received[-1] if isinstance(m, HumanMessage)]
+    # The earlier messages are sent as before (the provider's cache still applies); the
+    # new one says what changed, and only that.
+    assert third[:2] == [str(m.content) for m in second]
+    assert third[2].startswith("<bookings changed>\nHotels:\n- booking")
+    assert "cancelled" in third[2] and "Tickets" not in third[2]
 
 
 def test_graph_each_message_keeps_the_time_it_was_received(

@@ -8,7 +8,7 @@ that forgets the partner reservations.
 
 from __future__ import annotations
 
-import json
+import re
 from datetime import date, timedelta
 from typing import Any
 
@@ -396,14 +396,29 @@ def test_user_info_of_the_first_node_includes_every_reservation_kind(
         "configurable": {"thread_id": "rule-edges", "passenger_id": FIXTURE_PASSENGER_ID}
     }
 
-    def user_info_after(text: str) -> dict[str, Any]:
+    def user_info_after(text: str) -> dict[str, set[int]]:
+        """The booking ids under each heading of the bookings text the model reads."""
         graph.invoke({"messages": [HumanMessage(content=text)]}, config)
-        info: dict[str, Any] = json.loads(graph.get_state(config).values["user_info"])
-        return info
+        info = str(graph.get_state(config).values["user_info"])
+        found: dict[str, set[int]] = {}
+        heading = ""
+        for line in info.splitlines():
+            if not line.startswith(("-", " ")):
+                heading = line.split(":")[0]
+            elif match := re.match(r"- booking (\d+):", line):
+                found.setdefault(heading, set()).add(int(match[1]))
+        return found
 
-    assert reservation_ids(user_info_after("hi")) == FIXTURE_RESERVATIONS
+    headings = {
+        "Hotels": "hotel_reservations",
+        "Car rentals": "car_rental_reservations",
+        "Excursions": "excursion_reservations",
+    }
+    first = user_info_after("hi")
+    assert {headings[h]: ids for h, ids in first.items()} == FIXTURE_RESERVATIONS
     new_hotel = book_basel_hotel(travel_db)
-    assert reservation_ids(user_info_after("and now?")) == {
+    after = user_info_after("and now?")
+    assert {headings[h]: ids for h, ids in after.items()} == {
         **FIXTURE_RESERVATIONS,
         "hotel_reservations": {FIXTURE_HOTEL_BOOKING_ID, new_hotel},
     }
