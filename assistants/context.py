@@ -23,6 +23,7 @@ current turn alone is too long.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -72,13 +73,15 @@ ToolLike = BaseTool | type[BaseModel]
 # --- measuring -------------------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=4096)
 def estimate_tokens(text: str) -> int:
     """Return a generous estimate of the tokens ``text`` takes.
 
     Digits count one each (several tokenizers split numbers digit by digit), accented
     letters and other alphabets one each, characters of CJK and other scripts beyond
     U+0800 (three bytes and more in UTF-8) two each, the rest ``CHARS_PER_TOKEN``
-    characters per token.
+    characters per token. Remembered per text: each model call measures the same
+    history again for every window it considers.
     """
     if not text:
         return 0

@@ -66,6 +66,11 @@ class MeasuredModel(ScriptedChatModel):
         bound = super().bind_tools(tools, **kwargs)
         copy = bound.model_copy()
         copy.bound = [convert_to_openai_tool(t) for t in tools]
+        # LangChain describes a model to its callbacks once per instance, from its repr;
+        # a scripted model's repr holds every request so far. Describe it now, while that
+        # is empty, so the benchmark does not count a cost a real client never has.
+        copy.__dict__.pop("_serialized", None)
+        _ = copy._serialized
         return copy
 
     def _next(self, messages: list[BaseMessage]) -> AIMessage:
