@@ -246,7 +246,7 @@ def normalise(messages: Sequence[BaseMessage], bookings: str | None = None) -> l
                 changes = changed_sections(shown, own)
                 shown = own
                 text = f"<bookings changed>\n{changes}\n</bookings>\n{text}"
-            elif own:
+            elif own and shown is None:
                 shown = own
                 text = f"<bookings>\n{own}\n</bookings>\n{text}"
             first = False

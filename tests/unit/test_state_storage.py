@@ -1,0 +1,102 @@
+"""How a conversation is stored: each step's writes, compressed, and replayed the same way."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, RemoveMessage
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph import START, StateGraph
+from langgraph.graph.message import add_messages
+
+from assistants.state import add_message_batches, update_dialog_stack
+from conversations import Thread, TravelAssistant
+from db.checkpoint_serde import CompressingSerializer
+from db.conversation_store import sqlite_checkpointer
+from db.engine import Database
+from db.fixtures import FIXTURE_PASSENGER_ID
+from tests.support.scripted import ScriptedChatModel, say
+
+
+def test_messages_without_ids_get_the_same_ids_on_every_replay() -> None:
+    first = [HumanMessage("hi"), AIMessage("hello")]
+    second = [HumanMessage("again")]
+    once = add_message_batches([], [first, second])
+    again = add_message_batches(add_message_batches([], [first]), [second])
+    assert [m.id for m in once] == [m.id for m in again]
+    assert len({m.id for m in once}) == 3 and all(m.id for m in once)
+    # The writes themselves are left as they were given (a replay reads them again).
+    assert first[0].id is None
+
+
+def test_a_removed_message_stays_removed_and_a_later_one_gets_a_fresh_id() -> None:
+    kept = add_message_batches([], [[HumanMessage("hi"), AIMessage("draft")]])
+    draft = kept[-1]
+    after = add_message_batches(kept, [[RemoveMessage(id=str(draft.id))], [AIMessage("final")]])
+    assert [m.content for m in after] == ["hi", "final"]
+    assert len({m.id for m in after}) == 2
+
+
+def test_the_serializer_compresses_large_values_and_reads_old_ones() -> None:
+    serde = CompressingSerializer()
+    value = {"messages": ["the same words again " * 200]}
+    kind, data = serde.dumps_typed(value)
+    assert kind.endswith("+zlib") and len(data) < 500
+    assert serde.loads_typed((kind, data)) == value
+    small = serde.dumps_typed({"a": 1})
+    assert not small[0].endswith("+zlib") and serde.loads_typed(small) == {"a": 1}
+    # A value stored before compression (plain msgpack) still reads.
+    plain = SqliteSaver(sqlite3.connect(":memory:")).serde.dumps_typed(value)
+    assert serde.loads_typed(plain) == value
+
+
+class _SavedBefore(TypedDict):
+    """The state as the program stored it before delta channels: whole, every step."""
+
+    messages: Annotated[list[AnyMessage], add_messages]
+    user_info: str
+    dialog_state: Annotated[list[str], update_dialog_stack]
+
+
+def test_a_conversation_saved_by_the_previous_layout_resumes(
+    tmp_path: Path, travel_db: Database
+) -> None:
+    path = tmp_path / "sessions.sqlite"
+    thread = Thread("older", FIXTURE_PASSENGER_ID)
+    config: Any = {"configurable": {"thread_id": thread.thread_id}}
+    with sqlite3.connect(path, check_same_thread=False) as connection:
+        saver = SqliteSaver(connection)  # LangGraph's own serializer: nothing compressed
+        saver.setup()
+
+        def primary_assistant(state: _SavedBefore) -> dict[str, Any]:
+            return {"messages": [AIMessage("Hello from before.")], "user_info": '{"name": "X"}'}
+
+        older = (
+            StateGraph(_SavedBefore)
+            .add_node("primary_assistant", primary_assistant)
+            .add_edge(START, "primary_assistant")
+            .compile(checkpointer=saver)
+        )
+        older.invoke({"messages": [HumanMessage("hi", id="h-1")]}, config)
+
+    connection = sqlite3.connect(path, check_same_thread=False)
+    try:
+        model = ScriptedChatModel(script=[say("Welcome back.")])
+        assistant = TravelAssistant.build(model, sqlite_checkpointer(connection), db=travel_db)
+        assert [m.content for m in assistant.messages(thread)] == ["hi", "Hello from before."]
+        list(assistant.send(thread, "again"))
+        assert [m.content for m in assistant.messages(thread)] == [
+            "hi",
+            "Hello from before.",
+            "again",
+            "Welcome back.",
+        ]
+        # The old turn reached the model, and the new message carries the bookings.
+        request = [str(m.content) for m in model.received[0] if m.type == "human"]
+        assert request[0].startswith("<bookings>\n") and request[0].endswith("hi")
+        assert "<bookings" not in request[1]  # the same bookings are not shown twice
+        assert "Elena Novak" in assistant.user_info(thread)
+    finally:
+        connection.close()
