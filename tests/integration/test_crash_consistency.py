@@ -383,11 +383,11 @@ def _saver(store: str) -> AbstractContextManager[BaseCheckpointSaver[Any]]:
 
     @contextmanager
     def sqlite_saver() -> Iterator[BaseCheckpointSaver[Any]]:
-        from langgraph.checkpoint.sqlite import SqliteSaver
+        from db.conversation_store import sqlite_checkpointer
 
         connection = sqlite3.connect(store, check_same_thread=False)
         try:
-            yield SqliteSaver(connection)
+            yield sqlite_checkpointer(connection)  # reads what the terminal stored
         finally:
             connection.close()
 

@@ -156,13 +156,11 @@ def _store(case: Case) -> Iterator[BaseCheckpointSaver[Any]]:
             saver.setup()
             yield saver
         return
-    from langgraph.checkpoint.sqlite import SqliteSaver
-
+    from db.conversation_store import sqlite_checkpointer
     from db.sessions import SessionRegistry
 
     connection = sqlite3.connect(case.store, check_same_thread=False)
-    sqlite_saver = SqliteSaver(connection)
-    sqlite_saver.setup()
+    sqlite_saver = sqlite_checkpointer(connection)  # as the program stores conversations
     if case.register:
         SessionRegistry(connection).touch(case.thread_id, case.passenger_id, case.now, case.text)
     yield sqlite_saver
