@@ -886,7 +886,10 @@ def run_pytest(
     tree: Path, tests: Sequence[str], basetemp: Path, timeout: float, *, stop_first: bool
 ) -> tuple[int | None, str, float]:
     """Run ``tests`` in ``tree``; return (exit code or ``None`` on timeout, output, seconds)."""
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    # One process per mutant (``--jobs`` runs several) and every case of the tests named,
+    # the long tail of a matrix included (see TESTING.md).
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0"]
+    command.append("--exhaustive")
     if stop_first:
         command.append("-x")
     command += [f"--basetemp={basetemp}", *tests]

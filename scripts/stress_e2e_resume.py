@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
         for run in range(1, args.runs + 1):
             started = time.perf_counter()
             result = subprocess.run(
-                [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", TEST],
+                [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0", TEST],
                 cwd=ROOT,
                 capture_output=True,
                 text=True,

@@ -12,8 +12,12 @@ from typing import Any
 
 import pytest
 
-from db.clock import fixed_clock
+from db.clock import Clock, fixed_clock, system_clock
 from db.engine import Database
+from tests.support import schema_cache
+from tests.support.shared import built_once
+
+schema_cache.install()
 
 # Every test runs at this moment unless it says otherwise.
 FIXED_NOW = datetime(2026, 5, 4, 9, 0, tzinfo=UTC)
@@ -91,6 +95,12 @@ ENGINES = ("sqlite", "postgresql")
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
+        "--exhaustive",
+        action="store_true",
+        help="also run the long tail of the test matrices (marked exhaustive), which the "
+        "default run leaves out; -m exhaustive runs only them (tests/support/exhaustive.py)",
+    )
+    parser.addoption(
         "--engine",
         choices=ENGINES,
         default=os.environ.get(ENGINE_ENV) or "sqlite",
@@ -122,35 +132,52 @@ def _postgres_session_zone(engine_name: str) -> Iterator[None]:
         yield
 
 
+def build_sqlite(path: Path, *, seed: int, clock: Clock = system_clock) -> None:
+    """Build the default-scale travel database into a new SQLite file at ``path``."""
+    from db.generate import build_database
+
+    database = Database.from_url(str(path), clock=clock)
+    build_database(database, seed=seed, scale=1)
+    database.dispose()
+
+
 @pytest.fixture(scope="session")
 def template_db_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Build the default-scale database once per test session."""
-    from db.generate import build_database
+    """Build the default-scale database once per test run (shared by the xdist workers).
 
-    path = tmp_path_factory.mktemp("template") / "travel.sqlite"
-    database = Database.from_url(str(path), clock=fixed_clock(FIXED_NOW))
-    build_database(database, seed=7, scale=1)
-    database.dispose()
-    return path
+    Every test copies it (``db_path``, ``db_url``); nothing writes to it.
+    """
+    return built_once(
+        tmp_path_factory,
+        "template",
+        lambda path: build_sqlite(path, seed=7, clock=fixed_clock(FIXED_NOW)),
+    )
 
 
 @pytest.fixture(scope="session")
-def template_db_url(engine_name: str, template_db_path: Path) -> Iterator[str]:
-    """The built database every test copies: the SQLite file, or a PostgreSQL template."""
+def template_db_url(
+    engine_name: str, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """The built database every test copies: the SQLite file, or a PostgreSQL template.
+
+    The PostgreSQL template is built once per run too: by the first xdist worker that
+    needs it (the others wait for it and copy it), dropped by the main process when the
+    run ends; without xdist, by this fixture.
+    """
     if engine_name == "sqlite":
-        yield str(template_db_path)
+        yield str(request.getfixturevalue("template_db_path"))
         return
-    from db.generate import build_database
     from tests.support import postgres
 
-    name, url = postgres.create_database()
-    try:
+    def build(url: str) -> None:
+        from db.generate import build_database
+
         database = Database.from_url(url, clock=fixed_clock(FIXED_NOW))
         build_database(database, seed=7, scale=1)
         database.dispose()
+
+    with postgres.run_template(tmp_path_factory, build) as name:
         yield name
-    finally:
-        postgres.drop_database(name)
 
 
 @pytest.fixture
@@ -201,3 +228,41 @@ def travel_db(db_url: str) -> Iterator[Database]:
     database = Database.from_url(db_url, clock=fixed_clock(FIXED_NOW))
     yield database
     database.dispose()
+
+
+# The long tail of the test matrices is left out unless asked for (tests/support/exhaustive.py);
+# tests that share an expensive module-scoped fixture run on one xdist worker, so that it
+# is set up once per run rather than once per worker (tests/support/xdist_groups.py).
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    from tests.support import exhaustive, xdist_groups
+
+    exhaustive.deselect(config, items)
+    xdist_groups.record(config, items)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    from tests.support import xdist_groups
+
+    return xdist_groups.make_scheduler(config, log)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """In the main process: drop the PostgreSQL template the xdist workers shared."""
+    if not hasattr(session.config, "workerinput"):
+        from tests.support import postgres
+
+        postgres.drop_run_templates(session.config)
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    """Say how many exhaustive tests the run left out (xdist's summary does not)."""
+    if hasattr(config, "workerinput"):
+        return
+    from tests.support import exhaustive
+
+    said = exhaustive.summary(config)
+    if said:
+        terminalreporter.write_line(said)

@@ -27,13 +27,13 @@ from typing import Any
 
 import pytest
 
-from db.engine import Database
 from tests.integration.test_terminal_chat import (
     change_script,
     chat_args,
     spawn,
     ticket_flight,
 )
+from tests.support import exhaustive
 from tests.support.conversation_stores import scratch_conversations
 from tests.support.fake_openai import FakeOpenAI, Reply
 from tests.unit.cli_support import run
@@ -46,15 +46,9 @@ BUSY = "busy in another window or terminal"
 
 
 @pytest.fixture(scope="module")
-def built_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def built_db(real_clock_db: Path) -> Path:
     """A travel database built at the real clock (the program reads the real time)."""
-    from db.generate import build_database
-
-    path = tmp_path_factory.mktemp("busy") / "travel.sqlite"
-    database = Database.from_url(str(path))
-    build_database(database, seed=42)
-    database.dispose()
-    return path
+    return real_clock_db  # built once per run (tests/integration/conftest.py); tests copy it
 
 
 @pytest.fixture
@@ -66,7 +60,10 @@ def files(built_db: Path, tmp_path: Path) -> tuple[Path, Path]:
     return home, db
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+# On PostgreSQL it is exhaustive (tests/support/exhaustive.py): the store's lock across
+# processes and a SIGKILL on PostgreSQL is tested in tests/unit/test_conversation_store.py,
+# and the terminal with its conversations there in test_postgres_cli.py.
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=exhaustive.EXHAUSTIVE)])
 def conversations(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[list[str]]:
     """The options naming the conversation store: none (the home's file), or a URL."""
     if request.param == "sqlite":

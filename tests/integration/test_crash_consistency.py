@@ -23,14 +23,15 @@ the same for every tool) runs for one tool of each domain. Where the answer deci
 answer alternates over the matrix. Beside the matrix: a new message instead of an
 answer, the terminal itself (``travel-assistant chat --thread-id``), and conversations
 saved by ``PostgresSaver``. With ``--engine postgresql`` the travel database is on
-PostgreSQL too. A case costs about a second or two: the children fork from a server
-that imported the program once.
+PostgreSQL too. The default run takes a representative part of each matrix (every moment,
+every domain, both answers); the rest is marked ``exhaustive`` and runs in CI's stage of
+its own (``pytest -m exhaustive``, see TESTING.md). A case costs about a second or two:
+the children fork from a server that imported the program once.
 """
 
 from __future__ import annotations
 
 import json
-import multiprocessing
 import shutil
 import signal
 import sqlite3
@@ -73,7 +74,7 @@ from db.models import (
 )
 from db.writes import key_part
 from tests.conftest import FIXED_NOW
-from tests.support import crash_child, postgres
+from tests.support import crash_child, exhaustive, forkserver, postgres
 from tests.support.crash_child import CRASH_POINTS, NOT_KILLED, Case
 from tests.support.scripted import ScriptedChatModel, say
 from tests.unit.cli_support import chat
@@ -255,20 +256,7 @@ def test_every_write_tool_is_covered(template_db_path: Path) -> None:
 @pytest.fixture(scope="module")
 def children() -> Any:
     """Start crash children from a fork server that imported the program once."""
-    context = multiprocessing.get_context("forkserver")
-    # The main module too: a child re-runs it unless the server already holds it.
-    context.set_forkserver_preload(
-        [
-            "__main__",
-            "tests.support.crash_child",
-            "conversations",
-            "graph",
-            "tests.support.scripted",
-            "langgraph.checkpoint.sqlite",
-            "langgraph.checkpoint.postgres",
-        ]
-    )
-    return context
+    return forkserver.context()  # shared with test_races.py: one server per process
 
 
 @dataclass(frozen=True)
@@ -550,7 +538,17 @@ MATRIX = [
 ]
 
 
-@pytest.mark.parametrize(("tool", "point"), MATRIX)
+# The default run takes one case per moment, each of another domain and kind of write, with
+# both answers among them; the rest of the matrix is exhaustive (tests/support/exhaustive.py).
+REPRESENTATIVE = {
+    ("book_hotel", "before_commit"),  # yes and no, each on a copy of the crash
+    ("cancel_ticket", "after_commit"),  # answered no
+    ("update_excursion", "after_task_writes"),  # answered yes
+    ("update_car_rental", "after_checkpoint"),  # answered yes
+}
+
+
+@pytest.mark.parametrize(("tool", "point"), exhaustive.params(MATRIX, REPRESENTATIVE))
 def test_a_crash_leaves_one_truth(
     children: Any, tool: str, point: str, db_url: str, tmp_path: Path, engine_name: str
 ) -> None:
@@ -565,7 +563,9 @@ def test_a_crash_leaves_one_truth(
         check_outcome(staged, _alternate(tool, point))
 
 
-@pytest.mark.parametrize("point", CRASH_POINTS)
+@pytest.mark.parametrize(
+    "point", exhaustive.params(CRASH_POINTS, {"before_commit", "after_commit"})
+)
 def test_a_new_message_after_a_crash_keeps_a_done_write_done(
     children: Any, point: str, db_path: Path, tmp_path: Path
 ) -> None:
@@ -669,14 +669,17 @@ def postgres_store() -> Iterator[str]:
 
 @pytest.mark.parametrize(
     ("tool", "point", "answer"),
-    [
-        ("book_hotel", "before_commit", "yes"),
-        ("cancel_car_rental", "before_commit", "no"),
-        ("update_ticket_to_new_flight", "after_commit", "no"),
-        ("book_excursion", "after_commit", "yes"),
-        ("cancel_ticket", "after_task_writes", "no"),
-        ("update_hotel", "after_checkpoint", "yes"),
-    ],
+    exhaustive.params(
+        [
+            ("book_hotel", "before_commit", "yes"),
+            ("cancel_car_rental", "before_commit", "no"),
+            ("update_ticket_to_new_flight", "after_commit", "no"),
+            ("book_excursion", "after_commit", "yes"),
+            ("cancel_ticket", "after_task_writes", "no"),
+            ("update_hotel", "after_checkpoint", "yes"),
+        ],
+        {("cancel_car_rental", "before_commit", "no"), ("update_hotel", "after_checkpoint", "yes")},
+    ),
 )
 def test_a_crash_leaves_one_truth_with_conversations_on_postgresql(
     children: Any,

@@ -32,7 +32,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
-import multiprocessing
 import shutil
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -69,7 +68,7 @@ from db.models import (
     TripRecommendation,
 )
 from tests.conftest import FIXED_NOW
-from tests.support import postgres
+from tests.support import forkserver, postgres
 from tests.support.race_child import Call, Forget, Job, Outcome, Unready, serve
 
 RACERS = 6
@@ -98,8 +97,7 @@ class Racers:
     """``RACERS`` processes that each run one tool call per race, released together."""
 
     def __init__(self, count: int) -> None:
-        context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(["tests.support.race_child"])
+        context = forkserver.context()  # shared with test_crash_consistency.py
         self.barrier = context.Barrier(count)
         self.pipes: list[Connection] = []
         self.processes: list[Any] = []

@@ -1,7 +1,9 @@
 """Every scenario of data/scenarios, offline, through the real graph and database.
 
 The scenarios run over copies of the test database on the engine of the run (``--engine``):
-SQLite files, or PostgreSQL databases copied from the session's template.
+SQLite files, or PostgreSQL databases copied from the session's template. The default run
+takes one scenario of each category; the others are marked ``exhaustive`` and run in CI's
+stage of their own (``pytest -m exhaustive``) and in its PostgreSQL stage (TESTING.md).
 """
 
 from __future__ import annotations
@@ -24,9 +26,24 @@ from evaluation import (
     run_offline,
 )
 from tests.conftest import FIXED_NOW
+from tests.support import exhaustive
 from tests.support.scripted import ScriptedChatModel
 
 SCENARIOS = load_scenarios()
+# The scenarios of the default run: one of each category (the judge's own tests below run
+# a few more, changed); the others are exhaustive (tests/support/exhaustive.py).
+REPRESENTATIVE = {
+    "cancel_ticket_two_segments",
+    "context_switch_hotel_flight_time",
+    "correction_flight_date_before_proposal",
+    "denial_excursion_move_fee",
+    "flight_change_happy",
+    "multi_skill_basel_postponed",
+    "parallel_hotel_extend_and_book_one_denied",
+    "policy_check_in_and_seats",
+    "resume_hotel_booking_specialist_active",
+    "rule_someone_elses_ticket",
+}
 
 
 def scripted(replies: list[AIMessage]) -> ScriptedChatModel:
@@ -55,7 +72,15 @@ def test_scenarios_cover_the_categories() -> None:
     assert len({s.id for s in SCENARIOS}) == len(SCENARIOS)
 
 
-@pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.id for s in SCENARIOS])
+def test_the_default_run_has_a_scenario_of_every_category() -> None:
+    chosen = {s.category for s in SCENARIOS if s.id in REPRESENTATIVE}
+    assert chosen == {s.category for s in SCENARIOS}
+
+
+@pytest.mark.parametrize(
+    "scenario",
+    exhaustive.params(SCENARIOS, REPRESENTATIVE, ids=[s.id for s in SCENARIOS], key=lambda s: s.id),
+)
 def test_scenario_passes_offline(scenario: Scenario, template: Path | str) -> None:
     result = run(scenario, template)
     assert result.passed, "\n".join(result.failures)
@@ -151,6 +176,47 @@ def test_database_problems_sees_a_change_in_any_table(template: Path | str, tmp_
         assert [p.split(":")[0] for p in problems] == ["flights", "hotel_bookings"]
         assert problems[1].startswith("hotel_bookings: expected rows missing [(2,")
         assert problems[1].endswith("unexpected rows []")
+
+
+def test_database_problems_ignores_where_an_equal_row_is_stored(
+    template: Path | str, tmp_path: Path
+) -> None:
+    # A row deleted and inserted again is stored elsewhere (on SQLite: under another rowid,
+    # so the rows no longer pair up by rowid); the rows are still the same.
+    from sqlalchemy import text
+
+    clock = fixed_clock(FIXED_NOW)
+    this_pass = "ticket_no = :ticket_no AND flight_id = :flight_id"
+    with (
+        database_copy(template, tmp_path, "agent.sqlite", clock) as agent,
+        database_copy(template, tmp_path, "gold.sqlite", clock) as gold,
+    ):
+        with agent.engine.begin() as connection:
+            row = dict(
+                connection.execute(
+                    text("SELECT * FROM boarding_passes ORDER BY ticket_no, flight_id LIMIT 1")
+                )
+                .mappings()
+                .one()
+            )
+            connection.execute(
+                text(f"DELETE FROM boarding_passes WHERE {this_pass}"),
+                row,
+            )
+            columns = ", ".join(row)
+            values = ", ".join(f":{column}" for column in row)
+            connection.execute(
+                text(f"INSERT INTO boarding_passes ({columns}) VALUES ({values})"), row
+            )
+        assert database_problems(agent, gold) == []
+        with agent.engine.begin() as connection:
+            connection.execute(
+                text(f"UPDATE boarding_passes SET seat_no = 'ZZ9' WHERE {this_pass}"),
+                row,
+            )
+        (problem,) = database_problems(agent, gold)
+        assert problem.startswith(f"boarding_passes: expected rows missing [({row['ticket_no']!r},")
+        assert "'ZZ9'" in problem.split("unexpected rows")[1]
 
 
 def test_pass_hat_k_estimates() -> None:

@@ -37,15 +37,9 @@ PROGRAM = Path(sys.executable).parent / "travel-assistant"
 
 
 @pytest.fixture(scope="module")
-def built_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def built_db(real_clock_db: Path) -> Path:
     """A travel database built at the real clock (the program reads the real time)."""
-    from db.generate import build_database
-
-    path = tmp_path_factory.mktemp("terminal") / "travel.sqlite"
-    database = Database.from_url(str(path))
-    build_database(database, seed=42)
-    database.dispose()
-    return path
+    return real_clock_db  # built once per run (tests/integration/conftest.py); tests copy it
 
 
 @pytest.fixture
@@ -72,10 +66,27 @@ def spawn(server: FakeOpenAI, args: list[str], *, columns: int = 100, color: boo
     if not color:
         env["NO_COLOR"] = "1"
     child = pexpect.spawn(
-        str(PROGRAM), args, env=env, encoding="utf-8", timeout=20, dimensions=(40, columns)
+        str(PROGRAM),
+        args,
+        env=env,
+        encoding="utf-8",
+        timeout=20,
+        dimensions=(40, columns),
+        preexec_fn=_default_signals,
     )
     child.logfile_read = _Log()
     return child
+
+
+def _default_signals() -> None:
+    """Give the program the signals' default actions, as a terminal starting it does.
+
+    Dispositions set to "ignore" are inherited: under ``nohup``, or started in the
+    background by a script, the test run ignores SIGHUP (or SIGINT), and so would the
+    program, which then outlives the terminal it lost.
+    """
+    for number in (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT):
+        signal.signal(number, signal.SIG_DFL)
 
 
 class _Log:

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
 
 SERVER_ENV = "TRAVEL_ASSISTANT_TEST_POSTGRES"
 DEFAULT_SERVER = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
@@ -134,3 +136,51 @@ def drop_leftovers() -> list[str]:
     for name in names:
         drop_database(name)
     return names
+
+
+# The file, in the run's shared folder, naming the PostgreSQL template the run built.
+_RUN_TEMPLATE = "postgres-template.name"
+
+
+@contextmanager
+def run_template(tmp_path_factory: Any, build: Callable[[str], None]) -> Iterator[str]:
+    """Yield the name of this run's template database, built by ``build(url)`` once.
+
+    Without xdist: made, built and dropped here. In an xdist worker: the first worker to
+    get here builds it (under a lock in the run's shared folder) and names it in a file
+    there; the others reuse it; ``drop_run_templates`` in the main process drops it when
+    the run ends, since no worker knows it is the last to use it.
+    """
+    from tests.support.shared import locked, run_folder
+
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        name, url = create_database()
+        try:
+            build(url)
+            yield name
+        finally:
+            drop_database(name)
+        return
+    folder = run_folder(tmp_path_factory)
+    named = folder / _RUN_TEMPLATE
+    with locked(folder / f"{_RUN_TEMPLATE}.lock"):
+        if not named.exists():
+            name, url = create_database()
+            try:
+                build(url)
+            except BaseException:
+                drop_database(name)
+                raise
+            named.write_text(name)
+    yield named.read_text()
+
+
+def drop_run_templates(config: Any) -> None:
+    """Drop the template the xdist workers of this run built, if they built one."""
+    factory = getattr(config, "_tmp_path_factory", None)
+    if factory is None:
+        return
+    named = Path(factory.getbasetemp()) / _RUN_TEMPLATE
+    if named.exists():
+        drop_database(named.read_text().strip())
+        named.unlink()
