@@ -48,9 +48,15 @@ def update_dialog_stack(left: list[str], right: str | None) -> list[str]:
 # Ids given to messages that arrive without one are UUIDs in this namespace, derived from
 # the id of the message they follow and their place in their batch.
 _MESSAGE_IDS = uuid.UUID("6f1c2a8e-57d3-4c2b-9a41-0d8e5b7c3f10")
-# How many updates of a delta channel pass between two full snapshots of it: a reader
-# replays at most this many writes; a snapshot costs the channel's whole value once.
-SNAPSHOT_EVERY = 100
+# How many updates of ``messages`` pass between two full snapshots of it: a reader
+# replays at most this many writes; a snapshot costs the whole conversation once. 50 is
+# about five turns (scripts/bench_conversation.py: fewer replayed writes per read than
+# with 100, no more bytes per turn; BENCHMARKS.md).
+SNAPSHOT_EVERY = 50
+# ``user_info`` is written only when the bookings change, so a reader walking back to
+# its last snapshot would walk the whole conversation: every write of it is a snapshot
+# (the bookings as short text, a few hundred bytes compressed).
+USER_INFO_SNAPSHOT_EVERY = 1
 
 
 def _with_ids(left: Sequence[BaseMessage], batch: Messages) -> list[BaseMessage]:
@@ -100,7 +106,9 @@ class State(TypedDict):
     messages: Annotated[
         list[AnyMessage], DeltaChannel(add_message_batches, snapshot_frequency=SNAPSHOT_EVERY)
     ]
-    user_info: Annotated[str, DeltaChannel(latest_value, snapshot_frequency=SNAPSHOT_EVERY)]
+    user_info: Annotated[
+        str, DeltaChannel(latest_value, snapshot_frequency=USER_INFO_SNAPSHOT_EVERY)
+    ]
     dialog_state: Annotated[list[str], update_dialog_stack]
     remaining_steps: RemainingSteps
 
