@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -167,6 +168,9 @@ class _HideCancelWarnings(logging.Filter):
 
 _CANCEL_WARNINGS_FILTER = _HideCancelWarnings()
 
+# How many threads' last states a ``TravelAssistant`` keeps (a server serves many).
+_STATES_KEPT = 64
+
 
 class TravelAssistant:
     """Drive conversations over a compiled graph.
@@ -196,6 +200,9 @@ class TravelAssistant:
         # Each sensitive tool by name, and the specialist that owns it.
         self._sensitive_tools = {t.name: t for m in self.crew.members for t in m.tools.sensitive}
         self._owners = {t.name: m for m in self.crew.members for t in m.tools.sensitive}
+        # The last state read of each recent thread, with what identifies it (see _state).
+        self._states: OrderedDict[str, tuple[tuple[Any, ...], StateSnapshot]] = OrderedDict()
+        self._states_lock = threading.Lock()
 
     @classmethod
     def build(
@@ -212,6 +219,41 @@ class TravelAssistant:
         crew = crew or build_crew(db, tavily_api_key=os.environ.get("TAVILY_API_KEY"))
         graph = build_graph(models, checkpointer, db=db, crew=crew, retry_policy=retry_policy)
         return cls(graph, db, crew, recursion_limit=recursion_limit)
+
+    def _state(self, config: RunnableConfig) -> StateSnapshot:
+        """Return the thread's state, read again only when its saved checkpoint changed.
+
+        Reading a state replays the delta channels' writes since their last snapshot
+        (``assistants.state``), and a turn asks for it several times (pending actions,
+        the active assistant, the history, a new message). The latest checkpoint's id
+        and the writes pending on it, which the saver returns without replaying
+        anything, identify a state: while they are the same, so is the state, whichever
+        process wrote it. A few recent threads are kept.
+        """
+        saver = self.graph.checkpointer
+        if not isinstance(saver, BaseCheckpointSaver):
+            return self.graph.get_state(config)
+        latest = saver.get_tuple(config)
+        thread_id = str(config["configurable"]["thread_id"])
+        if latest is None:
+            return self.graph.get_state(config)
+        key = (
+            latest.config["configurable"].get("checkpoint_id"),
+            tuple((write[0], write[1]) for write in latest.pending_writes or ()),
+        )
+        with self._states_lock:
+            found = self._states.get(thread_id)
+            if found is not None and found[0] == key:
+                self._states.move_to_end(thread_id)
+                return found[1]
+        snapshot = self.graph.get_state(config)
+        if snapshot.config.get("configurable", {}).get("checkpoint_id") == key[0]:
+            with self._states_lock:
+                self._states[thread_id] = (key, snapshot)
+                self._states.move_to_end(thread_id)
+                while len(self._states) > _STATES_KEPT:
+                    self._states.popitem(last=False)
+        return snapshot
 
     def config(self, thread: Thread, **extra: Any) -> RunnableConfig:
         """Return the run config of ``thread``; ``extra`` adds configurable keys."""
@@ -284,7 +326,7 @@ class TravelAssistant:
         conversation was saved) is not among them: see ``recovered_actions``.
         """
         config = self.config(thread)
-        snapshot = self.graph.get_state(config)
+        snapshot = self._state(config)
         owners = [
             self.crew.sensitive_nodes[n] for n in snapshot.next if n in self.crew.sensitive_nodes
         ]
@@ -311,7 +353,7 @@ class TravelAssistant:
         saves their stored results; ``facts_of`` marks those answers ``recovered``.
         """
         config = self.config(thread)
-        snapshot = self.graph.get_state(config)
+        snapshot = self._state(config)
         if not (snapshot.next or snapshot.tasks):
             return []  # the run finished: every call of it was answered
         messages: list[AnyMessage] = snapshot.values.get("messages", [])
@@ -336,7 +378,7 @@ class TravelAssistant:
         new input begins from the last saved step and drops them, which would leave a
         write that was done unanswered. Saving them as their nodes' updates keeps them.
         """
-        snapshot = self.graph.get_state(config)
+        snapshot = self._state(config)
         finished = [
             StateUpdate(task.result, task.name, task.id)
             for task in snapshot.tasks
@@ -345,7 +387,7 @@ class TravelAssistant:
         if not finished:
             return snapshot
         self.graph.bulk_update_state(config, [finished])
-        return self.graph.get_state(config)
+        return self._state(config)
 
     def _settle_recovered(
         self, config: RunnableConfig, snapshot: StateSnapshot
@@ -384,19 +426,19 @@ class TravelAssistant:
 
     def active_assistant(self, thread: Thread) -> str:
         """Return the assistant that will answer the next message."""
-        snapshot = self.graph.get_state(self.config(thread))
+        snapshot = self._state(self.config(thread))
         return active_assistant(snapshot.values.get("dialog_state"))
 
     def user_info(self, thread: Thread) -> str:
         """Return the passenger's bookings as the last turn gave them to the model."""
-        snapshot = self.graph.get_state(self.config(thread))
+        snapshot = self._state(self.config(thread))
         return str(snapshot.values.get("user_info", ""))
 
     def messages(self, thread: Thread) -> list[AnyMessage]:
         """Return the saved conversation of ``thread``."""
-        snapshot = self.graph.get_state(self.config(thread))
+        snapshot = self._state(self.config(thread))
         messages: list[AnyMessage] = snapshot.values.get("messages", [])
-        return messages
+        return list(messages)  # the snapshot may be read again (_state): the caller's own list
 
     def interrupted(self, thread: Thread) -> bool:
         """Tell whether the last turn of ``thread`` stopped part-way.
@@ -405,7 +447,7 @@ class TravelAssistant:
         killed, or lost its terminal, while the assistant worked (also right after a
         node finished, before its step was saved).
         """
-        snapshot = self.graph.get_state(self.config(thread))
+        snapshot = self._state(self.config(thread))
         if any(task.result is not None for task in snapshot.tasks):
             return True
         waiting = set(snapshot.next)
@@ -474,7 +516,7 @@ class TravelAssistant:
 
     def _end_at_step_limit(self, config: RunnableConfig) -> Iterator[TurnEvent]:
         """Close a run that hit the recursion limit with a polite message."""
-        snapshot = self.graph.get_state(config)
+        snapshot = self._state(config)
         messages: list[AnyMessage] = snapshot.values.get("messages", [])
         _, pending = last_tool_batch(messages)
         done = self._recovered(config, messages)

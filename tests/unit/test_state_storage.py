@@ -100,3 +100,50 @@ def test_a_conversation_saved_by_the_previous_layout_resumes(
         assert "Elena Novak" in assistant.user_info(thread)
     finally:
         connection.close()
+
+
+def test_a_state_is_read_once_per_checkpoint_and_again_when_another_process_wrote(
+    tmp_path: Path, travel_db: Database
+) -> None:
+    path = tmp_path / "sessions.sqlite"
+    thread = Thread("shared", FIXTURE_PASSENGER_ID)
+    here_connection = sqlite3.connect(path, check_same_thread=False)
+    there_connection = sqlite3.connect(path, check_same_thread=False)
+    try:
+        here = TravelAssistant.build(
+            ScriptedChatModel(script=[say("First answer.")]),
+            sqlite_checkpointer(here_connection),
+            db=travel_db,
+        )
+        # Another terminal on the same conversation store (another process, here another
+        # connection and another assistant that shares nothing in memory with ``here``).
+        there = TravelAssistant.build(
+            ScriptedChatModel(script=[say("Second answer.")]),
+            sqlite_checkpointer(there_connection),
+            db=travel_db,
+        )
+        list(here.send(thread, "one"))
+
+        reads: list[object] = []
+        replay = here.graph.get_state
+
+        def counted(config: Any, **kwargs: Any) -> Any:
+            reads.append(config)
+            return replay(config, **kwargs)
+
+        here.graph.get_state = counted  # type: ignore[method-assign]
+        assert here.pending_actions(thread) == []
+        assert here.active_assistant(thread) == "primary_assistant"
+        assert [m.content for m in here.messages(thread)] == ["one", "First answer."]
+        assert not here.interrupted(thread)
+        assert len(reads) == 1  # one replay for four questions about one checkpoint
+
+        list(there.send(thread, "two"))
+        assert [m.content for m in here.messages(thread)][-2:] == ["two", "Second answer."]
+        assert len(reads) == 2
+        # The caller's list is its own: changing it changes nothing that is read later.
+        here.messages(thread).clear()
+        assert len(here.messages(thread)) == 4 and len(reads) == 2
+    finally:
+        here_connection.close()
+        there_connection.close()
