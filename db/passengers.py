@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session, aliased
 
 from db.errors import NotFoundError
@@ -54,20 +54,138 @@ def require_passenger(session: Session, passenger_id: str) -> Passenger:
     """
     passenger = session.get(Passenger, passenger_id)
     if passenger is None:
-        raise NotFoundError(
-            f"No passenger with id {passenger_id} exists. Check the passenger id the "
-            "conversation was started with."
-        )
+        raise _no_such_passenger(passenger_id)
     return passenger
 
 
-def segment_has_departed(flight: Flight, now: datetime) -> bool:
+def _no_such_passenger(passenger_id: str) -> NotFoundError:
+    return NotFoundError(
+        f"No passenger with id {passenger_id} exists. Check the passenger id the "
+        "conversation was started with."
+    )
+
+
+class FlightTimes(Protocol):
+    """What tells whether a flight has left: a ``Flight``, or a row with its columns."""
+
+    @property
+    def status(self) -> str:
+        """The flight's status (``Departed`` and ``Arrived`` mean it left)."""
+        ...
+
+    @property
+    def actual_departure(self) -> datetime | None:
+        """When it actually left, if it did."""
+        ...
+
+    @property
+    def scheduled_departure(self) -> datetime:
+        """When it is scheduled to leave."""
+        ...
+
+
+def segment_has_departed(flight: FlightTimes, now: datetime) -> bool:
     """Tell whether a flight has left (by status, actual time or schedule)."""
     return (
         flight.status in DEPARTED_STATUSES
         or flight.actual_departure is not None
         or flight.scheduled_departure <= now
     )
+
+
+# The queries of ``passenger_summary``, built once: it runs on every turn, and building a
+# statement costs more than running it. Each selects only the columns it shows (rows, not
+# ORM objects).
+_PASSENGER = select(Passenger.passenger_id, Passenger.name).where(
+    Passenger.passenger_id == bindparam("passenger_id")
+)
+_DEPARTURE = aliased(Airport)
+_ARRIVAL = aliased(Airport)
+_TICKETS = (
+    select(
+        Ticket.ticket_no,
+        Ticket.book_ref,
+        Ticket.status.label("ticket_status"),
+        Booking.book_date,
+        TicketFlight.fare_conditions,
+        TicketFlight.amount_cents,
+        Flight.flight_id,
+        Flight.flight_no,
+        Flight.departure_airport,
+        Flight.arrival_airport,
+        Flight.scheduled_departure,
+        Flight.scheduled_arrival,
+        Flight.actual_departure,
+        Flight.status,
+        _DEPARTURE.city.label("departure_city"),
+        _DEPARTURE.timezone.label("departure_timezone"),
+        _ARRIVAL.city.label("arrival_city"),
+        _ARRIVAL.timezone.label("arrival_timezone"),
+        BoardingPass.seat_no,
+        BoardingPass.boarding_no,
+        BoardingPass.checked_in_at,
+    )
+    .join(Booking, Booking.book_ref == Ticket.book_ref)
+    .join(TicketFlight, TicketFlight.ticket_no == Ticket.ticket_no)
+    .join(Flight, Flight.flight_id == TicketFlight.flight_id)
+    .join(_DEPARTURE, _DEPARTURE.airport_code == Flight.departure_airport)
+    .join(_ARRIVAL, _ARRIVAL.airport_code == Flight.arrival_airport)
+    .outerjoin(
+        BoardingPass,
+        (BoardingPass.ticket_no == TicketFlight.ticket_no)
+        & (BoardingPass.flight_id == TicketFlight.flight_id),
+    )
+    .where(Ticket.passenger_id == bindparam("passenger_id"))
+    .order_by(Flight.scheduled_departure, Ticket.ticket_no)
+)
+
+_HOTEL_RESERVATIONS = (
+    select(
+        HotelBooking.id,
+        HotelBooking.checkin_date,
+        HotelBooking.checkout_date,
+        HotelBooking.status,
+        HotelBooking.total_cents,
+        Hotel.id.label("hotel_id"),
+        Hotel.name,
+        Hotel.location,
+    )
+    .join(Hotel, Hotel.id == HotelBooking.hotel_id)
+    .where(HotelBooking.passenger_id == bindparam("passenger_id"))
+    .order_by(HotelBooking.checkin_date, HotelBooking.id)
+)
+
+_CAR_RESERVATIONS = (
+    select(
+        CarRentalBooking.id,
+        CarRentalBooking.start_date,
+        CarRentalBooking.end_date,
+        CarRentalBooking.status,
+        CarRentalBooking.total_cents,
+        CarRental.id.label("rental_id"),
+        CarRental.name,
+        CarRental.car_class,
+        CarRental.location,
+    )
+    .join(CarRental, CarRental.id == CarRentalBooking.rental_id)
+    .where(CarRentalBooking.passenger_id == bindparam("passenger_id"))
+    .order_by(CarRentalBooking.start_date, CarRentalBooking.id)
+)
+
+_EXCURSION_RESERVATIONS = (
+    select(
+        ExcursionBooking.id,
+        ExcursionBooking.date,
+        ExcursionBooking.status,
+        ExcursionBooking.total_cents,
+        TripRecommendation.id.label("recommendation_id"),
+        TripRecommendation.name,
+        TripRecommendation.location,
+    )
+    .join(TripRecommendation, TripRecommendation.id == ExcursionBooking.recommendation_id)
+    .where(ExcursionBooking.passenger_id == bindparam("passenger_id"))
+    .order_by(ExcursionBooking.date, ExcursionBooking.id)
+)
 
 
 def passenger_summary(session: Session, passenger_id: str, now: datetime) -> dict[str, Any]:
@@ -92,7 +210,11 @@ def passenger_summary(session: Session, passenger_id: str, now: datetime) -> dic
     Raises:
         NotFoundError: No passenger has this id.
     """
-    passenger = require_passenger(session, passenger_id)
+    passenger = session.execute(
+        select(Passenger.passenger_id, Passenger.name).where(Passenger.passenger_id == passenger_id)
+    ).first()
+    if passenger is None:
+        raise _no_such_passenger(passenger_id)
     return {
         "passenger_id": passenger.passenger_id,
         "name": passenger.name,
@@ -104,123 +226,93 @@ def passenger_summary(session: Session, passenger_id: str, now: datetime) -> dic
 
 
 def _tickets(session: Session, passenger_id: str, now: datetime) -> list[dict[str, Any]]:
-    departure = aliased(Airport)
-    arrival = aliased(Airport)
-    rows = session.execute(
-        select(Ticket, Booking, TicketFlight, Flight, departure, arrival, BoardingPass)
-        .join(Booking, Booking.book_ref == Ticket.book_ref)
-        .join(TicketFlight, TicketFlight.ticket_no == Ticket.ticket_no)
-        .join(Flight, Flight.flight_id == TicketFlight.flight_id)
-        .join(departure, departure.airport_code == Flight.departure_airport)
-        .join(arrival, arrival.airport_code == Flight.arrival_airport)
-        .outerjoin(
-            BoardingPass,
-            (BoardingPass.ticket_no == TicketFlight.ticket_no)
-            & (BoardingPass.flight_id == TicketFlight.flight_id),
-        )
-        .where(Ticket.passenger_id == passenger_id)
-        .order_by(Flight.scheduled_departure, Ticket.ticket_no)
-    ).all()
+    rows = session.execute(_TICKETS, {"passenger_id": passenger_id}).all()
     tickets: dict[str, dict[str, Any]] = {}
     segments: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for ticket, booking, segment, flight, dep, arr, boarding in rows:
-        if ticket.ticket_no not in tickets:
-            tickets[ticket.ticket_no] = {
-                "ticket_no": ticket.ticket_no,
-                "book_ref": ticket.book_ref,
-                "booked_at": utc_time(booking.book_date),
-                "status": ticket.status,
+    for row in rows:
+        if row.ticket_no not in tickets:
+            tickets[row.ticket_no] = {
+                "ticket_no": row.ticket_no,
+                "book_ref": row.book_ref,
+                "booked_at": utc_time(row.book_date),
+                "status": row.ticket_status,
             }
-        if segment_has_departed(flight, now):
+        if segment_has_departed(row, now):
             state = "flown"
-        elif ticket.status == "cancelled":
+        elif row.ticket_status == "cancelled":
             state = "cancelled"
         else:
             state = "upcoming"
-        segments[ticket.ticket_no].append(
+        segments[row.ticket_no].append(
             {
-                "flight_id": flight.flight_id,
-                "flight_no": flight.flight_no,
-                "departure_airport": flight.departure_airport,
-                "arrival_airport": flight.arrival_airport,
-                "route": f"{dep.city} ({dep.airport_code}) -> {arr.city} ({arr.airport_code})",
-                "departure": local_time(flight.scheduled_departure, dep.timezone),
-                "arrival": local_time(flight.scheduled_arrival, arr.timezone),
-                "flight_status": flight.status,
+                "flight_id": row.flight_id,
+                "flight_no": row.flight_no,
+                "departure_airport": row.departure_airport,
+                "arrival_airport": row.arrival_airport,
+                "route": f"{row.departure_city} ({row.departure_airport}) -> "
+                f"{row.arrival_city} ({row.arrival_airport})",
+                "departure": local_time(row.scheduled_departure, row.departure_timezone),
+                "arrival": local_time(row.scheduled_arrival, row.arrival_timezone),
+                "flight_status": row.status,
                 "segment_status": state,
-                "fare_conditions": segment.fare_conditions,
-                "seat_no": boarding.seat_no if boarding else None,
-                "boarding_no": boarding.boarding_no if boarding else None,
-                "checked_in": bool(boarding and boarding.checked_in_at),
-                **money("amount_paid", segment.amount_cents),
+                "fare_conditions": row.fare_conditions,
+                "seat_no": row.seat_no,
+                "boarding_no": row.boarding_no,
+                "checked_in": row.checked_in_at is not None,
+                **money("amount_paid", row.amount_cents),
             }
         )
     return [{**ticket, "segments": segments[number]} for number, ticket in tickets.items()]
 
 
 def _hotel_reservations(session: Session, passenger_id: str) -> list[dict[str, Any]]:
-    rows = session.execute(
-        select(HotelBooking, Hotel)
-        .join(Hotel, Hotel.id == HotelBooking.hotel_id)
-        .where(HotelBooking.passenger_id == passenger_id)
-        .order_by(HotelBooking.checkin_date, HotelBooking.id)
-    ).all()
+    rows = session.execute(_HOTEL_RESERVATIONS, {"passenger_id": passenger_id}).all()
     return [
         {
-            "booking_id": booking.id,
-            "hotel_id": hotel.id,
-            "hotel_name": hotel.name,
-            "location": hotel.location,
-            "checkin_date": iso_date(booking.checkin_date),
-            "checkout_date": iso_date(booking.checkout_date),
-            "nights": (booking.checkout_date - booking.checkin_date).days,
-            "status": booking.status,
-            **money("total", booking.total_cents),
+            "booking_id": row.id,
+            "hotel_id": row.hotel_id,
+            "hotel_name": row.name,
+            "location": row.location,
+            "checkin_date": iso_date(row.checkin_date),
+            "checkout_date": iso_date(row.checkout_date),
+            "nights": (row.checkout_date - row.checkin_date).days,
+            "status": row.status,
+            **money("total", row.total_cents),
         }
-        for booking, hotel in rows
+        for row in rows
     ]
 
 
 def _car_reservations(session: Session, passenger_id: str) -> list[dict[str, Any]]:
-    rows = session.execute(
-        select(CarRentalBooking, CarRental)
-        .join(CarRental, CarRental.id == CarRentalBooking.rental_id)
-        .where(CarRentalBooking.passenger_id == passenger_id)
-        .order_by(CarRentalBooking.start_date, CarRentalBooking.id)
-    ).all()
+    rows = session.execute(_CAR_RESERVATIONS, {"passenger_id": passenger_id}).all()
     return [
         {
-            "booking_id": booking.id,
-            "rental_id": rental.id,
-            "company": rental.name,
-            "car_class": rental.car_class,
-            "location": rental.location,
-            "start_date": iso_date(booking.start_date),
-            "end_date": iso_date(booking.end_date),
-            "days": (booking.end_date - booking.start_date).days + 1,
-            "status": booking.status,
-            **money("total", booking.total_cents),
+            "booking_id": row.id,
+            "rental_id": row.rental_id,
+            "company": row.name,
+            "car_class": row.car_class,
+            "location": row.location,
+            "start_date": iso_date(row.start_date),
+            "end_date": iso_date(row.end_date),
+            "days": (row.end_date - row.start_date).days + 1,
+            "status": row.status,
+            **money("total", row.total_cents),
         }
-        for booking, rental in rows
+        for row in rows
     ]
 
 
 def _excursion_reservations(session: Session, passenger_id: str) -> list[dict[str, Any]]:
-    rows = session.execute(
-        select(ExcursionBooking, TripRecommendation)
-        .join(TripRecommendation, TripRecommendation.id == ExcursionBooking.recommendation_id)
-        .where(ExcursionBooking.passenger_id == passenger_id)
-        .order_by(ExcursionBooking.date, ExcursionBooking.id)
-    ).all()
+    rows = session.execute(_EXCURSION_RESERVATIONS, {"passenger_id": passenger_id}).all()
     return [
         {
-            "booking_id": booking.id,
-            "recommendation_id": excursion.id,
-            "name": excursion.name,
-            "location": excursion.location,
-            "date": iso_date(booking.date),
-            "status": booking.status,
-            **money("total", booking.total_cents),
+            "booking_id": row.id,
+            "recommendation_id": row.recommendation_id,
+            "name": row.name,
+            "location": row.location,
+            "date": iso_date(row.date),
+            "status": row.status,
+            **money("total", row.total_cents),
         }
-        for booking, excursion in rows
+        for row in rows
     ]
