@@ -22,7 +22,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
@@ -31,7 +31,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.errors import GraphRecursionError
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.types import RetryPolicy, StateSnapshot, StateUpdate
+from langgraph.types import PregelTask, RetryPolicy, StateSnapshot, StateUpdate
 
 from assistants.approvals import (
     APPROVALS_KEY,
@@ -228,7 +228,9 @@ class TravelAssistant:
         the active assistant, the history, a new message). The latest checkpoint's id
         and the writes pending on it, which the saver returns without replaying
         anything, identify a state: while they are the same, so is the state, whichever
-        process wrote it. A few recent threads are kept.
+        process wrote it. A few recent threads are kept. A run of this assistant leaves
+        the state of its last checkpoint as it streamed it (``_snapshot_of``), so the
+        questions after a turn replay nothing.
         """
         saver = self.graph.checkpointer
         if not isinstance(saver, BaseCheckpointSaver):
@@ -248,12 +250,20 @@ class TravelAssistant:
                 return found[1]
         snapshot = self.graph.get_state(config)
         if snapshot.config.get("configurable", {}).get("checkpoint_id") == key[0]:
-            with self._states_lock:
-                self._states[thread_id] = (key, snapshot)
-                self._states.move_to_end(thread_id)
-                while len(self._states) > _STATES_KEPT:
-                    self._states.popitem(last=False)
+            self._remember(config, snapshot, key[1])
         return snapshot
+
+    def _remember(
+        self, config: RunnableConfig, snapshot: StateSnapshot, pending: tuple[Any, ...] = ()
+    ) -> None:
+        """Keep ``snapshot`` as the state of its checkpoint with these pending writes."""
+        key = (snapshot.config.get("configurable", {}).get("checkpoint_id"), pending)
+        thread_id = str(config["configurable"]["thread_id"])
+        with self._states_lock:
+            self._states[thread_id] = (key, snapshot)
+            self._states.move_to_end(thread_id)
+            while len(self._states) > _STATES_KEPT:
+                self._states.popitem(last=False)
 
     def config(self, thread: Thread, **extra: Any) -> RunnableConfig:
         """Return the run config of ``thread``; ``extra`` adds configurable keys."""
@@ -499,10 +509,14 @@ class TravelAssistant:
         if cancel is not None:
             logging.getLogger("langchain_core.callbacks.manager").addFilter(_CANCEL_WARNINGS_FILTER)
             run_config = {**config, "callbacks": [_CancelOnRequest(cancel)]}
+        saved: Mapping[str, Any] | None = None
         try:
             for mode, payload in self.graph.stream(
-                inputs, run_config, stream_mode=["messages", "updates"]
+                inputs, run_config, stream_mode=["messages", "updates", "checkpoints"]
             ):
+                if mode == "checkpoints":
+                    saved = cast(Mapping[str, Any], payload)
+                    continue
                 yield from _events(mode, payload)
         except GraphRecursionError:
             yield from self._end_at_step_limit(config)
@@ -513,6 +527,9 @@ class TravelAssistant:
             if is_provider_error(error):
                 raise ModelProviderError(describe_provider_error(error)) from error
             raise
+        else:
+            if saved is not None:  # the run ended at its last checkpoint: keep its state
+                self._remember(config, _snapshot_of(saved))
 
     def _end_at_step_limit(self, config: RunnableConfig) -> Iterator[TurnEvent]:
         """Close a run that hit the recursion limit with a polite message."""
@@ -529,6 +546,35 @@ class TravelAssistant:
         owner = active_assistant(snapshot.values.get("dialog_state"))
         self.graph.update_state(config, {"messages": closing}, as_node=owner)
         yield MessageEvent(apology, owner)
+
+
+def _snapshot_of(saved: Mapping[str, Any]) -> StateSnapshot:
+    """Return a run's ``checkpoints`` event as the ``StateSnapshot`` ``get_state`` gives.
+
+    LangGraph streams each checkpoint it saves in ``get_state``'s format, as a dict and
+    without the time it was made (``created_at`` is ``None``; nothing here reads it).
+    """
+    tasks = tuple(
+        PregelTask(
+            task["id"],
+            task["name"],
+            (),
+            error=task.get("error"),
+            state=task.get("state"),
+            result=task.get("result"),
+        )
+        for task in saved.get("tasks", ())
+    )
+    return StateSnapshot(
+        values=saved["values"],
+        next=tuple(saved["next"]),
+        config=saved["config"],
+        metadata=saved.get("metadata"),
+        created_at=None,
+        parent_config=saved.get("parent_config"),
+        tasks=tasks,
+        interrupts=(),
+    )
 
 
 def _events(mode: str, payload: Any) -> Iterator[TurnEvent]:

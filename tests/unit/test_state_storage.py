@@ -12,12 +12,12 @@ from langgraph.graph import START, StateGraph
 from langgraph.graph.message import add_messages
 
 from assistants.state import add_message_batches, update_dialog_stack
-from conversations import Thread, TravelAssistant
+from conversations import Decision, Thread, TravelAssistant
 from db.checkpoint_serde import CompressingSerializer
 from db.conversation_store import sqlite_checkpointer
 from db.engine import Database
 from db.fixtures import FIXTURE_PASSENGER_ID
-from tests.support.scripted import ScriptedChatModel, say
+from tests.support.scripted import ScriptedChatModel, call, say
 
 
 def test_messages_without_ids_get_the_same_ids_on_every_replay() -> None:
@@ -136,14 +136,60 @@ def test_a_state_is_read_once_per_checkpoint_and_again_when_another_process_wrot
         assert here.active_assistant(thread) == "primary_assistant"
         assert [m.content for m in here.messages(thread)] == ["one", "First answer."]
         assert not here.interrupted(thread)
-        assert len(reads) == 1  # one replay for four questions about one checkpoint
+        assert reads == []  # the run left its last state: nothing to replay
 
         list(there.send(thread, "two"))
         assert [m.content for m in here.messages(thread)][-2:] == ["two", "Second answer."]
-        assert len(reads) == 2
+        assert here.active_assistant(thread) == "primary_assistant"
+        assert len(reads) == 1  # read once, for two questions about the new checkpoint
         # The caller's list is its own: changing it changes nothing that is read later.
         here.messages(thread).clear()
-        assert len(here.messages(thread)) == 4 and len(reads) == 2
+        assert len(here.messages(thread)) == 4 and len(reads) == 1
     finally:
         here_connection.close()
         there_connection.close()
+
+
+def test_what_a_run_leaves_remembered_is_what_a_new_process_reads(
+    tmp_path: Path, travel_db: Database
+) -> None:
+    # After each run the assistant keeps the state of its last checkpoint as the run
+    # streamed it; a new process (here: another assistant on its own connection, which
+    # remembers nothing) must read exactly the same from the store.
+    path = tmp_path / "sessions.sqlite"
+    thread = Thread("remembered", FIXTURE_PASSENGER_ID)
+    cancel = call("cancel_hotel", {"booking_id": 1})
+    model = ScriptedChatModel(
+        script=[
+            say("Hello."),
+            say("", call("ToHotelBookingAssistant", {"request": "cancel my hotel"})),
+            say("", cancel),
+            say("Your hotel booking is cancelled."),
+        ]
+    )
+    connections = [sqlite3.connect(path, check_same_thread=False) for _ in range(2)]
+    try:
+        here = TravelAssistant.build(model, sqlite_checkpointer(connections[0]), db=travel_db)
+
+        def same_as_a_new_process() -> None:
+            fresh = TravelAssistant.build(
+                ScriptedChatModel(script=[]), sqlite_checkpointer(connections[1]), db=travel_db
+            )
+            assert here.messages(thread) == fresh.messages(thread)
+            assert here.pending_actions(thread) == fresh.pending_actions(thread)
+            assert here.active_assistant(thread) == fresh.active_assistant(thread)
+            assert here.interrupted(thread) == fresh.interrupted(thread)
+            assert here.user_info(thread) == fresh.user_info(thread)
+
+        list(here.send(thread, "hi"))
+        same_as_a_new_process()
+        list(here.send(thread, "please cancel my hotel"))
+        assert [p.name for p in here.pending_actions(thread)] == ["cancel_hotel"]
+        same_as_a_new_process()
+        list(here.resolve(thread, {str(cancel["id"]): Decision(True)}))
+        assert here.pending_actions(thread) == []
+        assert here.active_assistant(thread) == "book_hotel"
+        same_as_a_new_process()
+    finally:
+        for connection in connections:
+            connection.close()
