@@ -43,10 +43,10 @@ from assistants.context import (
     cut_off_note,
     estimate_tokens,
     fit,
+    history_tokens,
     is_cut_off,
     latest_bookings,
     mark_cut_off,
-    message_tokens,
     normalise,
     sent_at,
     text_of,
@@ -239,7 +239,7 @@ class Assistant:
         budget = min(self.budget_for(system + user_info), self.history_tokens)
         history = history_window(
             messages,
-            lambda window: sum(message_tokens(m) for m in normalise(window)) <= budget,
+            lambda window: history_tokens(window) <= budget,
             self.history_limit,
         )
         # The bookings in force where the window starts (the window may start after the

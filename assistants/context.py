@@ -28,6 +28,7 @@ import json
 import math
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from langchain_core.messages import (
@@ -153,17 +154,16 @@ def _answers(messages: Sequence[BaseMessage], index: int, calls: Sequence[ToolCa
     return found
 
 
-def _tool_answer(message: ToolMessage | None, call: ToolCall) -> ToolMessage:
+def _tool_answer(message: ToolMessage | None, call: ToolCall) -> _Entry:
     if message is None:
-        return ToolMessage(
-            content=NO_RESULT, tool_call_id=call["id"], name=call["name"], status="error"
-        )
-    return ToolMessage(
-        content=text_of(message) or "(no output)",
-        tool_call_id=call["id"],
-        name=message.name or call["name"],
-        status=message.status,
+        return _Entry("tool", NO_RESULT, name=call["name"], call_id=str(call["id"]), status="error")
+    return _Entry(
+        "tool",
+        text_of(message) or "(no output)",
         id=message.id,
+        name=message.name or call["name"],
+        call_id=str(call["id"]),
+        status=message.status,
     )
 
 
@@ -214,6 +214,44 @@ def time_label(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC, %A")
 
 
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    """One message of a request before it is built: what ``normalise`` decides.
+
+    Measuring a candidate window (``history_tokens``) needs only these; building the
+    LangChain messages is what costs, and a model call measures several windows.
+    """
+
+    kind: str  # "human", "ai" or "tool"
+    text: str
+    id: str | None = None
+    name: str | None = None
+    calls: tuple[ToolCall, ...] = ()  # an assistant message's tool calls
+    call_id: str = ""  # a tool answer's call
+    status: str = "success"
+
+    def tokens(self) -> int:
+        """Return ``message_tokens`` of the message this entry becomes."""
+        tokens = MESSAGE_OVERHEAD + estimate_tokens(self.text)
+        return tokens + sum(CALL_OVERHEAD + estimate_tokens(_call_text(c)) for c in self.calls)
+
+    def message(self) -> BaseMessage:
+        """Return the request message."""
+        if self.kind == "human":
+            return HumanMessage(content=self.text, id=self.id)
+        if self.kind == "ai":
+            return AIMessage(
+                content=self.text, tool_calls=list(self.calls), name=self.name, id=self.id
+            )
+        return ToolMessage(
+            content=self.text,
+            tool_call_id=self.call_id,
+            name=self.name,
+            status=self.status,
+            id=self.id,
+        )
+
+
 def normalise(messages: Sequence[BaseMessage], bookings: str | None = None) -> list[BaseMessage]:
     """Return the request form of a saved history (see the module's docstring).
 
@@ -227,7 +265,20 @@ def normalise(messages: Sequence[BaseMessage], bookings: str | None = None) -> l
 
     The messages given are not changed; the result holds new messages.
     """
-    out: list[BaseMessage] = []
+    return [entry.message() for entry in _entries(messages, bookings)]
+
+
+def history_tokens(messages: Sequence[BaseMessage], bookings: str | None = None) -> int:
+    """Return the estimated tokens of ``normalise(messages, bookings)``, without building it.
+
+    Equal to ``sum(message_tokens(m) for m in normalise(messages, bookings))``.
+    """
+    return sum(entry.tokens() for entry in _entries(messages, bookings))
+
+
+def _entries(messages: Sequence[BaseMessage], bookings: str | None) -> list[_Entry]:
+    """Return what ``normalise`` builds, entry by entry."""
+    out: list[_Entry] = []
     first = True
     shown: str | None = None  # the bookings the request has shown so far
     for index, message in enumerate(messages):
@@ -250,23 +301,23 @@ def normalise(messages: Sequence[BaseMessage], bookings: str | None = None) -> l
                 shown = own
                 text = f"<bookings>\n{own}\n</bookings>\n{text}"
             first = False
-            if out and isinstance(out[-1], HumanMessage):
-                out[-1] = HumanMessage(content=f"{text_of(out[-1])}\n\n{text}", id=out[-1].id)
+            if out and out[-1].kind == "human":
+                out[-1] = _Entry("human", f"{out[-1].text}\n\n{text}", id=out[-1].id)
                 continue
-            if out and isinstance(out[-1], ToolMessage):
-                out.append(AIMessage(content=MISSING_REPLY))
-            out.append(HumanMessage(content=text, id=message.id))
+            if out and out[-1].kind == "tool":
+                out.append(_Entry("ai", MISSING_REPLY))
+            out.append(_Entry("human", text, id=message.id))
         elif isinstance(message, AIMessage):
             if not out:
                 continue  # nothing may come before the first customer message
             text = text_of(message).strip()
-            calls = list(message.tool_calls)
+            calls = tuple(message.tool_calls)
             if not text and not calls:
                 continue
-            if isinstance(out[-1], AIMessage):  # a text reply with no calls: merge
-                earlier = text_of(out.pop()).strip()
+            if out[-1].kind == "ai":  # a text reply with no calls: merge
+                earlier = out.pop().text.strip()
                 text = f"{earlier}\n\n{text}" if text else earlier
-            out.append(AIMessage(content=text, tool_calls=calls, name=message.name, id=message.id))
+            out.append(_Entry("ai", text, id=message.id, name=message.name, calls=calls))
             for call, position in zip(calls, _answers(messages, index, calls), strict=True):
                 answer = messages[position] if position >= 0 else None
                 out.append(_tool_answer(answer if isinstance(answer, ToolMessage) else None, call))
