@@ -16,7 +16,8 @@ checkpointer (one node answering each message: the floor).
 Targets (issue 12): on 14 turns, total prompt tokens <= 60,000, median cacheable share
 >= 80 %, no call above 6,000 tokens; over 30 turns, tokens per call flat after turn 10,
 checkpoint bytes per turn flat and <= 40 kB median; time per turn outside the model
-<= 20 ms median.
+<= 20 ms median. Beside it, the same for a bare graph of as many steps as a median turn
+takes here (what LangGraph and the saver cost alone).
 """
 
 from __future__ import annotations
@@ -317,6 +318,12 @@ class Figures:
     turn_bytes: list[int] = field(default_factory=list)
     turn_wall_ms: list[float] = field(default_factory=list)
     turn_cpu_ms: list[float] = field(default_factory=list)
+    turn_steps: list[int] = field(default_factory=list)  # checkpoints saved per turn
+
+
+def saved_checkpoints(connection: sqlite3.Connection) -> int:
+    """Return how many checkpoints the saver holds (one per graph step, and the input)."""
+    return int(connection.execute("SELECT count(*) FROM checkpoints").fetchone()[0])
 
 
 def run_assistant(template: Path, folder: Path, turns: int) -> Figures:
@@ -332,6 +339,7 @@ def run_assistant(template: Path, folder: Path, turns: int) -> Figures:
     figures = Figures()
     for index, turn in enumerate(script, start=1):
         before = stored_bytes(checkpoints)
+        saved_before = saved_checkpoints(checkpoints)
         calls_before = len(model.received)
         MeasuredModel.seconds = 0.0
         wall, cpu = time.perf_counter(), time.process_time()
@@ -344,6 +352,7 @@ def run_assistant(template: Path, folder: Path, turns: int) -> Figures:
         figures.turn_wall_ms.append((time.perf_counter() - wall - model_seconds) * 1000)
         figures.turn_cpu_ms.append((time.process_time() - cpu - model_seconds) * 1000)
         figures.turn_bytes.append(stored_bytes(checkpoints) - before)
+        figures.turn_steps.append(saved_checkpoints(checkpoints) - saved_before)
         figures.call_turns += [index] * (len(model.received) - calls_before)
     if model.script:
         raise SystemExit(f"the script and the graph disagree: {len(model.script)} replies left")
@@ -371,19 +380,25 @@ def checkpointer(connection: sqlite3.Connection) -> Any:
 UNTUNED = "--untuned" in sys.argv
 
 
-def run_floor(folder: Path, turns: int) -> Figures:
-    """Play ``turns`` messages through a one-node LangGraph graph with the same saver."""
-    checkpoints = sqlite3.connect(folder / "floor.sqlite", check_same_thread=False)
+def run_floor(folder: Path, turns: int, nodes: int = 1) -> Figures:
+    """Play ``turns`` messages through a bare LangGraph graph with the same saver.
+
+    The graph is a chain of ``nodes`` nodes, each adding one message: with as many nodes
+    as a turn of the assistant takes steps, it is what LangGraph and the saver alone
+    cost for such a turn.
+    """
+    checkpoints = sqlite3.connect(folder / f"floor{nodes}.sqlite", check_same_thread=False)
 
     def answer(state: MessagesState) -> dict[str, Any]:
         return {"messages": [AIMessage(content="ok")]}
 
-    graph = (
-        StateGraph(MessagesState)
-        .add_node("answer", answer)
-        .add_edge(START, "answer")
-        .compile(checkpointer=checkpointer(checkpoints))
-    )
+    builder = StateGraph(MessagesState)
+    previous = START
+    for index in range(nodes):
+        builder.add_node(f"answer{index}", answer)
+        builder.add_edge(previous, f"answer{index}")
+        previous = f"answer{index}"
+    graph = builder.compile(checkpointer=checkpointer(checkpoints))
     config = {"configurable": {"thread_id": "floor"}}
     figures = Figures()
     for index in range(turns):
@@ -397,7 +412,14 @@ def run_floor(folder: Path, turns: int) -> Figures:
     return figures
 
 
-def report(turns: int, figures: Figures, floor: Figures, show_calls: bool) -> None:
+def floor_nodes(figures: Figures) -> int:
+    """Return the nodes of a bare graph whose turn saves as many checkpoints as a median one."""
+    return max(1, round(statistics.median(figures.turn_steps)) - 1)  # less the input's
+
+
+def report(
+    turns: int, figures: Figures, floor: Figures, steps_floor: Figures, show_calls: bool
+) -> None:
     """Print the figures of one conversation length."""
     tokens = figures.tokens
     print(f"\n{turns}-turn conversation: {len(tokens)} model calls")
@@ -440,6 +462,12 @@ def report(turns: int, figures: Figures, floor: Figures, show_calls: bool) -> No
         f"{statistics.median(floor.turn_wall_ms):.1f} ms, CPU median "
         f"{statistics.median(floor.turn_cpu_ms):.1f} ms"
     )
+    nodes = floor_nodes(figures)
+    print(
+        f"  checkpoints per turn: median {statistics.median(figures.turn_steps):.0f}; a bare "
+        f"graph of {nodes} nodes in a chain (as many steps): CPU median "
+        f"{statistics.median(steps_floor.turn_cpu_ms):.1f} ms per turn"
+    )
     if show_calls:
         for index, (count, share) in enumerate(zip(tokens, figures.cacheable, strict=True), 1):
             print(
@@ -472,7 +500,8 @@ def main() -> int:
             work.mkdir()
             figures = run_assistant(template, work, turns)
             floor = run_floor(work, turns)
-            report(turns, figures, floor, args.calls)
+            steps_floor = run_floor(work, turns, floor_nodes(figures))
+            report(turns, figures, floor, steps_floor, args.calls)
     return 0
 
 
