@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
+import pytest
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, RemoveMessage
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import START, StateGraph
@@ -102,61 +104,65 @@ def test_a_conversation_saved_by_the_previous_layout_resumes(
         connection.close()
 
 
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Callable[[], sqlite3.Connection]]:
+    """Connections to one conversation store, each as another process would open it."""
+    opened: list[sqlite3.Connection] = []
+
+    def connect() -> sqlite3.Connection:
+        opened.append(sqlite3.connect(tmp_path / "sessions.sqlite", check_same_thread=False))
+        return opened[-1]
+
+    yield connect
+    for connection in opened:
+        connection.close()
+
+
+def assistant_on(
+    connection: sqlite3.Connection, db: Database, model: ScriptedChatModel
+) -> TravelAssistant:
+    """An assistant over the store behind ``connection``, sharing nothing in memory."""
+    return TravelAssistant.build(model, sqlite_checkpointer(connection), db=db)
+
+
 def test_a_state_is_read_once_per_checkpoint_and_again_when_another_process_wrote(
-    tmp_path: Path, travel_db: Database
+    store: Callable[[], sqlite3.Connection], travel_db: Database
 ) -> None:
-    path = tmp_path / "sessions.sqlite"
     thread = Thread("shared", FIXTURE_PASSENGER_ID)
-    here_connection = sqlite3.connect(path, check_same_thread=False)
-    there_connection = sqlite3.connect(path, check_same_thread=False)
-    try:
-        here = TravelAssistant.build(
-            ScriptedChatModel(script=[say("First answer.")]),
-            sqlite_checkpointer(here_connection),
-            db=travel_db,
-        )
-        # Another terminal on the same conversation store (another process, here another
-        # connection and another assistant that shares nothing in memory with ``here``).
-        there = TravelAssistant.build(
-            ScriptedChatModel(script=[say("Second answer.")]),
-            sqlite_checkpointer(there_connection),
-            db=travel_db,
-        )
-        list(here.send(thread, "one"))
+    here = assistant_on(store(), travel_db, ScriptedChatModel(script=[say("First answer.")]))
+    # Another terminal on the same conversation store.
+    there = assistant_on(store(), travel_db, ScriptedChatModel(script=[say("Second answer.")]))
+    list(here.send(thread, "one"))
 
-        reads: list[object] = []
-        replay = here.graph.get_state
+    reads: list[object] = []
+    replay = here.graph.get_state
 
-        def counted(config: Any, **kwargs: Any) -> Any:
-            reads.append(config)
-            return replay(config, **kwargs)
+    def counted(config: Any, **kwargs: Any) -> Any:
+        reads.append(config)
+        return replay(config, **kwargs)
 
-        here.graph.get_state = counted  # type: ignore[method-assign]
-        assert here.pending_actions(thread) == []
-        assert here.active_assistant(thread) == "primary_assistant"
-        assert [m.content for m in here.messages(thread)] == ["one", "First answer."]
-        assert not here.interrupted(thread)
-        assert reads == []  # the run left its last state: nothing to replay
+    here.graph.get_state = counted  # type: ignore[method-assign]
+    assert here.pending_actions(thread) == []
+    assert here.active_assistant(thread) == "primary_assistant"
+    assert [m.content for m in here.messages(thread)] == ["one", "First answer."]
+    assert not here.interrupted(thread)
+    assert reads == []  # the run left its last state: nothing to replay
 
-        list(there.send(thread, "two"))
-        assert [m.content for m in here.messages(thread)][-2:] == ["two", "Second answer."]
-        assert here.active_assistant(thread) == "primary_assistant"
-        assert len(reads) == 1  # read once, for two questions about the new checkpoint
-        # The caller's list is its own: changing it changes nothing that is read later.
-        here.messages(thread).clear()
-        assert len(here.messages(thread)) == 4 and len(reads) == 1
-    finally:
-        here_connection.close()
-        there_connection.close()
+    list(there.send(thread, "two"))
+    assert [m.content for m in here.messages(thread)][-2:] == ["two", "Second answer."]
+    assert here.active_assistant(thread) == "primary_assistant"
+    assert len(reads) == 1  # read once, for two questions about the new checkpoint
+    # The caller's list is its own: changing it changes nothing that is read later.
+    here.messages(thread).clear()
+    assert len(here.messages(thread)) == 4 and len(reads) == 1
 
 
 def test_what_a_run_leaves_remembered_is_what_a_new_process_reads(
-    tmp_path: Path, travel_db: Database
+    store: Callable[[], sqlite3.Connection], travel_db: Database
 ) -> None:
     # After each run the assistant keeps the state of its last checkpoint as the run
-    # streamed it; a new process (here: another assistant on its own connection, which
-    # remembers nothing) must read exactly the same from the store.
-    path = tmp_path / "sessions.sqlite"
+    # streamed it; a new process (another assistant on its own connection, remembering
+    # nothing) must read exactly the same from the store.
     thread = Thread("remembered", FIXTURE_PASSENGER_ID)
     cancel = call("cancel_hotel", {"booking_id": 1})
     model = ScriptedChatModel(
@@ -167,29 +173,23 @@ def test_what_a_run_leaves_remembered_is_what_a_new_process_reads(
             say("Your hotel booking is cancelled."),
         ]
     )
-    connections = [sqlite3.connect(path, check_same_thread=False) for _ in range(2)]
-    try:
-        here = TravelAssistant.build(model, sqlite_checkpointer(connections[0]), db=travel_db)
+    here = assistant_on(store(), travel_db, model)
+    elsewhere = store()
 
-        def same_as_a_new_process() -> None:
-            fresh = TravelAssistant.build(
-                ScriptedChatModel(script=[]), sqlite_checkpointer(connections[1]), db=travel_db
-            )
-            assert here.messages(thread) == fresh.messages(thread)
-            assert here.pending_actions(thread) == fresh.pending_actions(thread)
-            assert here.active_assistant(thread) == fresh.active_assistant(thread)
-            assert here.interrupted(thread) == fresh.interrupted(thread)
-            assert here.user_info(thread) == fresh.user_info(thread)
+    def same_as_a_new_process() -> None:
+        fresh = assistant_on(elsewhere, travel_db, ScriptedChatModel(script=[]))
+        assert here.messages(thread) == fresh.messages(thread)
+        assert here.pending_actions(thread) == fresh.pending_actions(thread)
+        assert here.active_assistant(thread) == fresh.active_assistant(thread)
+        assert here.interrupted(thread) == fresh.interrupted(thread)
+        assert here.user_info(thread) == fresh.user_info(thread)
 
-        list(here.send(thread, "hi"))
-        same_as_a_new_process()
-        list(here.send(thread, "please cancel my hotel"))
-        assert [p.name for p in here.pending_actions(thread)] == ["cancel_hotel"]
-        same_as_a_new_process()
-        list(here.resolve(thread, {str(cancel["id"]): Decision(True)}))
-        assert here.pending_actions(thread) == []
-        assert here.active_assistant(thread) == "book_hotel"
-        same_as_a_new_process()
-    finally:
-        for connection in connections:
-            connection.close()
+    list(here.send(thread, "hi"))
+    same_as_a_new_process()
+    list(here.send(thread, "please cancel my hotel"))
+    assert [p.name for p in here.pending_actions(thread)] == ["cancel_hotel"]
+    same_as_a_new_process()
+    list(here.resolve(thread, {str(cancel["id"]): Decision(True)}))
+    assert here.pending_actions(thread) == []
+    assert here.active_assistant(thread) == "book_hotel"
+    same_as_a_new_process()
