@@ -11,11 +11,11 @@ import pytest
 from langchain_core.embeddings import Embeddings
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langgraph.graph import END, START, MessagesState, StateGraph
-from langgraph.prebuilt import ToolNode
 
 from db import rules
 from db.engine import packaged_data_dir, reference_data_dir
-from db.errors import InvalidInputError, TravelError
+from db.errors import InvalidInputError
+from tools.common import tool_node
 from tools.policies import (
     PolicyIndex,
     PolicyPassage,
@@ -344,8 +344,8 @@ def _tool_call(query: str, call_id: str) -> dict[str, object]:
 
 
 def _run_tool_node(index: PolicyIndex, call: AIMessage) -> list[ToolMessage]:
-    """Run the tool the way the graph does: a ToolNode that turns TravelError into errors."""
-    node = ToolNode([make_lookup_policy_tool(index)], handle_tool_errors=(TravelError,))
+    """Run the tool the way the graph does: its tool node, with the graph's error handler."""
+    node = tool_node([make_lookup_policy_tool(index)])
     graph = StateGraph(MessagesState)
     graph.add_node("tools", node)
     graph.add_edge(START, "tools")
@@ -392,7 +392,29 @@ def test_lookup_policy_empty_query_is_an_error_tool_message(index: PolicyIndex) 
     [message] = _run_tool_node(index, call)
     assert message.tool_call_id == "call_empty"
     assert message.status == "error"
-    assert "policy query is empty" in message.content
+    # The text the model reads: the graph's handler, not LangChain's default wrapping.
+    assert str(message.content).startswith("Error: The policy query is empty")
+    assert "Please fix your mistakes" not in str(message.content)
+
+
+def test_the_keyword_ranking_is_langchain_communitys_bm25_retriever(
+    index: PolicyIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # langchain-community is a dependency for this: search ranks with its BM25Retriever.
+    from langchain_community.retrievers import BM25Retriever
+
+    retriever = index._index().retriever
+    assert isinstance(retriever, BM25Retriever)
+    asked: list[str] = []
+    ranked = type(retriever).invoke
+
+    def spy(self: BM25Retriever, query: str, *args: object, **kwargs: object) -> object:
+        asked.append(query)
+        return ranked(self, query, *args, **kwargs)
+
+    monkeypatch.setattr(type(retriever), "invoke", spy)
+    assert index.search("baggage in Business")
+    assert asked == ["baggage in Business"]
 
 
 def test_lookup_policy_empty_query_raises_invalid_input(index: PolicyIndex) -> None:
