@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Final, Literal, cast
 
 from langchain_core.language_models import BaseChatModel
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -45,15 +45,21 @@ from assistants.providers import DEFAULT_RETRY_POLICY
 from assistants.routing import (
     COMPLETE_OR_ESCALATE,
     CompleteOrEscalate,
+    Step,
     first_routing_call,
     last_tool_batch,
     next_step,
 )
-from assistants.specialists import Crew, Member, build_crew
+from assistants.specialists import Crew, Member, SpecialistNode, build_crew
 from assistants.state import PRIMARY_ASSISTANT, State, active_assistant
 from db.engine import Database
 
-PRIMARY = PRIMARY_ASSISTANT
+PRIMARY: Final = PRIMARY_ASSISTANT
+# Where a router can lead besides a specialist's own nodes (``SpecialistNode``): the
+# primary assistant, its tools, leaving a specialist, or the end of the run.
+FixedNode = Literal["primary_assistant", "primary_assistant_tools", "leave_skill", "__end__"]
+Route = FixedNode | SpecialistNode
+_END = cast(Literal["__end__"], END)
 RESERVED_NODE_NAMES = frozenset({PRIMARY, PRIMARY_TOOLS, FETCH_USER_INFO, LEAVE_SKILL})
 # Steps one run (one customer message, or one resume after approvals) may take.
 DEFAULT_RECURSION_LIMIT = 40
@@ -148,9 +154,10 @@ def build_graph(
     builder.add_edge(START, FETCH_USER_INFO)
     assistants = [PRIMARY, *(m.name for m in crew.members)]
 
-    def route_to_workflow(state: State) -> str:
+    def route_to_workflow(state: State) -> Route:
         """Start the turn with whoever is on top of the dialog stack."""
-        return active_assistant(state.get("dialog_state"))
+        name = active_assistant(state.get("dialog_state"))
+        return PRIMARY if name == PRIMARY else SpecialistNode(name)
 
     builder.add_conditional_edges(FETCH_USER_INFO, route_to_workflow, assistants)
     _add_primary(builder, crew, _model_for(models, PRIMARY), db, retry_policy)
@@ -176,7 +183,7 @@ def _add_primary(
     builder.add_node(PRIMARY, primary, retry_policy=retry_policy)
     builder.add_node(PRIMARY_TOOLS, make_safe_tools_node(PRIMARY_TOOLS, crew.primary_tools, groups))
 
-    def route_primary(state: State) -> str:
+    def route_primary(state: State) -> Route:
         """Go to the primary's tools, into a specialist, back to the primary, or end."""
         step = next_step(state["messages"], groups)
         if step == "enter":
@@ -184,7 +191,11 @@ def _add_primary(
             chosen = first_routing_call(pending, crew.hand_overs)
             assert chosen is not None  # next_step only says "enter" for routing calls
             return crew.hand_overs[chosen["name"]].specialist.entry_node
-        return {"safe_tools": PRIMARY_TOOLS, "assistant": PRIMARY}.get(step, END)
+        if step == "safe_tools":
+            return PRIMARY_TOOLS
+        if step == "assistant":
+            return PRIMARY
+        return _END
 
     entry_nodes = [m.specialist.entry_node for m in crew.members]
     builder.add_conditional_edges(
@@ -214,15 +225,15 @@ def _add_specialist(
     )
     builder.add_node(spec.sensitive_node, make_sensitive_tools_node(member, db))
     builder.add_edge(spec.entry_node, spec.name)
-    destinations: Mapping[str, str] = {
-        "end": END,
-        "assistant": spec.name,
+    destinations: Mapping[Step, Route] = {
+        "end": _END,
+        "assistant": spec.node,
         "safe_tools": spec.safe_node,
         "sensitive_tools": spec.sensitive_node,
         "leave": LEAVE_SKILL,
     }
 
-    def route_specialist(state: State) -> str:
+    def route_specialist(state: State) -> Route:
         """Go to the next group of unanswered calls, back to the specialist, or end."""
         # A specialist has no hand-over tools of the primary's, so "enter" cannot occur.
         return destinations[next_step(state["messages"], member.groups)]

@@ -18,7 +18,7 @@ only the first of parallel calls). The sensitive-tools node lives in
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import Any, Final, cast
 
 from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage, RemoveMessage, ToolCall
 from langchain_core.runnables import RunnableConfig
@@ -41,9 +41,9 @@ from db.engine import Database
 from db.passengers import passenger_summary
 from tools.common import passenger_id_from, run_calls, tool_node
 
-FETCH_USER_INFO = "fetch_user_info"
-PRIMARY_TOOLS = "primary_assistant_tools"
-LEAVE_SKILL = "leave_skill"
+FETCH_USER_INFO: Final = "fetch_user_info"
+PRIMARY_TOOLS: Final = "primary_assistant_tools"
+LEAVE_SKILL: Final = "leave_skill"
 
 
 def _ordered(calls: Sequence[ToolCall], answers: Sequence[AnyMessage]) -> list[AnyMessage]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Literal
+from typing import Literal, NewType
 
 from langchain_core.tools import BaseTool
 from pydantic import BaseModel
@@ -44,6 +44,10 @@ from tools import (
 )
 
 CallKind = Literal["safe", "sensitive", "routing", "unknown"]
+# A graph node named from a row of ``SPECIALISTS`` (the specialist itself, its entry and
+# its tool nodes). The table is data, so no ``Literal`` can list them; the routers return
+# these or one of the graph's fixed nodes (``graph.FixedNode``).
+SpecialistNode = NewType("SpecialistNode", str)
 
 
 @dataclass(frozen=True)
@@ -75,19 +79,24 @@ class Specialist:
         return self.routing_tool.__name__
 
     @property
-    def entry_node(self) -> str:
+    def node(self) -> SpecialistNode:
+        """Return the node of this specialist's assistant (named as the specialist)."""
+        return SpecialistNode(self.name)
+
+    @property
+    def entry_node(self) -> SpecialistNode:
         """Return the node that hands the conversation to this specialist."""
-        return f"enter_{self.name}"
+        return SpecialistNode(f"enter_{self.name}")
 
     @property
-    def safe_node(self) -> str:
+    def safe_node(self) -> SpecialistNode:
         """Return the node that runs this specialist's safe tools."""
-        return f"{self.name}_safe_tools"
+        return SpecialistNode(f"{self.name}_safe_tools")
 
     @property
-    def sensitive_node(self) -> str:
+    def sensitive_node(self) -> SpecialistNode:
         """Return the node that runs this specialist's approved sensitive tools."""
-        return f"{self.name}_sensitive_tools"
+        return SpecialistNode(f"{self.name}_sensitive_tools")
 
     @property
     def role_note(self) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from typing import Annotated, Any, Protocol, TypedDict, cast
+from typing import Annotated, Any, Final, Protocol, TypedDict, cast
 
 from langchain_core.messages import AnyMessage, BaseMessage, convert_to_messages
 from langchain_core.runnables import RunnableConfig
@@ -23,7 +23,7 @@ from langgraph.graph.message import Messages, add_messages
 from langgraph.managed import RemainingSteps
 
 # The assistant that answers when no specialist is active (also its node's name).
-PRIMARY_ASSISTANT = "primary_assistant"
+PRIMARY_ASSISTANT: Final = "primary_assistant"
 POP = "pop"
 
 
