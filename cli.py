@@ -1177,7 +1177,8 @@ def session_table(
     """Return the headers and rows of a table of saved sessions, and its wrapping column.
 
     Most recent first; times are local; the title is the first customer message; turns
-    count customer messages; "pending" marks an approval still waiting.
+    count customer messages; "pending" marks an approval still waiting. A numbered
+    table (``/sessions``, for ``/switch N``) leaves out the session ids.
     """
     from langchain_core.messages import HumanMessage
 
@@ -1187,7 +1188,9 @@ def session_table(
     headers.append("Last used")
     if passenger_column:
         headers.append("Passenger")
-    headers += ["Turns", "Approval", "Title", "Session"]
+    headers += ["Turns", "Approval", "Title"]
+    if not numbered:  # a numbered list is for /switch N, which needs no id
+        headers.append("Session")
     rows = []
     for number, record in enumerate(records, start=1):
         thread = Thread(record.thread_id, record.passenger_id)
@@ -1203,8 +1206,9 @@ def session_table(
             str(len(humans)),
             "pending" if assistant.pending_actions(thread) else "",
             title or "(no message)",
-            record.thread_id,
         ]
+        if not numbered:
+            row.append(record.thread_id)
         rows.append(row)
     return headers, rows, headers.index("Title")
 

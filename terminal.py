@@ -33,6 +33,8 @@ DEFAULT_WIDTH = 80
 DEFAULT_HEIGHT = 25
 # The width of a table written to a file or a pipe: wide enough never to wrap an id.
 WIDE_TABLE = 200
+# The narrowest the wrapping column of a table may get before rows are printed as blocks.
+MIN_WRAP_COLUMN = 16
 # Lines at the end of a streaming Markdown reply that are still redrawn as text arrives;
 # the lines above them are printed once and left alone (a list or a table may still
 # change its last lines, never its first ones).
@@ -430,7 +432,9 @@ class Console:
         """Print a table to stdout, or to stderr when ``err``.
 
         Only the column numbered ``wrap`` may wrap; the others (ids to copy, times)
-        stay on one line. Off a terminal the table is as wide as it needs.
+        stay whole on one line. When they leave the wrapping column less than
+        ``MIN_WRAP_COLUMN`` characters, each row is printed as a block of "header value"
+        lines instead, so nothing is cut. Off a terminal the table is as wide as it needs.
         """
         from rich.box import SIMPLE_HEAD
         from rich.table import Table
@@ -438,13 +442,31 @@ class Console:
         self.thinking.stop()
         stream = self.err if err else self.out
         color = self.color if err else self.style == "markdown"
+        width = self.width or (_columns(stream) if _is_terminal(stream) else WIDE_TABLE)
+        widths = [
+            max([len(header), *(len(row[i]) for row in rows)]) for i, header in enumerate(headers)
+        ]
+        fixed = sum(w for i, w in enumerate(widths) if i != wrap) + 2 * (len(headers) - 1)
+        console = rich_console(stream, width, color=color)
+        if fixed + min(widths[wrap], MIN_WRAP_COLUMN) > width:
+            for row in rows:
+                block = Table.grid(padding=(0, 2))
+                block.add_column(style="bold", no_wrap=True)
+                block.add_column(overflow="fold")
+                for header, value in zip(headers, row, strict=True):
+                    if value:
+                        block.add_row(header, value)
+                console.print(block)
+                console.print()
+            return
         table = Table(
             *headers, box=SIMPLE_HEAD, show_edge=False, header_style="bold", pad_edge=False
         )
         for index, column in enumerate(table.columns):
             column.no_wrap = index != wrap
             column.overflow = "fold"
+            if index != wrap:
+                column.min_width = widths[index]
         for row in rows:
             table.add_row(*row)
-        width = _columns(stream) if _is_terminal(stream) else WIDE_TABLE
-        rich_console(stream, self.width or width, color=color).print(table)
+        console.print(table)

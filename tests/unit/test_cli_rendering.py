@@ -100,3 +100,52 @@ def test_thinking_indicator_only_on_a_terminal() -> None:
     console.thinking.stop()
     assert err.getvalue() == ""
     assert not console.thinking.enabled
+
+
+SESSION_HEADERS = ["Last used", "Passenger", "Turns", "Approval", "Title", "Session"]
+SESSION_ROWS = [
+    [
+        "2026-11-24 10:31",
+        "3442 587242",
+        "3",
+        "pending",
+        "Move my flight to tomorrow morning, the early one",
+        "785f53d0-1f2e-4a5b-9c8d-7e6f5a4b3c2d",
+    ],
+    [
+        "2026-11-23 09:00",
+        "3442 587242",
+        "12",
+        "",
+        "What is my booking?",
+        "1b2c3d4e-5f60-4a1b-8c2d-3e4f5a6b7c8d",
+    ],
+]
+
+
+def _table_at(width: int) -> str:
+    out = io.StringIO()
+    Console(out=out, err=out, width=width).table(SESSION_HEADERS, SESSION_ROWS, err=False, wrap=4)
+    return out.getvalue()
+
+
+def test_a_table_keeps_every_id_and_title_whole_at_any_width() -> None:
+    # rich crops a no-wrap column that does not fit, and squeezes the wrapping one to
+    # nothing: an id cut by one character cannot be resumed, a title gone cannot be told
+    # apart. At every width each id is on one line, whole, and each title is readable.
+    for width in (160, 120, 100, 80, 60):
+        text = _table_at(width)
+        lines = text.splitlines()
+        assert all(len(line.rstrip()) <= width for line in lines), (width, text)
+        for row in SESSION_ROWS:
+            assert any(row[-1] in line for line in lines), (width, text)  # the id, whole
+            assert all(word in text.split() for word in row[4].split()), (width, text)
+            assert row[0] in text, (width, text)
+
+
+def test_a_wide_table_is_a_table_and_a_narrow_one_is_a_block_per_row() -> None:
+    wide = _table_at(160).splitlines()
+    assert all(header in wide[0] for header in SESSION_HEADERS)
+    narrow = _table_at(80).splitlines()
+    assert narrow[0].split() == ["Last", "used", "2026-11-24", "10:31"]
+    assert not any(line.startswith("Approval") for line in narrow[8:])  # empty: left out
