@@ -558,11 +558,13 @@ def quote_ticket_change(
         routes = ", ".join(
             f"{s.flight.departure_airport} -> {s.flight.arrival_airport}" for s in segments
         )
+        # The first sentence is the one a customer is shown (customer_words.refusal_text):
+        # no internal id in it; the model gets the flight_id after it.
         raise RuleViolationError(
-            f"Flight {new_flight.flight_no} (flight_id {new_flight.flight_id}) flies "
-            f"{route[0]} -> {route[1]}, but ticket {ticket.ticket_no} has no segment on that "
-            f"route (it flies {routes}). A ticket can only move to a flight with the same "
-            "departure and arrival airports."
+            f"Flight {new_flight.flight_no} flies {route[0]} -> {route[1]}, but ticket "
+            f"{ticket.ticket_no} has no segment on that route (it flies {routes}). A ticket "
+            "can only move to a flight with the same departure and arrival airports, so "
+            f"flight_id {new_flight.flight_id} cannot be used for it."
         )
     current = next((s for s in matching if not segment_has_departed(s.flight, now)), matching[0])
     old_view = flight_view(current.flight, airports)

@@ -7,16 +7,20 @@ Driven through ``cli.main([...])`` with piped input and a scripted model.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 from langchain_core.messages import ToolMessage
+from sqlalchemy import select
 
 from db.engine import Database
-from db.fixtures import FULL_FLIGHT_DAY_OFFSET
+from db.fixtures import FIXTURE_TICKET_NO, FULL_FLIGHT_DAY_OFFSET
+from db.models import Flight
+from tests.conftest import FIXED_NOW
 from tests.support.scripted import ScriptedChatModel, call, say
 from tests.unit.cli_support import chat, chat_args
 from tests.unit.test_cli import segment_flight
-from tests.unit.test_graph import change_call
+from tests.unit.test_graph import change_call, fixture_segment
 
 MODEL_WORDS = (
     "search_flights",
@@ -24,6 +28,7 @@ MODEL_WORDS = (
     "ToBookCarRental",
     "ToHotelBookingAssistant",
     "new_flight_id",
+    "flight_id",
     "ticket_no:",
     "Not started",
     "Error:",
@@ -63,6 +68,43 @@ def test_cli_refused_action_is_explained_not_asked(
     assert "was not asked to approve it" in str(told.content)
     assert "no Economy seat left" in str(told.content)  # the model gets the refusal itself
     assert "That flight is full" in result.out
+
+
+def test_cli_refusal_for_a_flight_on_another_route_shows_no_internal_id(
+    db_path: Path, home: Path, model: ScriptedChatModel, fixed_db: Database
+) -> None:
+    current = fixture_segment(fixed_db).flight_id
+    with fixed_db.session() as session:
+        flown = session.get(Flight, current)
+        assert flown is not None
+        elsewhere = session.scalars(
+            select(Flight)
+            .where(
+                Flight.departure_airport != flown.departure_airport,
+                Flight.scheduled_departure > FIXED_NOW + timedelta(days=2),
+                Flight.status == "Scheduled",
+            )
+            .order_by(Flight.flight_id)
+            .limit(1)
+        ).one()
+    move = call(
+        "update_ticket_to_new_flight",
+        {"ticket_no": FIXTURE_TICKET_NO, "new_flight_id": elsewhere.flight_id},
+    )
+    model.extend(
+        say("", call("ToFlightBookingAssistant", {"request": "move my flight"})),
+        say("Moving you.", move),
+        say("That flight goes elsewhere; shall I search your route?"),
+    )
+    result = chat(chat_args(db_path), ["move me to that flight", "exit"], model, home)
+    assert result.code == 0, result.err
+    shown = result.out + result.err
+    assert "Approve this action?" not in shown
+    assert f"Flight {elsewhere.flight_no} flies" in result.out  # why, in plain words
+    for words in MODEL_WORDS:
+        assert words not in shown, words
+    told = answer_for(model, move["id"])
+    assert f"flight_id {elsewhere.flight_id}" in str(told.content)  # the model gets the id
 
 
 def test_cli_no_model_text_for_parallel_hand_overs_and_tool_errors(
