@@ -1934,7 +1934,16 @@ def cmd_token(args: argparse.Namespace, console: Console, overrides: Overrides) 
             f"--hours must be between 1/60 and {MAX_LIFETIME.days * 24} hours.", EXIT_USAGE
         )
     location = _db_location(args)
-    database = open_travel_db(location, console, clock=overrides.clock)
+    # A database named by --db (or the environment) must exist, as for chat: a token for
+    # a database built on the spot by a typo would name a passenger nobody booked.
+    named = _db_named(args)
+    if named and location.path is not None and not location.path.exists():
+        raise CliError(
+            f"No travel database at {location.shown()}. Build it with: travel-assistant db "
+            f"init --db {shlex.quote(location.for_command())}",
+            EXIT_USAGE,
+        )
+    database = open_travel_db(location, console, build_if_missing=not named, clock=overrides.clock)
     try:
         with database.session() as session:
             known = passenger_exists(session, passenger_id)

@@ -48,6 +48,18 @@ def test_cli_db_naming_a_missing_file_refuses(tmp_path: Path, model: ScriptedCha
     assert model.received == []
 
 
+def test_cli_token_for_a_missing_database_refuses(tmp_path: Path) -> None:
+    missing = tmp_path / "typo.sqlite"
+    result = run(
+        ["--home", str(tmp_path / "home"), "--db", str(missing), "token", "--passenger-id", "x"]
+    )
+    assert result.code == 2
+    assert f"No travel database at {missing}" in result.err
+    assert "travel-assistant db init --db" in result.err
+    assert result.out == ""  # no token for a database that does not exist
+    assert not missing.exists()
+
+
 def test_cli_create_db_builds_the_named_database(tmp_path: Path, model: ScriptedChatModel) -> None:
     target = tmp_path / "new.sqlite"
     model.extend(say("Welcome!"))
