@@ -736,8 +736,8 @@ class ChatSession:
         if not self.has_messages():
             self.console.status(
                 "Nothing to resume: this conversation has no message. Your earlier "
-                "conversations are listed by: travel-assistant sessions --passenger-id "
-                + shlex.quote(self.thread.passenger_id)
+                "conversations are listed by: "
+                + sessions_command(self.resume_options, self.thread.passenger_id)
             )
         else:
             self.console.status(
@@ -1303,6 +1303,21 @@ def _resume_options(args: argparse.Namespace) -> list[str]:
     return options
 
 
+def sessions_command(resume_options: Sequence[str], passenger_id: str | None = None) -> str:
+    """Return the command that lists the saved sessions kept where these options say.
+
+    ``resume_options`` are a resume command's (``_resume_options``); the listing repeats
+    the ones that say where conversations are kept, so it finds the same ones.
+    """
+    words = ["travel-assistant", "sessions"]
+    for name, value in zip(resume_options[::2], resume_options[1::2], strict=True):
+        if name in ("--home", "--conversations"):
+            words += [name, value]
+    if passenger_id:
+        words += ["--passenger-id", passenger_id]
+    return " ".join(shlex.quote(word) for word in words)
+
+
 def _password_note(args: argparse.Namespace) -> str:
     """Return what to say when an option on the command line holds a password, or ""."""
     named = [
@@ -1401,7 +1416,8 @@ def _chat(
         record = registry.get(args.thread_id)
         if record is None:
             raise CliError(
-                f"No saved session {args.thread_id!r}. List them with: travel-assistant sessions",
+                f"No saved session {args.thread_id!r}. List them with: "
+                + sessions_command(_resume_options(args), passenger_id),
                 EXIT_USAGE,
             )
         if record.passenger_id != passenger_id:
@@ -1488,7 +1504,8 @@ def cmd_sessions_delete(args: argparse.Namespace, console: Console) -> int:
 
     store = _open_existing_store(args)
     missing = CliError(
-        f"No saved session {args.thread_id!r}. List them with: travel-assistant sessions",
+        f"No saved session {args.thread_id!r}. List them with: "
+        + sessions_command(_resume_options(args)),
         EXIT_USAGE,
     )
     if store is None:

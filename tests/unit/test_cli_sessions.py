@@ -96,6 +96,29 @@ def test_cli_nothing_to_resume_without_a_message(
     renewed = chat(chat_args(db_path), ["hi", "/new", "exit"], model, home)
     assert "Resume it with" not in renewed.err  # the new conversation has no message
     assert "Nothing to resume" in renewed.err
+    # The hint lists the conversations of this home, not of the default one.
+    hint = renewed.err.split("are listed by: ", 1)[1].splitlines()[0]
+    listing = run(shlex.split(hint)[1:])
+    assert listing.code == 0, listing.err
+    assert " hi " in listing.out  # the conversation of this home
+
+
+def test_cli_unknown_session_names_how_to_list_the_ones_of_this_home(
+    db_path: Path, home: Path, model: ScriptedChatModel
+) -> None:
+    model.extend(say("Hello!"))
+    assert chat(chat_args(db_path), ["hi", "exit"], model, home).code == 0
+    for argv in (
+        [*chat_args(db_path), "--thread-id", "no-such-thread"],
+        ["sessions", "delete", "no-such-thread"],
+    ):
+        refused = chat(argv, [], model, home)
+        assert refused.code == 2
+        assert "No saved session 'no-such-thread'" in refused.err
+        hint = refused.err.split("List them with: ", 1)[1].splitlines()[0]
+        assert shlex.split(hint)[2:4] == ["--home", str(home.absolute())]
+        listing = run(shlex.split(hint)[1:])
+        assert "hi" in listing.out, (hint, listing)
 
 
 def test_cli_sessions_table(
