@@ -367,9 +367,16 @@ class Console:
         self.err.flush()
 
     def error(self, text: str) -> None:
-        """Write one red error line."""
+        """Write a red error; on a terminal, word-wrapped unless it holds a command to copy.
+
+        A command (``travel-assistant …``) is left on one line, as ``status`` leaves one
+        when told: a line break would cut it in two.
+        """
         self.thinking.stop()
-        self.err.write(self._paint("31", f"error: {text}") + "\n")
+        text = f"error: {text}"
+        if _is_terminal(self.err) and "travel-assistant " not in text:
+            text = _wrap_lines(text, _columns(self.err))
+        self.err.write(self._paint("31", text) + "\n")
         self.err.flush()
 
     def label(self, specialist: str) -> str:

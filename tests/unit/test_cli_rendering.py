@@ -8,8 +8,15 @@ checks at 60 columns are in ``tests/integration/test_terminal_chat.py``.
 
 from __future__ import annotations
 
+import fcntl
 import io
+import os
+import pty
 import re
+import select
+import struct
+import termios
+from typing import TextIO
 
 from terminal import Console
 
@@ -149,3 +156,35 @@ def test_a_wide_table_is_a_table_and_a_narrow_one_is_a_block_per_row() -> None:
     narrow = _table_at(80).splitlines()
     assert narrow[0].split() == ["Last", "used", "2026-11-24", "10:31"]
     assert not any(line.startswith("Approval") for line in narrow[8:])  # empty: left out
+
+
+def _terminal_err(columns: int) -> tuple[int, TextIO]:
+    """Return (the reading end, stderr as a real terminal ``columns`` wide)."""
+    reader, writer = pty.openpty()
+    fcntl.ioctl(writer, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+    return reader, os.fdopen(writer, "w")
+
+
+def _read_all(reader: int) -> str:
+    chunks = []
+    while select.select([reader], [], [], 0.2)[0]:
+        chunks.append(os.read(reader, 4096).decode())
+    return "".join(chunks).replace("\r", "")
+
+
+def test_errors_wrap_between_words_on_a_terminal_but_commands_stay_whole() -> None:
+    reader, err = _terminal_err(40)
+    try:
+        console = Console(out=io.StringIO(), err=err)
+        console.error("The model server did not answer in time. Sending it again may work.")
+        command = "No travel database at /tmp/a.sqlite. Build it with: travel-assistant db init"
+        console.error(command)
+        text = _read_all(reader)
+    finally:
+        err.close()
+        os.close(reader)
+    lines = text.splitlines()
+    assert all(len(line) <= 40 for line in lines[:-1]), text
+    words = " ".join(lines[:-1]).split()
+    assert {"again", "answer", "server"} <= set(words)  # no word cut at the edge
+    assert lines[-1] == f"error: {command}"  # a command to copy is never broken
