@@ -663,6 +663,10 @@ def _open_sqlite(path: Path) -> ConversationStore:
             f"{path} is a folder, not a sessions file: give a file path or a URL."
         )
     path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists():
+        # The customers' words are in it: readable by its owner only. SQLite gives its
+        # -wal and -shm files the same permissions. An existing file keeps its own.
+        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
     connections: list[sqlite3.Connection] = []
     try:
         checkpoints = sqlite3.connect(path, check_same_thread=False)

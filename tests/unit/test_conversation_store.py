@@ -146,6 +146,14 @@ def test_store_opens_an_existing_home_as_it_is(tmp_path: Path) -> None:
     assert row == ("move my flight", (FIXED_NOW + timedelta(hours=1)).isoformat())
 
 
+def test_store_a_new_sessions_file_is_readable_by_its_owner_only(tmp_path: Path) -> None:
+    path = tmp_path / "home" / "sessions.sqlite"
+    with ConversationStore.open(path) as store:
+        store.registry.touch("t-1", "3442 587242", FIXED_NOW, "move my flight")
+    for made in (path, *path.parent.glob("sessions.sqlite-*")):
+        assert made.stat().st_mode & 0o077 == 0, (made, oct(made.stat().st_mode))
+
+
 def test_store_refuses_an_unreadable_sessions_file(tmp_path: Path) -> None:
     path = tmp_path / "sessions.sqlite"
     path.write_bytes(b"not a database at all" * 100)
