@@ -14,20 +14,13 @@ from datetime import date, datetime, timedelta
 from db import fixtures as fx
 from db.generate.reference import ReferenceData, _first_at, _fixture_hotel
 from db.generate.reservations import _Reservations
-from db.generate.routes import (
-    _AMS_BCN,
-    _BCN_AMS,
-    _FIXTURE_FLIGHT,
-    _FRA_JFK,
-    _MUC_FRA,
-    _ZRH_LHR,
-    _Route,
-)
 from db.generate.sales import MIN_CONNECTION, _People, _Sales
 from db.generate.schedule import _Flight, _floor_to_5_minutes
 
 
-def _find_flight(by_key: Mapping[tuple[str, date], _Flight], route: _Route, day: date) -> _Flight:
+def _find_flight(
+    by_key: Mapping[tuple[str, date], _Flight], route: fx.FixtureRoute, day: date
+) -> _Flight:
     flight = by_key.get((route.flight_no, day))
     if flight is None:
         raise RuntimeError(f"The schedule lacks fixture flight {route.flight_no} on {day}.")
@@ -43,7 +36,7 @@ def _expect_status(flight: _Flight, allowed: Sequence[str]) -> _Flight:
     return flight
 
 
-def _local_date(ref: ReferenceData, route: _Route, moment: datetime) -> date:
+def _local_date(ref: ReferenceData, route: fx.FixtureRoute, moment: datetime) -> date:
     return moment.astimezone(ref.airports[route.origin].zone).date()
 
 
@@ -57,10 +50,11 @@ def _sell_fixture_tickets(
     for passenger_id in fx.FIXTURE_PASSENGER_IDS:
         people.add_fixture(passenger_id)
 
+    fixture_route = fx.FIXTURE_FLIGHT_ROUTE
     fixture_day = _local_date(
-        ref, _FIXTURE_FLIGHT, _floor_to_5_minutes(now + fx.FIXTURE_DEPARTURE_IN)
+        ref, fixture_route, _floor_to_5_minutes(now + fx.FIXTURE_DEPARTURE_IN)
     )
-    fixture_flight = _expect_status(_find_flight(by_key, _FIXTURE_FLIGHT, fixture_day), bookable)
+    fixture_flight = _expect_status(_find_flight(by_key, fixture_route, fixture_day), bookable)
     sales.sell_fixture(
         fx.FIXTURE_PASSENGER_ID,
         [(fx.FIXTURE_TICKET_NO, [fixture_flight], fx.FIXTURE_FARE_CONDITIONS, None)],
@@ -68,26 +62,36 @@ def _sell_fixture_tickets(
     )
 
     day = today + timedelta(days=fx.MULTI_SEGMENT_DAYS_AHEAD)
-    legs = [_find_flight(by_key, _MUC_FRA, day), _find_flight(by_key, _FRA_JFK, day)]
+    legs = [
+        _find_flight(by_key, fx.MULTI_SEGMENT_FIRST_ROUTE, day),
+        _find_flight(by_key, fx.MULTI_SEGMENT_SECOND_ROUTE, day),
+    ]
     if legs[1].departure - legs[0].arrival < MIN_CONNECTION:
-        raise RuntimeError("The fixture connection MUC-FRA-JFK is too short.")
+        airports = "-".join(
+            (legs[0].route.origin, legs[0].route.destination, legs[1].route.destination)
+        )
+        raise RuntimeError(f"The fixture connection {airports} is too short.")
     sales.sell_fixture(
         fx.MULTI_SEGMENT_PASSENGER_ID,
         [(fx.MULTI_SEGMENT_TICKET_NO, legs, fx.MULTI_SEGMENT_FARE_CONDITIONS, None)],
         now - fx.MULTI_SEGMENT_BOOKED_AGO,
     )
 
-    business = _find_flight(by_key, _ZRH_LHR, today + timedelta(days=fx.BUSINESS_DAYS_AHEAD))
+    business_day = today + timedelta(days=fx.BUSINESS_DAYS_AHEAD)
+    business = _find_flight(by_key, fx.BUSINESS_ROUTE, business_day)
     sales.sell_fixture(
         fx.BUSINESS_PASSENGER_ID,
         [(fx.BUSINESS_TICKET_NO, [business], fx.BUSINESS_FARE_CONDITIONS, None)],
         now - fx.BUSINESS_BOUGHT_AGO,
     )
 
-    flown = _find_flight(by_key, _AMS_BCN, today - timedelta(days=fx.FLOWN_DAYS_AGO))
+    flown = _find_flight(by_key, fx.FLOWN_ROUTE, today - timedelta(days=fx.FLOWN_DAYS_AGO))
     _expect_status(flown, ("Arrived",))
-    return_day = _local_date(ref, _BCN_AMS, _floor_to_5_minutes(now + fx.CHECKED_IN_DEPARTURE_IN))
-    checked_in = _expect_status(_find_flight(by_key, _BCN_AMS, return_day), ("On Time",))
+    return_route = fx.CHECKED_IN_ROUTE
+    return_day = _local_date(
+        ref, return_route, _floor_to_5_minutes(now + fx.CHECKED_IN_DEPARTURE_IN)
+    )
+    checked_in = _expect_status(_find_flight(by_key, return_route, return_day), ("On Time",))
     flown_checked_in = flown.departure - fx.FLOWN_CHECKED_IN_BEFORE_DEPARTURE
     sales.sell_fixture(
         fx.FLOWN_PASSENGER_ID,
@@ -103,7 +107,7 @@ def _sell_fixture_tickets(
         now - fx.FLOWN_BOOKED_AGO,
     )
     full_day = fixture_day + timedelta(days=fx.FULL_FLIGHT_DAY_OFFSET)
-    return _expect_status(_find_flight(by_key, _FIXTURE_FLIGHT, full_day), bookable)
+    return _expect_status(_find_flight(by_key, fixture_route, full_day), bookable)
 
 
 def _book_fixture_reservations(
@@ -142,9 +146,11 @@ def _book_fixture_reservations(
         raise RuntimeError(f"Fixture reservations got ids {ids}, expected {expected}.")
 
     flight_day = today + timedelta(days=fx.MULTI_SEGMENT_DAYS_AHEAD)
-    arrival = next(f for f in flights if f.route is _FRA_JFK and f.local_date == flight_day)
+    second_leg = fx.MULTI_SEGMENT_SECOND_ROUTE
+    by_key = {(f.route.flight_no, f.local_date): f for f in flights}
+    arrival = _find_flight(by_key, second_leg, flight_day)
     new_york = _first_at(ref.hotels, fx.MULTI_SEGMENT_HOTEL_LOCATION, "")
-    checkin = arrival.arrival.astimezone(ref.airports[_FRA_JFK.destination].zone).date()
+    checkin = arrival.arrival.astimezone(ref.airports[second_leg.destination].zone).date()
     reservations.hotel(
         fx.MULTI_SEGMENT_PASSENGER_ID,
         new_york,

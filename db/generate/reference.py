@@ -18,7 +18,6 @@ from zoneinfo import ZoneInfo
 from db import fixtures as fx
 from db.engine import reference_data_dir
 from db.generate.bulk_load import _RowSink
-from db.generate.routes import _FIXTURE_ROUTES
 from db.models import FARE_CONDITIONS
 
 
@@ -210,7 +209,7 @@ def load_reference_data(folder: Path | None = None) -> ReferenceData:
 
 def _check_reference_data(ref: ReferenceData) -> None:
     """Fail early, naming the file, when the data cannot hold the fixtures."""
-    for route in _FIXTURE_ROUTES:
+    for route in fx.FIXTURE_ROUTES:
         for code in (route.origin, route.destination):
             if code not in ref.airports:
                 raise ValueError(f"data/airports.csv lacks {code}, which a fixture flies.")
@@ -219,11 +218,13 @@ def _check_reference_data(ref: ReferenceData) -> None:
     for aircraft in ref.aircraft.values():
         if not {"Business", "Economy"} <= set(aircraft.seats):
             raise ValueError(f"Aircraft {aircraft.code} needs Business and Economy cabins.")
-    if set(ref.aircraft[_FIXTURE_ROUTES[0].aircraft_code].seats) != set(FARE_CONDITIONS):
+    if set(ref.aircraft[fx.FIXTURE_FLIGHT_ROUTE.aircraft_code].seats) != set(FARE_CONDITIONS):
         raise ValueError(f"The aircraft of {fx.FIXTURE_FLIGHT_NO} needs all three fare classes.")
     full = [hotel for hotel in ref.hotels if hotel.name == fx.FULL_HOTEL_NAME]
     if len(full) != 1 or full[0].location != fx.FIXTURE_LOCATION:
-        raise ValueError(f"data/hotels.csv needs one {fx.FULL_HOTEL_NAME!r} in Basel.")
+        raise ValueError(
+            f"data/hotels.csv needs one {fx.FULL_HOTEL_NAME!r} in {fx.FIXTURE_LOCATION}."
+        )
     if full[0].rooms != fx.FULL_HOTEL_ROOMS:
         raise ValueError(f"{fx.FULL_HOTEL_NAME} must have {fx.FULL_HOTEL_ROOMS} rooms.")
     _fixture_hotel(ref)

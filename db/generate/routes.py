@@ -1,14 +1,15 @@
-"""The route type, and the fixture routes that every schedule flies.
+"""The route type, and the fixture routes of ``db.fixtures`` as routes of the schedule.
 
-The fixture tickets of ``db.fixtures`` fly these routes; ``db.generate.reference`` checks
-that the reference data can hold them, and ``db.generate.schedule`` adds random routes to
-them.
+``db.fixtures`` states every fixture route (flight number, airports, aircraft, departure
+time); this module only turns them into ``_Route`` objects, which ``db.generate.schedule``
+adds random routes to. The fixture tickets of ``db.generate.fixture_bookings`` find their
+flights by the flight numbers of ``db.fixtures``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import time
+from datetime import time, timedelta
 
 from db import fixtures as fx
 
@@ -17,7 +18,8 @@ from db import fixtures as fx
 class _Route:
     """One daily flight number: where, when (local time at the origin) and on what.
 
-    ``local_departure`` of ``None`` means the time is derived from "now" (fixtures).
+    ``local_departure`` of ``None`` means the time follows "now": the flight departs
+    ``departs_in`` after it (fixtures only, see ``db.fixtures.FixtureRoute``).
     """
 
     flight_no: str
@@ -26,20 +28,21 @@ class _Route:
     aircraft_code: str
     local_departure: time | None
     fixture: bool = False
+    departs_in: timedelta | None = None
 
 
-# The fixture routes, both directions. LX0112 must come first (see
-# db.generate.reference._check_reference_data).
-_FIXTURE_ROUTES: tuple[_Route, ...] = (
-    _Route(fx.FIXTURE_FLIGHT_NO, *fx.FIXTURE_ROUTE, "320", None, fixture=True),
-    _Route("LX0113", fx.FIXTURE_ROUTE[1], fx.FIXTURE_ROUTE[0], "320", time(7, 5), True),
-    _Route("LH2012", "MUC", "FRA", "321", time(7, 10), True),
-    _Route("LH2013", "FRA", "MUC", "321", time(18, 20), True),
-    _Route("LH0400", "FRA", "JFK", "359", time(10, 25), True),
-    _Route("LH0401", "JFK", "FRA", "359", time(17, 45), True),
-    _Route("LX0318", "ZRH", "LHR", "320", time(8, 40), True),
-    _Route("LX0319", "LHR", "ZRH", "320", time(12, 5), True),
-    _Route("KL1675", "AMS", "BCN", "738", time(9, 15), True),
-    _Route("KL1676", "BCN", "AMS", "738", None, True),
-)
-_FIXTURE_FLIGHT, _, _MUC_FRA, _, _FRA_JFK, _, _ZRH_LHR, _, _AMS_BCN, _BCN_AMS = _FIXTURE_ROUTES
+def _schedule_route(route: fx.FixtureRoute) -> _Route:
+    """Return the schedule's route for a fixture route, marked so it is never disrupted."""
+    return _Route(
+        route.flight_no,
+        route.origin,
+        route.destination,
+        route.aircraft_code,
+        route.local_departure,
+        fixture=True,
+        departs_in=route.departs_in,
+    )
+
+
+# The fixture routes, in the order of db.fixtures.FIXTURE_ROUTES.
+_FIXTURE_ROUTES: tuple[_Route, ...] = tuple(_schedule_route(r) for r in fx.FIXTURE_ROUTES)

@@ -15,10 +15,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 from types import MappingProxyType
 
-from db import fixtures as fx
 from db.generate.bulk_load import _RowSink
 from db.generate.reference import AircraftType, AirportRow, ReferenceData
-from db.generate.routes import _BCN_AMS, _FIXTURE_FLIGHT, _FIXTURE_ROUTES, _Route
+from db.generate.routes import _FIXTURE_ROUTES, _Route
 from db.rules import CHECK_IN_OPENS_HOURS
 
 # The schedule covers local dates from this many days before "now" to this many after.
@@ -225,16 +224,14 @@ def _floor_to_5_minutes(moment: datetime) -> datetime:
     return moment.replace(minute=moment.minute - moment.minute % 5, second=0, microsecond=0)
 
 
-def _derived_local_times(ref: ReferenceData, now: datetime) -> dict[str, time]:
-    """Return the local departure times of fixture routes that depend on "now"."""
-    derived = {}
-    for route, delay in (
-        (_FIXTURE_FLIGHT, fx.FIXTURE_DEPARTURE_IN),
-        (_BCN_AMS, fx.CHECKED_IN_DEPARTURE_IN),
-    ):
-        departure = _floor_to_5_minutes(now + delay)
-        derived[route.flight_no] = departure.astimezone(ref.airports[route.origin].zone).time()
-    return derived
+def _local_departure(ref: ReferenceData, route: _Route, now: datetime) -> time:
+    """Return the daily local departure time of ``route``, derived from "now" if it follows it."""
+    if route.local_departure is not None:
+        return route.local_departure
+    if route.departs_in is None:
+        raise RuntimeError(f"Route {route.flight_no} has no departure time.")
+    departure = _floor_to_5_minutes(now + route.departs_in)
+    return departure.astimezone(ref.airports[route.origin].zone).time()
 
 
 def _build_schedule(
@@ -244,7 +241,6 @@ def _build_schedule(
 
     Flight ids follow the order of scheduled departure.
     """
-    derived = _derived_local_times(ref, now)
     today = now.date()
     days = [
         today + timedelta(days=d) for d in range(-SCHEDULE_DAYS_BEFORE, SCHEDULE_DAYS_AFTER + 1)
@@ -253,9 +249,7 @@ def _build_schedule(
     for route in routes:
         origin, destination = ref.airports[route.origin], ref.airports[route.destination]
         duration = flight_duration(great_circle_km(origin, destination))
-        local_time = route.local_departure
-        if local_time is None:
-            local_time = derived[route.flight_no]
+        local_time = _local_departure(ref, route, now)
         for day in days:
             departure = datetime.combine(day, local_time, tzinfo=origin.zone).astimezone(UTC)
             planned.append((departure, route.flight_no, route, day, duration))

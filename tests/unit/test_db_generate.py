@@ -15,8 +15,9 @@ import sys
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -46,6 +47,7 @@ from db.generate import build as generate_build
 from db.generate.bulk_load import _core_writer, _RowSink
 from db.generate.reservations import _Reservations
 from db.generate.sales import _Counters
+from db.generate.schedule import SCHEDULE_DAYS_AFTER, SCHEDULE_DAYS_BEFORE
 from db.models import (
     BOOKABLE_FLIGHT_STATUSES,
     Airport,
@@ -494,6 +496,51 @@ def test_fixture_flight_no_flies_every_following_day_at_the_same_local_time(
         assert local.time() == expected_time
         assert (flight.departure_airport, flight.arrival_airport) == fx.FIXTURE_ROUTE
         assert flight.status in BOOKABLE_FLIGHT_STATUSES
+
+
+def test_fixture_routes_fly_daily_as_db_fixtures_states_them(session: Session) -> None:
+    # The generator takes every fixture route from db.fixtures, so changing one there
+    # changes the schedule: each flies once a local day with its airports, aircraft and
+    # local time (or the time that follows "now"), and none is cancelled.
+    assert len({route.flight_no for route in fx.FIXTURE_ROUTES}) == len(fx.FIXTURE_ROUTES)
+    for route in fx.FIXTURE_ROUTES:
+        zone = ZoneInfo(session.get_one(Airport, route.origin).timezone)
+        if route.local_departure is not None:
+            expected_time = route.local_departure
+        else:
+            assert route.departs_in is not None
+            expected_time = _floor_5(FIXED_NOW + route.departs_in).astimezone(zone).time()
+        flights = session.scalars(
+            select(Flight)
+            .where(Flight.flight_no == route.flight_no)
+            .order_by(Flight.scheduled_departure)
+        ).all()
+        assert len(flights) == SCHEDULE_DAYS_BEFORE + SCHEDULE_DAYS_AFTER + 1, route.flight_no
+        first_day = flights[0].scheduled_departure.astimezone(zone).date()
+        for offset, flight in enumerate(flights):
+            local = flight.scheduled_departure.astimezone(zone)
+            assert (local.date(), local.time()) == (
+                first_day + timedelta(days=offset),
+                expected_time,
+            )
+            assert (flight.departure_airport, flight.arrival_airport, flight.aircraft_code) == (
+                route.origin,
+                route.destination,
+                route.aircraft_code,
+            )
+            assert flight.status != "Cancelled"
+
+
+@pytest.mark.parametrize(
+    "times",
+    [
+        pytest.param({}, id="neither"),
+        pytest.param({"local_departure": time(8, 0), "departs_in": timedelta(hours=1)}, id="both"),
+    ],
+)
+def test_fixture_route_needs_exactly_one_departure_time(times: dict[str, Any]) -> None:
+    with pytest.raises(ValueError, match="exactly one"):
+        fx.FixtureRoute("XX0100", "ZRH", "BSL", "320", **times)
 
 
 def test_full_flight_has_every_economy_seat_sold(session: Session) -> None:
