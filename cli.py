@@ -948,24 +948,30 @@ class ChatSession:
             )
             return Decision(False, preview.error, (explanation,), refused=True)
         self.console.approval_box(f"Approval needed{counter}: {preview.title}", preview.lines)
-        return self.ask_decision(tuple(preview.lines))
+        return self.ask_decision(tuple(preview.lines), preview.amount)
 
-    def ask_decision(self, shown: tuple[str, ...] = ()) -> Any:
-        """Ask y/n; only an explicit yes approves. A no asks for a reason."""
+    def ask_decision(self, shown: tuple[str, ...] = (), amount: Any = None) -> Any:
+        """Ask y/n; only an explicit yes approves. A no asks for a reason.
+
+        ``shown`` and ``amount`` (the preview's lines and the amount they state) are kept
+        with the answer, so the history can say what the customer decided on.
+        """
         from conversations import Decision
 
         try:
             answer = _clean(self.prompter.answer("Approve this action? [y/N] ")).lower()
         except (EOFError, KeyboardInterrupt):
             self.console.status("No answer: the action is declined.")
-            return Decision(False, "The customer did not answer the approval prompt.", shown)
+            return Decision(
+                False, "The customer did not answer the approval prompt.", shown, amount=amount
+            )
         if answer in ("y", "yes"):
-            return Decision(True, None, shown)
+            return Decision(True, None, shown, amount=amount)
         try:
             reason = _clean(self.prompter.answer("Why not? (optional, passed to the assistant) "))
         except (EOFError, KeyboardInterrupt):
             reason = ""
-        return Decision(False, reason or None, shown)
+        return Decision(False, reason or None, shown, amount=amount)
 
     # Words for what the assistant does ----------------------------------------------------
 

@@ -24,7 +24,9 @@ sensitive-tools node below, whatever the decision it is given, and ``TravelAssis
 which does not offer them for approval again.
 
 ``describe_action`` tells the customer what a pending call would do, computed by the
-same quote the write applies (each tools module declares its previews).
+same quote the write applies (each tools module declares its previews). The amount to
+pay or refund travels as numbers beside the words (``Amount``): on the preview, on the
+decision that the caller builds from it, and on the answer's facts.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ from db.errors import (
 )
 from db.writes import find_stored_result
 from tools.common import (
+    AmountKind,
     Preview,
     argument_line,
     passenger_id_from,
@@ -83,6 +86,46 @@ Refusal = Literal["not_found", "not_yours", "rules", "unavailable", "invalid", "
 
 
 @dataclass(frozen=True)
+class Amount:
+    """The money a sensitive call moves, as its preview states it in its last line.
+
+    Taken from the quote's own numbers, so callers never read it back from the words.
+
+    Attributes:
+        kind: ``"pay"`` when the customer is charged, ``"refund"`` when they get money
+            back.
+        cents: How much, never negative; 0 when nothing is paid or refunded (the
+            preview still says so, e.g. "To pay: EUR 0.00").
+    """
+
+    kind: AmountKind
+    cents: int
+
+    @property
+    def free(self) -> bool:
+        """Tell whether the call moves no money at all."""
+        return self.cents == 0
+
+    def as_data(self) -> dict[str, Any]:
+        """Return the amount as plain data, as it travels in configs and artifacts."""
+        return {"kind": self.kind, "cents": self.cents}
+
+    @classmethod
+    def from_data(cls, data: Any) -> Amount | None:
+        """Read ``as_data``'s output back; anything else (absent, malformed) is ``None``."""
+        if not isinstance(data, Mapping):
+            return None
+        kind, cents = data.get("kind"), data.get("cents")
+        if kind not in ("pay", "refund") or type(cents) is not int or cents < 0:
+            return None
+        return cls(cast(AmountKind, kind), cents)
+
+
+def _amount_data(amount: Amount | None) -> dict[str, Any] | None:
+    return amount.as_data() if amount is not None else None
+
+
+@dataclass(frozen=True)
 class Decision:
     """The customer's answer to one pending sensitive call."""
 
@@ -94,6 +137,9 @@ class Decision:
     # Not the customer's no: the preview showed the call cannot succeed, so the caller
     # told the customer why and did not ask; ``reason`` is the refusal, for the model.
     refused: bool = False
+    # The amount the shown preview stated (``ActionPreview.amount``), kept on the answer
+    # with ``shown`` for callers that show it apart (``AnswerFacts.amount``).
+    amount: Amount | None = None
 
     def as_config(self) -> dict[str, Any]:
         """Return the decision as plain data, as it travels in the run's config."""
@@ -102,6 +148,7 @@ class Decision:
             "reason": self.reason,
             "shown": list(self.shown),
             "refused": self.refused,
+            "amount": _amount_data(self.amount),
         }
 
 
@@ -135,6 +182,8 @@ class AnswerFacts:
         approved: The customer approved the call (a sensitive call that ran).
         shown: The preview lines the customer decided on, for an approved or declined
             call.
+        amount: The amount those lines stated (their last line), when the caller that
+            asked recorded it (``Decision.amount``).
         recovered: The call's write had committed before an interruption (the process
             died before the conversation was saved); the answer is its stored result,
             and the customer was not asked again.
@@ -147,12 +196,18 @@ class AnswerFacts:
     specialist: str | None = None
     approved: bool = False
     shown: tuple[str, ...] = ()
+    amount: Amount | None = None
     recovered: bool = False
 
     @property
     def declined(self) -> bool:
         """Tell whether the customer declined the call."""
         return self.not_run == "declined"
+
+    @property
+    def amount_line(self) -> str | None:
+        """Return the shown line that states ``amount`` (the last), if one was recorded."""
+        return self.shown[-1] if self.amount is not None and self.shown else None
 
 
 def facts_of(message: ToolMessage) -> AnswerFacts:
@@ -168,6 +223,7 @@ def facts_of(message: ToolMessage) -> AnswerFacts:
         specialist=artifact.get("specialist"),
         approved=artifact.get("approved") is True,
         shown=tuple(str(line) for line in shown) if isinstance(shown, list | tuple) else (),
+        amount=Amount.from_data(artifact.get("amount")),
         recovered=artifact.get("recovered") is True,
     )
 
@@ -200,7 +256,9 @@ def hand_over_answer(
     )
 
 
-def denial_answer(call: ToolCall, reason: str | None, shown: Sequence[str] = ()) -> ToolMessage:
+def denial_answer(
+    call: ToolCall, reason: str | None, shown: Sequence[str] = (), amount: Amount | None = None
+) -> ToolMessage:
     """Return the answer to a sensitive call the customer declined."""
     reason = (reason or "").strip()
     reason_text = f"Their reason: {reason!r}. " if reason else "They gave no reason. "
@@ -210,13 +268,16 @@ def denial_answer(call: ToolCall, reason: str | None, shown: Sequence[str] = ())
         "declined",
         reason=reason or None,
         shown=list(shown),
+        amount=_amount_data(amount),
     )
 
 
-def _approved_answer(answer: ToolMessage, shown: Sequence[str]) -> ToolMessage:
+def _approved_answer(answer: ToolMessage, decision: Decision | None) -> ToolMessage:
     """Stamp the answer of an approved call with the approval and what was shown."""
     artifact = dict(answer.artifact) if isinstance(answer.artifact, Mapping) else {}
-    artifact.update(approved=True, shown=list(shown))
+    shown = decision.shown if decision is not None else ()
+    amount = decision.amount if decision is not None else None
+    artifact.update(approved=True, shown=list(shown), amount=_amount_data(amount))
     return answer.model_copy(update={"artifact": artifact})
 
 
@@ -315,6 +376,7 @@ def _decision_for(approvals: Any, call: ToolCall) -> Decision | None:
         reason if isinstance(reason, str) else None,
         tuple(str(line) for line in shown) if isinstance(shown, list | tuple) else (),
         refused=given.get("refused") is True,
+        amount=Amount.from_data(given.get("amount")),
     )
 
 
@@ -340,8 +402,7 @@ def make_sensitive_tools_node(member: Member, db: Database | None = None) -> Con
             decision = _decision_for(approvals, call)
             recovered = done.get(str(call["id"]))
             if recovered is not None:
-                shown = decision.shown if decision is not None else ()
-                answers.append(_approved_answer(recovered, shown))
+                answers.append(_approved_answer(recovered, decision))
             elif decision is None:
                 answers.append(not_run_answer(call, NO_DECISION_MESSAGE, "no_decision"))
             elif decision.refused:
@@ -351,14 +412,15 @@ def make_sensitive_tools_node(member: Member, db: Database | None = None) -> Con
                         REFUSED_MESSAGE.format(refusal=decision.reason or "it would fail"),
                         "refused",
                         shown=list(decision.shown),
+                        amount=_amount_data(decision.amount),
                     )
                 )
             elif decision.approved:
-                answers += [
-                    _approved_answer(a, decision.shown) for a in run_calls(node, [call], config)
-                ]
+                answers += [_approved_answer(a, decision) for a in run_calls(node, [call], config)]
             else:
-                answers.append(denial_answer(call, decision.reason, decision.shown))
+                answers.append(
+                    denial_answer(call, decision.reason, decision.shown, decision.amount)
+                )
         return {"messages": answers}
 
     run_sensitive_tools.__name__ = member.specialist.sensitive_node
@@ -386,6 +448,8 @@ class ActionPreview:
         error: Why the call would be refused, when its quote already fails.
         refusal: What kind of refusal ``error`` is, for callers that explain it in their
             own words.
+        amount: The amount of the last line, from the quote's numbers; ``None`` when the
+            preview states none (a refused call, a tool without a preview).
     """
 
     tool_name: str
@@ -393,6 +457,12 @@ class ActionPreview:
     lines: list[str] = field(default_factory=list)
     error: str | None = None
     refusal: Refusal | None = None
+    amount: Amount | None = None
+
+    @property
+    def amount_line(self) -> str | None:
+        """Return the line that states ``amount`` (the last), or ``None`` without one."""
+        return self.lines[-1] if self.amount is not None and self.lines else None
 
 
 def _raw_lines(args: Mapping[str, Any]) -> list[str]:
@@ -421,8 +491,8 @@ def describe_action(
 
     Returns:
         The preview; ``error`` is set when the call would be refused, and then ``lines``
-        lists the raw arguments. A tool without a preview gets a generic title and its
-        raw arguments.
+        lists the raw arguments and ``amount`` is ``None``. A tool without a preview gets
+        a generic title and its raw arguments, and no amount.
     """
     preview = previews.get(tool_name)
     if preview is None:
@@ -433,6 +503,7 @@ def describe_action(
         with db.session() as session:
             quote = preview.quote(session, passenger_id.strip(), args, db.clock())
             lines = list(quote.lines())
+            amount = Amount(quote.amount_kind, quote.amount_cents)
     except TravelError as error:
         return ActionPreview(
             tool_name=tool_name,
@@ -441,7 +512,7 @@ def describe_action(
             error=str(error),
             refusal=refusal_of(error),
         )
-    return ActionPreview(tool_name=tool_name, title=preview.title, lines=lines)
+    return ActionPreview(tool_name=tool_name, title=preview.title, lines=lines, amount=amount)
 
 
 def refusal_of(error: TravelError) -> Refusal:

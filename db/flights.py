@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy import delete, func, or_, select, update
 from sqlalchemy.orm import Session
@@ -463,6 +463,16 @@ class TicketChangeQuote:
         """Return what the change costs: fee plus fare difference."""
         return self.change_fee_cents + self.fare_difference_cents
 
+    @property
+    def amount_kind(self) -> Literal["pay", "refund"]:
+        """Return what the customer does with ``amount_cents``: a change is paid for."""
+        return "pay"
+
+    @property
+    def amount_cents(self) -> int:
+        """Return what the customer pays, for the preview's last line and its callers."""
+        return self.total_cents
+
     def lines(self) -> list[str]:
         """Return the before -> after and price lines shown before approval."""
         lines = [
@@ -479,7 +489,7 @@ class TicketChangeQuote:
             + (" (a lower fare is not refunded)" if self.new_fare_cents < self.paid_cents else "")
         )
         lines.append(f"Change fee: {fmt_money(self.change_fee_cents)} ({self.fee_note})")
-        lines.append(f"To pay: {fmt_money(self.total_cents)}")
+        lines.append(f"To pay: {fmt_money(self.amount_cents)}")
         return lines
 
     def as_result(self, boarding_no: int | None) -> dict[str, Any]:
@@ -764,6 +774,16 @@ class TicketCancelQuote:
         """Return the refund: paid minus the fee, never negative."""
         return max(self.paid_cents - self.cancel_fee_cents, 0)
 
+    @property
+    def amount_kind(self) -> Literal["pay", "refund"]:
+        """Return what the customer does with ``amount_cents``: a cancellation refunds."""
+        return "refund"
+
+    @property
+    def amount_cents(self) -> int:
+        """Return the refund, for the preview's last line and its callers."""
+        return self.refund_cents
+
     def lines(self) -> list[str]:
         """Return the lines shown before approval."""
         lines = [f"Ticket {self.ticket_no}: every remaining flight is cancelled"]
@@ -773,7 +793,7 @@ class TicketCancelQuote:
         )
         lines.append(f"Paid for these flights: {fmt_money(self.paid_cents)}")
         lines.append(f"Cancellation fee: {fmt_money(self.cancel_fee_cents)} ({self.fee_note})")
-        lines.append(f"Refund: {fmt_money(self.refund_cents)}")
+        lines.append(f"Refund: {fmt_money(self.amount_cents)}")
         return lines
 
     def as_result(self) -> dict[str, Any]:

@@ -175,6 +175,16 @@ class ReservationQuote:
         return self.new_total_cents - self.old_total_cents + self.fee_cents
 
     @property
+    def amount_kind(self) -> Literal["pay", "refund"]:
+        """Return what the customer does with ``amount_cents``; nothing moved is paying 0."""
+        return "refund" if self.net_cents < 0 else "pay"
+
+    @property
+    def amount_cents(self) -> int:
+        """Return the money the write moves, without its sign (see ``amount_kind``)."""
+        return abs(self.net_cents)
+
+    @property
     def title(self) -> str:
         """Return a short title for the approval prompt."""
         verb = {"book": "Book", "update": "Change", "cancel": "Cancel"}[self.action]
@@ -206,7 +216,7 @@ class ReservationQuote:
             lines.append(f"Dates: {self.before_text}")
             lines.append(f"Paid: {fmt_money(self.old_total_cents)}")
             lines.append(f"Cancellation fee: {fmt_money(self.fee_cents)} ({self.fee_note})")
-        lines.append(_net_line(self.net_cents))
+        lines.append(_amount_line(self.amount_kind, self.amount_cents))
         return lines
 
     def as_result(self, booking_id: int) -> dict[str, Any]:
@@ -250,12 +260,9 @@ class ReservationQuote:
         return done + money_text
 
 
-def _net_line(net_cents: int) -> str:
-    if net_cents > 0:
-        return f"To pay: {fmt_money(net_cents)}"
-    if net_cents < 0:
-        return f"Refund: {fmt_money(-net_cents)}"
-    return f"To pay: {fmt_money(0)}"
+def _amount_line(kind: Literal["pay", "refund"], cents: int) -> str:
+    label = "Refund" if kind == "refund" else "To pay"
+    return f"{label}: {fmt_money(cents)}"
 
 
 def late_fee_note(start: date, free_hours: int, now: datetime, what: str) -> str:

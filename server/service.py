@@ -29,7 +29,7 @@ from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import Literal
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
 
@@ -79,7 +79,6 @@ PRIMARY = "primary_assistant"
 # Turns that run at once; more wait for a free worker (their stream stays open).
 TURN_WORKERS = 16
 LIST_LIMIT = 50
-AMOUNT_PREFIXES = (("To pay:", "pay"), ("Refund:", "refund"))
 Outcome = Literal["approved", "failed", "declined", "refused", "not_done"]
 
 
@@ -176,20 +175,13 @@ def preview_out(preview: ActionPreview) -> PreviewOut:
             amount_kind=None,
             error=refusal_text(preview),
         )
-    amount, kind = _amount(preview.lines)
     return PreviewOut(
-        title=preview.title, lines=list(preview.lines), amount=amount, amount_kind=kind, error=None
+        title=preview.title,
+        lines=list(preview.lines),
+        amount=preview.amount_line,
+        amount_kind=preview.amount.kind if preview.amount is not None else None,
+        error=None,
     )
-
-
-def _amount(lines: Sequence[str]) -> tuple[str | None, Any]:
-    if not lines:
-        return None, None
-    last = lines[-1]
-    for prefix, kind in AMOUNT_PREFIXES:
-        if last.startswith(prefix):
-            return last, kind
-    return None, None
 
 
 def _result_summary(message: ToolMessage) -> str | None:
@@ -483,7 +475,6 @@ class ConversationService:
         if self.assistant.call_kind(name) != "sensitive":
             return None
         facts = facts_of(message)
-        amount, _ = _amount(facts.shown)
         result: str | None = None
         reason: str | None = None
         outcome: Outcome
@@ -509,7 +500,7 @@ class ConversationService:
             outcome=outcome,
             reason=reason,
             lines=[] if outcome == "refused" else list(facts.shown),
-            amount=amount,
+            amount=facts.amount_line,
             result=result,
         )
 
@@ -644,9 +635,9 @@ class ConversationService:
             return Decision(False, preview.error, (explanation,), refused=True)
         shown = tuple(preview.lines)
         if given is not None and given.approved:
-            return Decision(True, None, shown)
+            return Decision(True, None, shown, amount=preview.amount)
         reason = given.reason if given is not None else None
-        return Decision(False, reason, shown)
+        return Decision(False, reason, shown, amount=preview.amount)
 
     def _turn(
         self, thread: Thread, run: Callable[[], Iterator[TurnEvent]]

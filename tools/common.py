@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Annotated, Any, Protocol, TypeVar, Union
+from typing import Annotated, Any, Literal, Protocol, TypeVar, Union
 
 from langchain_core.messages import AIMessage, ToolCall, ToolMessage
 from langchain_core.runnables import RunnableConfig
@@ -259,11 +259,31 @@ def run_calls(
     return [m for m in result["messages"] if isinstance(m, ToolMessage)]
 
 
+# Whether a write charges the customer or refunds them.
+AmountKind = Literal["pay", "refund"]
+
+
 class Quote(Protocol):
-    """What a write would do, computed without doing it (``db`` quote objects)."""
+    """What a write would do, computed without doing it (``db`` quote objects).
+
+    The amount is given twice, for two readers: in words as the last of ``lines``, for
+    the customer, and as numbers (``amount_kind``, ``amount_cents``), for callers, which
+    never read it back from the words.
+    """
 
     def lines(self) -> list[str]:
-        """Return the lines shown to the customer: before -> after, prices, total."""
+        """Return the lines shown to the customer: before -> after, prices, amount.
+
+        The last line is the amount ("To pay: EUR 75.00", "Refund: EUR 40.00").
+        """
+
+    @property
+    def amount_kind(self) -> AmountKind:
+        """Return whether the customer pays ``amount_cents`` or is refunded it."""
+
+    @property
+    def amount_cents(self) -> int:
+        """Return the amount of the last line in cents: never negative, 0 when free."""
 
 
 # A quoter reads the call's arguments as the model gave them and prices the call at now.

@@ -8,13 +8,20 @@ line clears it. Through ``cli.main([...])`` with prompt_toolkit's pipe input.
 
 from __future__ import annotations
 
+import sqlite3
 import stat
 from pathlib import Path
 
+from langchain_core.messages import ToolMessage
+
+from assistants.approvals import facts_of
+from conversations import Thread, TravelAssistant
+from db.conversation_store import sqlite_checkpointer
 from db.engine import Database
-from db.fixtures import FLOWN_PASSENGER_ID
+from db.fixtures import FIXTURE_PASSENGER_ID, FLOWN_PASSENGER_ID
 from tests.support.scripted import ScriptedChatModel, call, say
 from tests.unit.cli_support import chat, chat_args, customer_messages
+from tests.unit.test_cli_sessions import thread_of
 from tests.unit.test_graph import change_call
 
 
@@ -118,6 +125,26 @@ def test_cli_history_shows_each_approval_with_amount_and_reason(
     assert "To pay: EUR" in approved[0] and "Charged EUR" in approved[0]
     assert "To pay: EUR" in declined[0] and "Reason: too late in the week" in declined[0]
     assert history.index("Approved") < history.index("Done, you fly tomorrow.")
+    # What was decided is saved with the numbers, not only the words: the amount the
+    # customer saw, as the HTTP API's history reads it.
+    connection = sqlite3.connect(home / "sessions.sqlite", check_same_thread=False)
+    try:
+        reader = TravelAssistant.build(
+            ScriptedChatModel(script=[]), sqlite_checkpointer(connection), db=fixed_db
+        )
+        thread = Thread(thread_of(result.err), FIXTURE_PASSENGER_ID)
+        decided = [
+            facts_of(m)
+            for m in reader.messages(thread)
+            if isinstance(m, ToolMessage) and facts_of(m).shown
+        ]
+    finally:
+        connection.close()
+    assert [(f.approved, f.declined) for f in decided] == [(True, False), (False, True)]
+    for facts in decided:
+        assert facts.amount is not None and facts.amount.kind == "pay"
+        assert facts.amount_line == facts.shown[-1]
+        assert f"{facts.amount.cents // 100}.{facts.amount.cents % 100:02d}" in facts.shown[-1]
 
 
 def test_cli_details_show_the_last_turn_tool_calls_and_results(

@@ -376,6 +376,33 @@ def test_graph_parallel_sensitive_calls_approve_one_deny_other(
     assert_every_call_answered_once(messages)
 
 
+def test_graph_answers_keep_the_amount_the_customer_decided_on(
+    assistant: TravelAssistant, model: ScriptedChatModel, travel_db: Database
+) -> None:
+    # Callers show the amount of an earlier approval from the answer's facts, not its words.
+    change = change_call(travel_db)
+    cancel = call("cancel_ticket", {"ticket_no": FIXTURE_TICKET_NO})
+    enter_flights(assistant, model, change, cancel)
+    previews = {
+        a.tool_call_id: assistant.preview(THREAD, a) for a in assistant.pending_actions(THREAD)
+    }
+    decisions = {
+        call_id: Decision(call_id == change["id"], None, tuple(p.lines), amount=p.amount)
+        for call_id, p in previews.items()
+    }
+    model.extend(say("Your ticket is moved and not cancelled."))
+    run(assistant.resolve(THREAD, decisions))
+    messages = history(assistant)
+    for call_id, kind in ((change["id"], "pay"), (cancel["id"], "refund")):
+        facts = facts_of(tool_answer(messages, call_id))
+        amount = previews[call_id].amount
+        assert amount is not None and amount.kind == kind
+        assert facts.amount == amount
+        assert facts.amount_line == previews[call_id].lines[-1]
+    assert facts_of(tool_answer(messages, change["id"])).approved
+    assert facts_of(tool_answer(messages, cancel["id"])).declined
+
+
 def test_graph_mixed_batch_runs_safe_calls_before_stopping(
     assistant: TravelAssistant, model: ScriptedChatModel, travel_db: Database
 ) -> None:

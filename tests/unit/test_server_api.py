@@ -12,10 +12,11 @@ import pytest
 from fastapi.testclient import TestClient
 from pydantic import TypeAdapter
 
+from assistants.approvals import ActionPreview, Amount
 from db.engine import Database
 from db.fixtures import BUSINESS_PASSENGER_ID, FIXTURE_PASSENGER_ID, FULL_FLIGHT_DAY_OFFSET
 from server.schemas import MAX_MESSAGE_CHARS, StreamEvent
-from server.service import ConversationService
+from server.service import ConversationService, preview_out
 from tests.support.scripted import ScriptedChatModel, call, say
 from tests.support.web import (
     DECLINE_REASON,
@@ -399,3 +400,22 @@ def test_server_refuses_a_turn_running_in_another_process(
             events = turn(client, f"{base}/messages", {"text": "hi"})
             assert [e.data["text"] for e in events if e.name == "message"] == ["Hello!"]
             assert not elsewhere.busy(conversation)  # the turn let go of the lock
+
+
+@pytest.mark.parametrize(
+    ("amount", "expected"),
+    [
+        (Amount("pay", 7_500), ("To pay: EUR 75.00", "pay")),
+        (Amount("refund", 4_000), ("Refund: EUR 40.00", "refund")),
+        (Amount("pay", 0), ("To pay: EUR 0.00", "pay")),  # free: still stated
+        (None, (None, None)),  # the words alone never make an amount
+    ],
+)
+def test_preview_out_takes_the_amount_from_the_preview_numbers(
+    amount: Amount | None, expected: tuple[str | None, str | None]
+) -> None:
+    last = expected[0] or "To pay: EUR 75.00"
+    preview = ActionPreview("a_tool", "A title", ["Before -> after", last], amount=amount)
+    out = preview_out(preview)
+    assert (out.amount, out.amount_kind) == expected
+    assert out.lines == ["Before -> after", last]

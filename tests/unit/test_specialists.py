@@ -14,7 +14,7 @@ from langgraph.types import RetryPolicy
 from pydantic import BaseModel, Field
 from sqlalchemy.orm import Session
 
-from assistants.approvals import facts_of
+from assistants.approvals import Amount, facts_of
 from assistants.specialists import SPECIALISTS, Specialist, build_crew
 from conversations import Decision, Thread, TravelAssistant
 from db.engine import Database
@@ -38,6 +38,11 @@ class ToLoungeAssistant(BaseModel):
 @dataclass(frozen=True)
 class LoungeQuote:
     lounge_id: int
+    amount_kind = "pay"
+
+    @property
+    def amount_cents(self) -> int:
+        return LOUNGES[self.lounge_id][1]
 
     def lines(self) -> list[str]:
         name, cents = LOUNGES[self.lounge_id]
@@ -106,6 +111,7 @@ def test_specialists_a_fifth_specialist_runs_end_to_end(travel_db: Database) -> 
     preview = assistant.preview(THREAD, pending)
     assert preview.title == "Book lounge"
     assert preview.lines == ["Lounge: Aspire Lounge Basel", "To pay: EUR 39.00"]
+    assert preview.amount == Amount("pay", 3900)
     assert booked == []
     assert assistant.call_kind("ToLoungeAssistant") == "routing"
     assert assistant.call_kind("book_lounge") == "sensitive"

@@ -9,7 +9,7 @@ import pytest
 from langchain_core.tools import BaseTool, tool
 from pydantic import BaseModel
 
-from assistants.approvals import ActionPreview, describe_action
+from assistants.approvals import ActionPreview, Amount, describe_action
 from assistants.specialists import Crew, build_crew
 from db.engine import Database
 from db.errors import MissingPassengerError, TravelError
@@ -23,10 +23,11 @@ from db.fixtures import (
     FLOWN_TICKET_NO,
 )
 from db.rules import MIN_HOURS_BEFORE_DEPARTURE_FOR_CHANGE
+from db.values import fmt_money
 from tests.conftest import FIXED_NOW
 from tests.unit.tools_support import dump, full_flight, lx0112, payload, run_one
 from tools import DomainTools, Preview, build_primary_tools, make_hotel_tools, tool_error_message
-from tools.common import passenger_id_from
+from tools.common import AmountKind, passenger_id_from
 
 # Tool name -> (required arguments, optional arguments) as fixed by SPEC section 4.
 SPEC_TOOLS: dict[str, tuple[set[str], set[str]]] = {
@@ -275,7 +276,30 @@ def test_describe_action_previews_every_sensitive_tool(travel_db: Database, tool
     assert preview.title
     assert preview.lines
     assert any(line.startswith(("To pay:", "Refund:")) for line in preview.lines)
+    # The numbers callers read and the words the customer reads say the same amount.
+    assert preview.amount is not None
+    label = {"pay": "To pay", "refund": "Refund"}[preview.amount.kind]
+    assert preview.lines[-1] == preview.amount_line == f"{label}: {fmt_money(preview.amount.cents)}"
     assert dump(travel_db) == before
+
+
+@pytest.mark.parametrize(
+    ("tool_name", "kind", "free"),
+    [
+        ("update_ticket_to_new_flight", "pay", False),  # a paid change
+        ("cancel_hotel", "refund", False),
+        ("cancel_excursion", "pay", True),  # the fee keeps what was paid: nothing moves
+    ],
+)
+def test_describe_action_states_the_amount_the_write_then_moves(
+    travel_db: Database, crew: Crew, tool_name: str, kind: AmountKind, free: bool
+) -> None:
+    args = _preview_cases(travel_db)[tool_name]
+    preview = describe(travel_db, FIXTURE_PASSENGER_ID, tool_name, args)
+    result = payload(run_one(crew.all_tools(), tool_name, args, FIXTURE_PASSENGER_ID))
+    charged, refunded = result.get("charged_cents", 0), result.get("refunded_cents", 0)
+    assert preview.amount == Amount(kind, charged if kind == "pay" else refunded)
+    assert preview.amount.free is free is (charged == refunded == 0)
 
 
 def test_describe_action_shows_what_the_write_charges(travel_db: Database, crew: Crew) -> None:
@@ -298,6 +322,7 @@ def test_describe_action_reports_a_rule_that_would_refuse(travel_db: Database) -
     assert preview.title == "Change flight"
     assert preview.error is not None and "no Economy seat left" in preview.error
     assert f"ticket_no: {FIXTURE_TICKET_NO}" in preview.lines
+    assert preview.amount is None and preview.amount_line is None
 
 
 @pytest.mark.parametrize(
