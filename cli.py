@@ -268,6 +268,7 @@ def _home(args: argparse.Namespace) -> Path:
     return home
 
 
+HOME_ENV = "TRAVEL_ASSISTANT_HOME"
 DB_ENV = "TRAVEL_ASSISTANT_DB"
 CONVERSATIONS_ENV = "TRAVEL_ASSISTANT_CONVERSATIONS"
 
@@ -1299,13 +1300,17 @@ def _resume_options(args: argparse.Namespace) -> list[str]:
     A URL keeps its form; a password in it is shown as ``***`` (see ``_password_note``).
     """
     options: list[str] = []
-    if args.home:
-        options += ["--home", str(args.home.expanduser().absolute())]
-    if getattr(args, "db", None):
-        options += ["--db", _location(args.db, "--db").for_command()]
-    if getattr(args, "conversations", None):
-        where = _location(args.conversations, "--conversations")
-        options += ["--conversations", where.for_command()]
+    if args.home or os.environ.get(HOME_ENV):
+        options += ["--home", str(_home(args).absolute())]
+    # A choice made by an environment variable is written out too: the command must work
+    # from another shell, where the variable may not be set.
+    for option, variable, given in (
+        ("--db", DB_ENV, getattr(args, "db", None)),
+        ("--conversations", CONVERSATIONS_ENV, getattr(args, "conversations", None)),
+    ):
+        value = given or os.environ.get(variable)
+        if value:
+            options += [option, _location(value, option if given else variable).for_command()]
     return options
 
 

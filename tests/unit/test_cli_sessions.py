@@ -84,6 +84,22 @@ def test_cli_resume_line_repeats_home_and_db_and_works(
     assert "Welcome back." in again.out
 
 
+def test_cli_resume_line_writes_out_a_database_chosen_by_the_environment(
+    db_path: Path, home: Path, model: ScriptedChatModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model.extend(say("Hello!"), say("Welcome back."))
+    monkeypatch.setenv("TRAVEL_ASSISTANT_DB", str(db_path))
+    first = chat(["chat", "--passenger-id", FIXTURE_PASSENGER_ID], ["hello"], model, home)
+    assert first.code == 0, first.err
+    command = shlex.split(resume_line(first.err))
+    assert command[command.index("--db") + 1] == str(db_path.absolute())
+    # From another shell, where the variable is not set, the line finds the same files.
+    monkeypatch.delenv("TRAVEL_ASSISTANT_DB")
+    again = chat(command[1:], ["and now?"], model, None)
+    assert again.code == 0, again.err
+    assert "Resuming session" in again.err and "Welcome back." in again.out
+
+
 def test_cli_nothing_to_resume_without_a_message(
     db_path: Path, home: Path, model: ScriptedChatModel
 ) -> None:
