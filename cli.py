@@ -1521,10 +1521,19 @@ def cmd_sessions_delete(args: argparse.Namespace, console: Console) -> int:
     )
     if store is None:
         raise missing
+    # ``sessions --passenger-id X delete ID`` deletes only a conversation of X: the id
+    # may have been copied from another passenger's list.
+    passenger_id = canonical_passenger_id(args.passenger_id) if args.passenger_id else None
     with store:
         record = store.registry.get(args.thread_id)
         if record is None:
             raise missing
+        if passenger_id is not None and record.passenger_id != passenger_id:
+            raise CliError(
+                f"Session {args.thread_id} is not a conversation of passenger {passenger_id}; "
+                "nothing was deleted.",
+                EXIT_USAGE,
+            )
         try:
             with store.turn_lock(args.thread_id, BUSY_WAIT_SECONDS):
                 store.saver.delete_thread(args.thread_id)

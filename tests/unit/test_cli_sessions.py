@@ -232,6 +232,13 @@ def test_cli_sessions_delete(db_path: Path, home: Path, model: ScriptedChatModel
     first = chat(chat_args(db_path), ["hello"], model, home)
     thread_id = thread_of(first.err)
 
+    # Filtered to another passenger, the id is not theirs: nothing is deleted.
+    other = run(
+        ["--home", str(home), "sessions", "--passenger-id", FLOWN_PASSENGER_ID, "delete", thread_id]
+    )
+    assert other.code == 2 and "nothing was deleted" in other.err, other.err
+    assert thread_id in run(["--home", str(home), "sessions"]).out
+
     deleted = run(["--home", str(home), "sessions", "delete", thread_id])
     assert deleted.code == 0, deleted.err
     assert f"Deleted session {thread_id}" in deleted.err
