@@ -10,7 +10,6 @@ test against a slow server is ``tests/integration/test_terminal_chat.py``.
 
 from __future__ import annotations
 
-import os
 import signal
 import threading
 from pathlib import Path
@@ -144,7 +143,14 @@ def test_cli_ctrl_c_while_the_model_streams_cancels_the_turn(
     monkeypatch.setattr(signal, "signal", noting)
 
     def interrupt(_messages: list[BaseMessage]) -> AIMessage:
-        os.kill(os.getpid(), signal.SIGINT)  # the customer presses Ctrl-C
+        # The customer presses Ctrl-C. Sent with kill() from this worker thread, the
+        # signal may be delivered to a thread other than the main one, and the main
+        # thread, asleep in a wait, would notice it only when that wait ends (once, 30 s
+        # under load). A terminal's Ctrl-C reaches the main thread while it runs; aim
+        # the signal at it so its wait is interrupted at once.
+        main = threading.main_thread().ident
+        assert main is not None
+        signal.pthread_kill(main, signal.SIGINT)
         assert handled.wait(30), "the terminal never handled Ctrl-C"
         return say(LONG_REPLY)
 
