@@ -55,9 +55,9 @@ from db.errors import (
     TravelError,
     UnavailableError,
 )
+from db.values import AmountKind
 from db.writes import find_stored_result
 from tools.common import (
-    AmountKind,
     Preview,
     argument_line,
     passenger_id_from,

@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 from sqlalchemy import delete, func, or_, select, update
 from sqlalchemy.orm import Session
@@ -59,7 +59,9 @@ from db.rules import (
 )
 from db.values import (
     MAX_TICKET_CHARS,
+    AmountKind,
     airport_code_syntax,
+    amount_line,
     fmt_money,
     local_time,
     money,
@@ -464,7 +466,7 @@ class TicketChangeQuote:
         return self.change_fee_cents + self.fare_difference_cents
 
     @property
-    def amount_kind(self) -> Literal["pay", "refund"]:
+    def amount_kind(self) -> AmountKind:
         """Return what the customer does with ``amount_cents``: a change is paid for."""
         return "pay"
 
@@ -489,7 +491,7 @@ class TicketChangeQuote:
             + (" (a lower fare is not refunded)" if self.new_fare_cents < self.paid_cents else "")
         )
         lines.append(f"Change fee: {fmt_money(self.change_fee_cents)} ({self.fee_note})")
-        lines.append(f"To pay: {fmt_money(self.amount_cents)}")
+        lines.append(amount_line(self.amount_kind, self.amount_cents))
         return lines
 
     def as_result(self, boarding_no: int | None) -> dict[str, Any]:
@@ -775,7 +777,7 @@ class TicketCancelQuote:
         return max(self.paid_cents - self.cancel_fee_cents, 0)
 
     @property
-    def amount_kind(self) -> Literal["pay", "refund"]:
+    def amount_kind(self) -> AmountKind:
         """Return what the customer does with ``amount_cents``: a cancellation refunds."""
         return "refund"
 
@@ -793,7 +795,7 @@ class TicketCancelQuote:
         )
         lines.append(f"Paid for these flights: {fmt_money(self.paid_cents)}")
         lines.append(f"Cancellation fee: {fmt_money(self.cancel_fee_cents)} ({self.fee_note})")
-        lines.append(f"Refund: {fmt_money(self.amount_cents)}")
+        lines.append(amount_line(self.amount_kind, self.amount_cents))
         return lines
 
     def as_result(self) -> dict[str, Any]:

@@ -30,7 +30,17 @@ from sqlalchemy.orm import Session
 
 from db.errors import InvalidInputError, NotFoundError, OwnershipError, RuleViolationError
 from db.rules import MAX_DAYS_AHEAD, hours
-from db.values import fmt_money, iso_date, money, row_id, start_of_day, today, utc_time
+from db.values import (
+    AmountKind,
+    amount_line,
+    fmt_money,
+    iso_date,
+    money,
+    row_id,
+    start_of_day,
+    today,
+    utc_time,
+)
 from db.writes import record_payment
 
 Action = Literal["book", "update", "cancel"]
@@ -175,7 +185,7 @@ class ReservationQuote:
         return self.new_total_cents - self.old_total_cents + self.fee_cents
 
     @property
-    def amount_kind(self) -> Literal["pay", "refund"]:
+    def amount_kind(self) -> AmountKind:
         """Return what the customer does with ``amount_cents``; nothing moved is paying 0."""
         return "refund" if self.net_cents < 0 else "pay"
 
@@ -216,7 +226,7 @@ class ReservationQuote:
             lines.append(f"Dates: {self.before_text}")
             lines.append(f"Paid: {fmt_money(self.old_total_cents)}")
             lines.append(f"Cancellation fee: {fmt_money(self.fee_cents)} ({self.fee_note})")
-        lines.append(_amount_line(self.amount_kind, self.amount_cents))
+        lines.append(amount_line(self.amount_kind, self.amount_cents))
         return lines
 
     def as_result(self, booking_id: int) -> dict[str, Any]:
@@ -258,11 +268,6 @@ class ReservationQuote:
         else:
             money_text = " Nothing was charged or refunded."
         return done + money_text
-
-
-def _amount_line(kind: Literal["pay", "refund"], cents: int) -> str:
-    label = "Refund" if kind == "refund" else "To pay"
-    return f"{label}: {fmt_money(cents)}"
 
 
 def late_fee_note(start: date, free_hours: int, now: datetime, what: str) -> str:

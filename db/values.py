@@ -21,7 +21,7 @@ import re
 import unicodedata
 from datetime import UTC, date, datetime, time, timedelta
 from functools import lru_cache
-from typing import Any
+from typing import Any, Literal
 from zoneinfo import ZoneInfo
 
 from db.errors import InvalidInputError
@@ -153,6 +153,16 @@ def money(name: str, cents: int) -> dict[str, int | str]:
 def fmt_money(cents: int) -> str:
     """Format cents in the company currency."""
     return format_money(cents, CURRENCY)
+
+
+# Whether a write charges the customer or refunds them.
+AmountKind = Literal["pay", "refund"]
+
+
+def amount_line(kind: AmountKind, cents: int) -> str:
+    """Return the last line of a preview: what the customer pays, or gets back."""
+    label = "Refund" if kind == "refund" else "To pay"
+    return f"{label}: {fmt_money(cents)}"
 
 
 @lru_cache(maxsize=512)

@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
 
 from customer_words import MAX_MESSAGE_CHARS
+from db.values import AmountKind
 
 __all__ = [
     "MAX_MESSAGE_CHARS",
@@ -138,7 +139,7 @@ class PreviewOut(BaseModel):
         description="The last line again when it is the amount to pay or refund "
         '("To pay: EUR 75.00", "Refund: EUR 40.00"), so a client can make it stand out.'
     )
-    amount_kind: Literal["pay", "refund"] | None
+    amount_kind: AmountKind | None
     error: str | None = Field(
         description="Why the action cannot be done, in the customer's words. Such an action "
         "is never run: whatever the decision, the assistant is told why."

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Annotated, Any, Literal, Protocol, TypeVar, Union
+from typing import Annotated, Any, Protocol, TypeVar, Union
 
 from langchain_core.messages import AIMessage, ToolCall, ToolMessage
 from langchain_core.runnables import RunnableConfig
@@ -43,6 +43,7 @@ from db.values import (
     MAX_ROW_ID,
     MAX_SEARCH_CHARS,
     MAX_TICKET_CHARS,
+    AmountKind,
     plain_text,
     shown,
 )
@@ -257,10 +258,6 @@ def run_calls(
         return []
     result = node.invoke({"messages": [AIMessage(content="", tool_calls=list(calls))]}, config)
     return [m for m in result["messages"] if isinstance(m, ToolMessage)]
-
-
-# Whether a write charges the customer or refunds them.
-AmountKind = Literal["pay", "refund"]
 
 
 class Quote(Protocol):

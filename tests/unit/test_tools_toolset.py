@@ -23,11 +23,11 @@ from db.fixtures import (
     FLOWN_TICKET_NO,
 )
 from db.rules import MIN_HOURS_BEFORE_DEPARTURE_FOR_CHANGE
-from db.values import fmt_money
+from db.values import AmountKind, fmt_money
 from tests.conftest import FIXED_NOW
 from tests.unit.tools_support import dump, full_flight, lx0112, payload, run_one
 from tools import DomainTools, Preview, build_primary_tools, make_hotel_tools, tool_error_message
-from tools.common import AmountKind, passenger_id_from
+from tools.common import passenger_id_from
 
 # Tool name -> (required arguments, optional arguments) as fixed by SPEC section 4.
 SPEC_TOOLS: dict[str, tuple[set[str], set[str]]] = {
