@@ -111,10 +111,17 @@ def _call_text(call: ToolCall) -> str:
 
 def message_tokens(message: BaseMessage) -> int:
     """Return the estimated tokens of one message of the request."""
-    tokens = MESSAGE_OVERHEAD + estimate_tokens(text_of(message))
-    if isinstance(message, AIMessage):
-        tokens += sum(CALL_OVERHEAD + estimate_tokens(_call_text(c)) for c in message.tool_calls)
-    return tokens
+    calls = message.tool_calls if isinstance(message, AIMessage) else ()
+    return _tokens(text_of(message), calls)
+
+
+def _tokens(text: str, calls: Sequence[ToolCall] = ()) -> int:
+    """Return the estimated tokens of a message with this text and these tool calls."""
+    return (
+        MESSAGE_OVERHEAD
+        + estimate_tokens(text)
+        + sum(CALL_OVERHEAD + estimate_tokens(_call_text(c)) for c in calls)
+    )
 
 
 def tools_tokens(tools: Sequence[ToolLike]) -> int:
@@ -232,8 +239,7 @@ class _Entry:
 
     def tokens(self) -> int:
         """Return ``message_tokens`` of the message this entry becomes."""
-        tokens = MESSAGE_OVERHEAD + estimate_tokens(self.text)
-        return tokens + sum(CALL_OVERHEAD + estimate_tokens(_call_text(c)) for c in self.calls)
+        return _tokens(self.text, self.calls)
 
     def message(self) -> BaseMessage:
         """Return the request message."""
