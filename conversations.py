@@ -16,17 +16,20 @@ with its stored result, marked ``recovered``.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import os
+import queue
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, AIMessageChunk, AnyMessage, HumanMessage, ToolMessage
+from langchain_core.outputs import ChatGenerationChunk, GenerationChunk
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.errors import GraphRecursionError
@@ -117,11 +120,12 @@ def is_cancel_note(message: AnyMessage) -> bool:
 class _CancelOnRequest(BaseCallbackHandler):
     """Stop a run soon after ``cancel`` is set.
 
-    LangGraph runs nodes in worker threads, so the caller's thread cannot interrupt a
-    model's HTTP stream itself. This handler raises in the worker: on the next streamed
-    token (leaving the stream closes the HTTP response), before a model call, and before
-    any node of the graph starts, so no tool runs after the cancel. It never raises in
-    the middle of a node's tools, so a write that started is answered, not lost.
+    The graph runs in a thread of its own (``TravelAssistant._run``), so the caller's
+    thread cannot interrupt a model's HTTP stream itself. This handler raises there: on
+    the next streamed token (leaving the stream closes the HTTP response), before a
+    model call, and before any node of the graph starts, so no tool runs after the
+    cancel. It never raises in the middle of a node's tools, so a write that started is
+    answered, not lost.
     """
 
     raise_error = True
@@ -505,19 +509,60 @@ class TravelAssistant:
         config: RunnableConfig,
         cancel: threading.Event | None = None,
     ) -> Iterator[TurnEvent]:
-        run_config = config
-        if cancel is not None:
-            logging.getLogger("langchain_core.callbacks.manager").addFilter(_CANCEL_WARNINGS_FILTER)
-            run_config = {**config, "callbacks": [_CancelOnRequest(cancel)]}
+        """Run the graph in a thread of its own and yield its events as they come.
+
+        The graph streams its updates and checkpoints, and ``_TokenRelay`` the model's
+        tokens, into one queue that this generator reads. LangGraph then runs each step's
+        node in the run's thread itself; its ``messages`` stream mode, which the relay
+        replaces, would hand every node to a worker thread and wait for it beside a
+        waiter of its own (``scripts/bench_conversation.py``: about a sixth of a turn's
+        time). The graph waits after each update until the caller has handled it, as
+        it would if the caller drove it directly: a cancel set on seeing a tool call
+        stops the run before the tool runs. A caller that stops reading early stops the
+        run as a cancel would.
+        """
+        stop = cancel if cancel is not None else threading.Event()
+        logging.getLogger("langchain_core.callbacks.manager").addFilter(_CANCEL_WARNINGS_FILTER)
+        events: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
+        relay = _TokenRelay(events.put)
+        run_config: RunnableConfig = {**config, "callbacks": [relay, _CancelOnRequest(stop)]}
+        handled = threading.Semaphore(0)  # the caller has handled an update: go on
+
+        def produce() -> None:
+            try:
+                for mode, payload in self.graph.stream(
+                    inputs, run_config, stream_mode=["updates", "checkpoints"]
+                ):
+                    events.put((mode, payload))
+                    if mode == "updates":
+                        handled.acquire()
+            except BaseException as error:  # handed to the reader, which raises it
+                events.put((_FAILED, error))
+            else:
+                events.put((_FINISHED, None))
+
+        runner = threading.Thread(
+            target=contextvars.copy_context().run, args=(produce,), name="graph-run", daemon=True
+        )
         saved: Mapping[str, Any] | None = None
+        finished = False
+        runner.start()
         try:
-            for mode, payload in self.graph.stream(
-                inputs, run_config, stream_mode=["messages", "updates", "checkpoints"]
-            ):
+            while True:
+                mode, payload = _next_event(events)
+                if mode == _FINISHED:
+                    finished = True
+                    break
+                if mode == _FAILED:
+                    finished = True
+                    raise payload
                 if mode == "checkpoints":
                     saved = cast(Mapping[str, Any], payload)
-                    continue
-                yield from _events(mode, payload)
+                elif mode == _TOKEN:
+                    yield payload
+                else:
+                    yield from _events(payload)
+                    handled.release()
         except GraphRecursionError:
             yield from self._end_at_step_limit(config)
         except TurnCancelledError:
@@ -530,6 +575,13 @@ class TravelAssistant:
         else:
             if saved is not None:  # the run ended at its last checkpoint: keep its state
                 self._remember(config, _snapshot_of(saved))
+        finally:
+            if not finished:  # the caller stopped reading: stop the run, then close it
+                stop.set()
+                handled.release()
+                runner.join()
+                if _drain_failure(events) is not None:
+                    self._close_cancelled(config)
 
     def _end_at_step_limit(self, config: RunnableConfig) -> Iterator[TurnEvent]:
         """Close a run that hit the recursion limit with a polite message."""
@@ -577,15 +629,94 @@ def _snapshot_of(saved: Mapping[str, Any]) -> StateSnapshot:
     )
 
 
-def _events(mode: str, payload: Any) -> Iterator[TurnEvent]:
-    if mode == "messages":
-        chunk, metadata = payload
-        if isinstance(chunk, AIMessageChunk) and isinstance(chunk.content, str) and chunk.content:
-            yield TokenEvent(chunk.content, str(metadata.get("langgraph_node", "")), chunk.id)
-        return
+def _events(payload: Any) -> Iterator[TurnEvent]:
+    """Return the complete messages of one ``updates`` event, with the node that added them."""
     for node, update in (payload or {}).items():
         if not isinstance(update, Mapping):
             continue
         for message in update.get("messages", []) or []:
             if isinstance(message, AIMessage | ToolMessage):
                 yield MessageEvent(message, node)
+
+
+# What the graph's thread puts in the run's queue besides LangGraph's own stream modes.
+_TOKEN = "token"
+_FINISHED = "finished"
+_FAILED = "failed"
+# How long the reader waits for the next event before waiting again: a signal handler
+# (Ctrl-C in the terminal) runs at the latest this often while the graph works.
+_WAIT_SECONDS = 0.2
+
+
+def _next_event(events: queue.SimpleQueue[tuple[str, Any]]) -> tuple[str, Any]:
+    while True:
+        try:
+            return events.get(timeout=_WAIT_SECONDS)
+        except queue.Empty:
+            continue
+
+
+def _drain_failure(events: queue.SimpleQueue[tuple[str, Any]]) -> BaseException | None:
+    """Return the error a stopped run ended with, reading what it left in the queue."""
+    while True:
+        try:
+            mode, payload = events.get_nowait()
+        except queue.Empty:
+            return None
+        if mode == _FAILED:
+            return cast(BaseException, payload)
+
+
+class _TokenRelay(BaseCallbackHandler):
+    """Hand the model's streamed tokens to the run's reader, named by the node streaming.
+
+    It has the two ``tap_output_*`` methods of LangChain's streaming handler protocol, so
+    a chat model streams its reply when this handler is attached (as it does for
+    LangGraph's ``messages`` stream mode, which this replaces).
+    """
+
+    def __init__(self, put: Callable[[tuple[str, Any]], None]) -> None:
+        self.put = put
+        self.nodes: dict[UUID, str] = {}
+
+    def on_chat_model_start(
+        self,
+        serialized: dict[str, Any],
+        messages: Any,
+        *,
+        run_id: UUID,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        node = (metadata or {}).get("langgraph_node")
+        if node:
+            self.nodes[run_id] = str(node)
+
+    def on_llm_new_token(
+        self,
+        token: str | list[str | dict[str, Any]],
+        *,
+        chunk: GenerationChunk | ChatGenerationChunk | None = None,
+        run_id: UUID,
+        **kwargs: Any,
+    ) -> None:
+        node = self.nodes.get(run_id)
+        message = getattr(chunk, "message", None)
+        if node is None or not isinstance(message, AIMessageChunk):
+            return
+        if isinstance(message.content, str) and message.content:
+            self.put((_TOKEN, TokenEvent(message.content, node, message.id)))
+
+    def on_llm_end(self, response: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        self.nodes.pop(run_id, None)
+
+    def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        self.nodes.pop(run_id, None)
+
+    def tap_output_iter(self, run_id: UUID, output: Iterator[Any]) -> Iterator[Any]:
+        """Pass a runnable's streamed output through unchanged (the protocol's hook)."""
+        return output
+
+    def tap_output_aiter(self, run_id: UUID, output: AsyncIterator[Any]) -> AsyncIterator[Any]:
+        """Pass a runnable's streamed output through unchanged (the protocol's hook)."""
+        return output

@@ -98,6 +98,37 @@ def test_cancel_runs_no_tool_after_it(api: TravelAssistant, model: ScriptedChatM
     assert len(model.received) == 1
 
 
+def test_tokens_name_the_node_that_streams_them(
+    api: TravelAssistant, model: ScriptedChatModel
+) -> None:
+    model.extend(say("Good morning to you."))
+    events = list(api.send(THREAD, "hi"))
+    tokens = [e for e in events if isinstance(e, TokenEvent)]
+    assert "".join(t.text for t in tokens) == "Good morning to you."
+    assert {t.assistant for t in tokens} == {"primary_assistant"}
+    reply = next(e.message for e in events if isinstance(e, MessageEvent))
+    assert {t.message_id for t in tokens} == {reply.id}  # the terminal pairs them by id
+
+
+def test_a_caller_that_stops_reading_stops_the_run(
+    api: TravelAssistant, model: ScriptedChatModel
+) -> None:
+    search = call("search_flights", {"departure_airport": "CDG", "arrival_airport": "BSL"})
+    model.extend(say("", search), say("Hello again."))
+    run = api.send(THREAD, "flights to Basel?")
+    for event in run:
+        if isinstance(event, MessageEvent) and isinstance(event.message, AIMessage):
+            break  # the caller goes away as the tool call shows, before the tool runs
+    run.close()
+    assert not any(t.name == "graph-run" for t in threading.enumerate())
+    answers = [m for m in api.messages(THREAD) if isinstance(m, ToolMessage)]
+    assert [facts_of(a).not_run for a in answers] == ["cancelled"]
+    assert is_cancel_note(api.messages(THREAD)[-1])
+    assert not api.interrupted(THREAD)
+    list(api.send(THREAD, "are you there?"))
+    assert api.messages(THREAD)[-1].content == "Hello again."
+
+
 def test_cancel_before_an_approved_write_does_not_write(
     api: TravelAssistant, model: ScriptedChatModel, fixed_db: Database, db_path: Path
 ) -> None:
