@@ -137,8 +137,8 @@ def make_fetch_user_info(db: Database) -> ConfigNode:
 
     def fetch_user_info(state: State, config: RunnableConfig) -> dict[str, Any]:
         passenger_id = passenger_id_from(config)
-        with db.session() as session:
-            summary = passenger_summary(session, passenger_id, db.clock())
+        with db.rows() as connection:
+            summary = passenger_summary(connection, passenger_id, db.clock())
         info = bookings_text(summary)
         # Written only when it changed: a checkpoint stores each write of it.
         update: dict[str, Any] = {"user_info": info} if info != state.get("user_info") else {}

@@ -18,7 +18,7 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event, inspect
+from sqlalchemy import Connection, Engine, create_engine, event, inspect
 from sqlalchemy.orm import Session, sessionmaker
 
 from db.clock import Clock, system_clock
@@ -118,6 +118,16 @@ class Database:
         """Yield a session for reads; nothing is committed."""
         with self._sessions() as session:
             yield session
+
+    @contextmanager
+    def rows(self) -> Iterator[Connection]:
+        """Yield a connection for reads that return rows, not ORM objects; nothing is committed.
+
+        A statement costs about half as much as through a session (no unit of work, no
+        identity map): for the reads of every turn (``fetch_user_info``).
+        """
+        with self.engine.connect() as connection:
+            yield connection
 
     @contextmanager
     def transaction(self) -> Iterator[Session]:

@@ -12,7 +12,7 @@ from collections import defaultdict
 from datetime import datetime
 from typing import Any, Protocol
 
-from sqlalchemy import bindparam, select
+from sqlalchemy import Connection, bindparam, select
 from sqlalchemy.orm import Session, aliased
 
 from db.errors import NotFoundError
@@ -92,6 +92,9 @@ def segment_has_departed(flight: FlightTimes, now: datetime) -> bool:
         or flight.scheduled_departure <= now
     )
 
+
+# What ``passenger_summary`` reads through: a session, or a connection (rows only).
+Reader = Session | Connection
 
 # The queries of ``passenger_summary``, built once: it runs on every turn, and building a
 # statement costs more than running it. Each selects only the columns it shows (rows, not
@@ -188,11 +191,12 @@ _EXCURSION_RESERVATIONS = (
 )
 
 
-def passenger_summary(session: Session, passenger_id: str, now: datetime) -> dict[str, Any]:
+def passenger_summary(session: Reader, passenger_id: str, now: datetime) -> dict[str, Any]:
     """Return everything the passenger holds with the company, ready to be shown.
 
     Args:
-        session: An open session.
+        session: An open session, or a connection (``Database.rows``: cheaper, it reads
+            rows only).
         passenger_id: The configured passenger id.
         now: The database clock's now (decides which segments are flown).
 
@@ -210,9 +214,7 @@ def passenger_summary(session: Session, passenger_id: str, now: datetime) -> dic
     Raises:
         NotFoundError: No passenger has this id.
     """
-    passenger = session.execute(
-        select(Passenger.passenger_id, Passenger.name).where(Passenger.passenger_id == passenger_id)
-    ).first()
+    passenger = session.execute(_PASSENGER, {"passenger_id": passenger_id}).first()
     if passenger is None:
         raise _no_such_passenger(passenger_id)
     return {
@@ -225,7 +227,7 @@ def passenger_summary(session: Session, passenger_id: str, now: datetime) -> dic
     }
 
 
-def _tickets(session: Session, passenger_id: str, now: datetime) -> list[dict[str, Any]]:
+def _tickets(session: Reader, passenger_id: str, now: datetime) -> list[dict[str, Any]]:
     rows = session.execute(_TICKETS, {"passenger_id": passenger_id}).all()
     tickets: dict[str, dict[str, Any]] = {}
     segments: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -265,7 +267,7 @@ def _tickets(session: Session, passenger_id: str, now: datetime) -> list[dict[st
     return [{**ticket, "segments": segments[number]} for number, ticket in tickets.items()]
 
 
-def _hotel_reservations(session: Session, passenger_id: str) -> list[dict[str, Any]]:
+def _hotel_reservations(session: Reader, passenger_id: str) -> list[dict[str, Any]]:
     rows = session.execute(_HOTEL_RESERVATIONS, {"passenger_id": passenger_id}).all()
     return [
         {
@@ -283,7 +285,7 @@ def _hotel_reservations(session: Session, passenger_id: str) -> list[dict[str, A
     ]
 
 
-def _car_reservations(session: Session, passenger_id: str) -> list[dict[str, Any]]:
+def _car_reservations(session: Reader, passenger_id: str) -> list[dict[str, Any]]:
     rows = session.execute(_CAR_RESERVATIONS, {"passenger_id": passenger_id}).all()
     return [
         {
@@ -302,7 +304,7 @@ def _car_reservations(session: Session, passenger_id: str) -> list[dict[str, Any
     ]
 
 
-def _excursion_reservations(session: Session, passenger_id: str) -> list[dict[str, Any]]:
+def _excursion_reservations(session: Reader, passenger_id: str) -> list[dict[str, Any]]:
     rows = session.execute(_EXCURSION_RESERVATIONS, {"passenger_id": passenger_id}).all()
     return [
         {
