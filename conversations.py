@@ -515,11 +515,11 @@ class TravelAssistant:
         tokens, into one queue that this generator reads. LangGraph then runs each step's
         node in the run's thread itself; its ``messages`` stream mode, which the relay
         replaces, would hand every node to a worker thread and wait for it beside a
-        waiter of its own (``scripts/bench_conversation.py``: about a sixth of a turn's
-        time). The graph waits after each update until the caller has handled it, as
-        it would if the caller drove it directly: a cancel set on seeing a tool call
-        stops the run before the tool runs. A caller that stops reading early stops the
-        run as a cancel would.
+        waiter of its own (``scripts/bench_conversation.py``: about a tenth of a turn's
+        time, BENCHMARKS.md). The graph waits after each update until the caller has
+        handled it, as it would if the caller drove it directly: a cancel set on seeing
+        a tool call stops the run before the tool runs. Once the run is stopped it no
+        longer waits. A caller that stops reading early stops the run as a cancel would.
         """
         stop = cancel if cancel is not None else threading.Event()
         logging.getLogger("langchain_core.callbacks.manager").addFilter(_CANCEL_WARNINGS_FILTER)
@@ -535,7 +535,7 @@ class TravelAssistant:
                 ):
                     events.put((mode, payload))
                     if mode == "updates":
-                        handled.acquire()
+                        _wait_until_handled(handled, stop)
             except BaseException as error:  # handed to the reader, which raises it
                 events.put((_FAILED, error))
             else:
@@ -580,7 +580,7 @@ class TravelAssistant:
                 stop.set()
                 handled.release()
                 runner.join()
-                if _drain_failure(events) is not None:
+                if _ended_in_failure(events):
                     self._close_cancelled(config)
 
     def _end_at_step_limit(self, config: RunnableConfig) -> Iterator[TurnEvent]:
@@ -656,15 +656,27 @@ def _next_event(events: queue.SimpleQueue[tuple[str, Any]]) -> tuple[str, Any]:
             continue
 
 
-def _drain_failure(events: queue.SimpleQueue[tuple[str, Any]]) -> BaseException | None:
-    """Return the error a stopped run ended with, reading what it left in the queue."""
+def _wait_until_handled(handled: threading.Semaphore, stop: threading.Event) -> None:
+    """Wait until the reader has handled an update, or until the run is stopped.
+
+    A stopped run has no reader to wait for: it goes on to its next node, which the
+    cancel then stops. (An update with no node after it, such as the stop before an
+    approval, would otherwise wait for ever.)
+    """
+    while not handled.acquire(timeout=_WAIT_SECONDS):
+        if stop.is_set():
+            return
+
+
+def _ended_in_failure(events: queue.SimpleQueue[tuple[str, Any]]) -> bool:
+    """Tell whether a stopped run ended with an error, reading what it left in the queue."""
     while True:
         try:
-            mode, payload = events.get_nowait()
+            mode, _ = events.get_nowait()
         except queue.Empty:
-            return None
+            return False
         if mode == _FAILED:
-            return cast(BaseException, payload)
+            return True
 
 
 class _TokenRelay(BaseCallbackHandler):

@@ -129,6 +129,21 @@ def test_a_caller_that_stops_reading_stops_the_run(
     assert api.messages(THREAD)[-1].content == "Hello again."
 
 
+def test_a_caller_that_stops_reading_before_an_approval_stop_leaves_it_pending(
+    api: TravelAssistant, model: ScriptedChatModel, fixed_db: Database
+) -> None:
+    change = change_call(fixed_db)
+    model.extend(say("", call("ToFlightBookingAssistant", {"request": "m"})), say("", change))
+    run = api.send(THREAD, "move my flight")
+    for event in run:
+        calls = getattr(event, "message", None) and getattr(event.message, "tool_calls", [])
+        if calls and calls[0]["name"] == change["name"]:
+            break  # gone as the write is proposed: no node runs before the stop
+    run.close()  # the stop before the approval has no reader to wait for
+    assert not any(t.name == "graph-run" for t in threading.enumerate())
+    assert [a.tool_call_id for a in api.pending_actions(THREAD)] == [change["id"]]
+
+
 def test_cancel_before_an_approved_write_does_not_write(
     api: TravelAssistant, model: ScriptedChatModel, fixed_db: Database, db_path: Path
 ) -> None:
