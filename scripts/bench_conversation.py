@@ -327,20 +327,58 @@ def saved_checkpoints(connection: sqlite3.Connection) -> int:
     return int(connection.execute("SELECT count(*) FROM checkpoints").fetchone()[0])
 
 
-def run_assistant(template: Path, folder: Path, turns: int) -> Figures:
-    """Play the conversation through the assistant; return its figures."""
+def run_assistant(template: Path, folder: Path, turns: int, *, warm: bool = False) -> Figures:
+    """Play the conversation through the assistant; return its figures.
+
+    The assistant and its database engine are built first, as a new process builds them.
+    With ``warm``, the conversation is played once unmeasured and then, on a fresh copy
+    of the database, again measured: what a process that has served a conversation
+    already (the service, a clerk's terminal after the first customer) spends per turn,
+    its statements compiled and its tool definitions and policy index built.
+    """
     db_path = folder / "travel.sqlite"
     db_path.write_bytes(template.read_bytes())
     db = Database.from_url(str(db_path), clock=fixed_clock(NOW))
     script = conversation(Resolver(db), turns)
-    model = MeasuredModel(script=[r for t in script for r in t.replies])
+    model = MeasuredModel(script=[])
     checkpoints = sqlite3.connect(folder / "checkpoints.sqlite", check_same_thread=False)
     assistant = TravelAssistant.build(model, checkpointer(checkpoints), db=db)
-    thread = Thread("bench", FIXTURE_PASSENGER_ID)
+    if warm:
+        play(assistant, model, script, Thread("warm-up", FIXTURE_PASSENGER_ID), Figures())
+        db.dispose()  # the engine stays, with its compiled statements; the bookings go
+        for stale in (db_path, Path(f"{db_path}-wal"), Path(f"{db_path}-shm")):
+            stale.unlink(missing_ok=True)
+        db_path.write_bytes(template.read_bytes())
+        # The bound copies of the model share these lists: empty them in place.
+        model.received.clear()
+        model.schemas.clear()
     figures = Figures()
+    play(assistant, model, script, Thread("bench", FIXTURE_PASSENGER_ID), figures, checkpoints)
+    previous: list[int] = []
+    for messages, schemas in zip(model.received, model.schemas, strict=True):
+        tokens = render(messages)
+        figures.tokens.append(len(tokens))
+        figures.tool_tokens.append(schema_tokens(schemas))
+        figures.cacheable.append(shared_prefix(previous, tokens) / len(tokens) if previous else 0.0)
+        previous = tokens
+    db.dispose()
+    checkpoints.close()
+    return figures
+
+
+def play(
+    assistant: TravelAssistant,
+    model: MeasuredModel,
+    script: list[Turn],
+    thread: Thread,
+    figures: Figures,
+    checkpoints: sqlite3.Connection | None = None,
+) -> None:
+    """Play ``script`` on ``thread``, approving every write; add each turn to ``figures``."""
+    model.script.extend(r for t in script for r in t.replies)
     for index, turn in enumerate(script, start=1):
-        before = stored_bytes(checkpoints)
-        saved_before = saved_checkpoints(checkpoints)
+        before = stored_bytes(checkpoints) if checkpoints else 0
+        saved_before = saved_checkpoints(checkpoints) if checkpoints else 0
         calls_before = len(model.received)
         MeasuredModel.seconds = 0.0
         wall, cpu = time.perf_counter(), time.process_time()
@@ -352,21 +390,12 @@ def run_assistant(template: Path, folder: Path, turns: int) -> Figures:
         model_seconds = MeasuredModel.seconds
         figures.turn_wall_ms.append((time.perf_counter() - wall - model_seconds) * 1000)
         figures.turn_cpu_ms.append((time.process_time() - cpu - model_seconds) * 1000)
-        figures.turn_bytes.append(stored_bytes(checkpoints) - before)
-        figures.turn_steps.append(saved_checkpoints(checkpoints) - saved_before)
+        if checkpoints:
+            figures.turn_bytes.append(stored_bytes(checkpoints) - before)
+            figures.turn_steps.append(saved_checkpoints(checkpoints) - saved_before)
         figures.call_turns += [index] * (len(model.received) - calls_before)
     if model.script:
         raise SystemExit(f"the script and the graph disagree: {len(model.script)} replies left")
-    previous: list[int] = []
-    for messages, schemas in zip(model.received, model.schemas, strict=True):
-        tokens = render(messages)
-        figures.tokens.append(len(tokens))
-        figures.tool_tokens.append(schema_tokens(schemas))
-        figures.cacheable.append(shared_prefix(previous, tokens) / len(tokens) if previous else 0.0)
-        previous = tokens
-    db.dispose()
-    checkpoints.close()
-    return figures
 
 
 def checkpointer(connection: sqlite3.Connection) -> Any:
@@ -419,7 +448,12 @@ def floor_nodes(figures: Figures) -> int:
 
 
 def report(
-    turns: int, figures: Figures, floor: Figures, steps_floor: Figures, show_calls: bool
+    turns: int,
+    figures: Figures,
+    warm: Figures,
+    floor: Figures,
+    steps_floor: Figures,
+    show_calls: bool,
 ) -> None:
     """Print the figures of one conversation length."""
     tokens = figures.tokens
@@ -476,6 +510,12 @@ def report(
         "  CPU per turn over the bare graph of as many steps: "
         f"{statistics.median(figures.turn_cpu_ms) / same_steps:.2f}x"
     )
+    print(
+        "  the same conversation in a process that has served one already: CPU median "
+        f"{statistics.median(warm.turn_cpu_ms):.1f} ms (wall "
+        f"{statistics.median(warm.turn_wall_ms):.1f}), "
+        f"{statistics.median(warm.turn_cpu_ms) / same_steps:.2f}x the bare graph"
+    )
     if show_calls:
         for index, (count, share) in enumerate(zip(tokens, figures.cacheable, strict=True), 1):
             print(
@@ -507,9 +547,11 @@ def main() -> int:
             work = folder / f"run{turns}"
             work.mkdir()
             figures = run_assistant(template, work, turns)
+            (work / "warm").mkdir()
+            warm = run_assistant(template, work / "warm", turns, warm=True)
             floor = run_floor(work, turns)
             steps_floor = run_floor(work, turns, floor_nodes(figures))
-            report(turns, figures, floor, steps_floor, args.calls)
+            report(turns, figures, warm, floor, steps_floor, args.calls)
     return 0
 
 
