@@ -520,6 +520,11 @@ class TravelAssistant:
         handled it, as it would if the caller drove it directly: a cancel set on seeing
         a tool call stops the run before the tool runs. Once the run is stopped it no
         longer waits. A caller that stops reading early stops the run as a cancel would.
+
+        Each step's checkpoint is saved in this thread before the next step starts
+        (``durability="sync"``), not handed to a background thread: the run has a thread
+        of its own already, and the hand-over cost more than it overlapped (2.4 % of a
+        conversation's instructions, and the thread switches beside them).
         """
         stop = cancel if cancel is not None else threading.Event()
         logging.getLogger("langchain_core.callbacks.manager").addFilter(_CANCEL_WARNINGS_FILTER)
@@ -531,7 +536,7 @@ class TravelAssistant:
         def produce() -> None:
             try:
                 for mode, payload in self.graph.stream(
-                    inputs, run_config, stream_mode=["updates", "checkpoints"]
+                    inputs, run_config, stream_mode=["updates", "checkpoints"], durability="sync"
                 ):
                     events.put((mode, payload))
                     if mode == "updates":

@@ -48,11 +48,14 @@ def update_dialog_stack(left: list[str], right: str | None) -> list[str]:
 # Ids given to messages that arrive without one are UUIDs in this namespace, derived from
 # the id of the message they follow and their place in their batch.
 _MESSAGE_IDS = uuid.UUID("6f1c2a8e-57d3-4c2b-9a41-0d8e5b7c3f10")
-# How many updates of ``messages`` pass between two full snapshots of it: a reader
-# replays at most this many writes; a snapshot costs the whole conversation once. 50 is
-# about five turns (scripts/bench_conversation.py: fewer replayed writes per read than
-# with 100, no more bytes per turn; BENCHMARKS.md).
-SNAPSHOT_EVERY = 50
+# How many updates of ``messages`` pass between two full snapshots of it. Every run
+# starts by reading the state: it walks back over as many checkpoints, reading each in
+# full, to the last snapshot, then replays the writes since. A snapshot stores the whole
+# conversation once (about 14 kB compressed at 60 turns). 20 is two or three turns
+# (scripts/bench_conversation.py, BENCHMARKS.md): 6 % fewer instructions per
+# conversation than 50, as few as 10; bytes per turn at 30 turns 9.4 kB -> 10.6 kB mean,
+# median unchanged (10 gives 12.1 kB).
+SNAPSHOT_EVERY = 20
 # ``user_info`` is written only when the bookings change, so a reader walking back to
 # its last snapshot would walk the whole conversation: every write of it is a snapshot
 # (the bookings as short text, a few hundred bytes compressed).
