@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import inspect, text
+from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -222,11 +222,11 @@ def find_stored_result(
     if not tool_call_id:
         return None
     db.upgrade_schema()
+    # A database no write has reached yet (or none at all) has no record table.
+    if not db.has_table(ToolCallRecord.__tablename__):
+        return None
     key = _record_key(thread_id, tool_call_id)
     with db.session() as session:
-        # A database no write has reached yet (or none at all) has no record table.
-        if not inspect(session.connection()).has_table(ToolCallRecord.__tablename__):
-            return None
         try:
             return _stored_result(
                 session,
