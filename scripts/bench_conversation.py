@@ -13,6 +13,16 @@ checkpointer (one node answering each message: the floor).
 
     python scripts/bench_conversation.py [--turns 14] [--turns 30] [--calls]
 
+It also plays the conversation again in the same process, after one unmeasured run, as
+a service or a clerk's terminal does after its first customer (compiled statements and
+tool definitions kept). ``--play N`` only plays it N times, for counting instructions,
+which stay steady where times drift (BENCHMARKS.md):
+
+    python scripts/bench_conversation.py --play 1 --template /tmp/bench.sqlite  # builds it
+    for n in 1 2; do PYTHONHASHSEED=0 valgrind --tool=cachegrind --cache-sim=no \
+        --cachegrind-out-file=/dev/null python scripts/bench_conversation.py --play $n \
+        --template /tmp/bench.sqlite 2>&1 | grep 'I *refs'; done
+
 Targets (issue 12): on 14 turns, total prompt tokens <= 60,000, median cacheable share
 >= 80 %, no call above 6,000 tokens; over 30 turns, tokens per call flat after turn 10,
 checkpoint bytes per turn flat and <= 40 kB median; time per turn outside the model
@@ -327,14 +337,15 @@ def saved_checkpoints(connection: sqlite3.Connection) -> int:
     return int(connection.execute("SELECT count(*) FROM checkpoints").fetchone()[0])
 
 
-def run_assistant(template: Path, folder: Path, turns: int, *, warm: bool = False) -> Figures:
+def run_assistant(template: Path, folder: Path, turns: int, *, warm_ups: int = 0) -> Figures:
     """Play the conversation through the assistant; return its figures.
 
     The assistant and its database engine are built first, as a new process builds them.
-    With ``warm``, the conversation is played once unmeasured and then, on a fresh copy
-    of the database, again measured: what a process that has served a conversation
-    already (the service, a clerk's terminal after the first customer) spends per turn,
-    its statements compiled and its tool definitions and policy index built.
+    With ``warm_ups``, the conversation is played that many times unmeasured, each on a
+    fresh copy of the database, before the measured one: what a process that has served
+    a conversation already (the service, a clerk's terminal after the first customer)
+    spends per turn, its statements compiled and its tool definitions and policy index
+    built.
     """
     db_path = folder / "travel.sqlite"
     db_path.write_bytes(template.read_bytes())
@@ -343,8 +354,10 @@ def run_assistant(template: Path, folder: Path, turns: int, *, warm: bool = Fals
     model = MeasuredModel(script=[])
     checkpoints = sqlite3.connect(folder / "checkpoints.sqlite", check_same_thread=False)
     assistant = TravelAssistant.build(model, checkpointer(checkpoints), db=db)
-    if warm:
-        play(assistant, model, script, Thread("warm-up", FIXTURE_PASSENGER_ID), Figures())
+    for warm_up in range(warm_ups):
+        play(
+            assistant, model, script, Thread(f"warm-up {warm_up}", FIXTURE_PASSENGER_ID), Figures()
+        )
         db.dispose()  # the engine stays, with its compiled statements; the bookings go
         for stale in (db_path, Path(f"{db_path}-wal"), Path(f"{db_path}-shm")):
             stale.unlink(missing_ok=True)
@@ -536,19 +549,37 @@ def main() -> int:
         action="store_true",
         help="the SQLite saver as LangGraph sets it up (synchronous=FULL), for comparison",
     )
+    parser.add_argument(
+        "--play",
+        type=int,
+        metavar="N",
+        help="only play the conversation N times in one process, printing nothing: run "
+        "under valgrind with N=1 and N=2, the difference is one warm conversation",
+    )
+    parser.add_argument(
+        "--template",
+        type=Path,
+        help="the generated database to copy for each conversation (built there if missing)",
+    )
     args = parser.parse_args()
     lengths = args.turns or [14, 30]
     with tempfile.TemporaryDirectory() as name:
         folder = Path(name)
-        template = folder / "template.sqlite"
-        build_database(Database.from_url(str(template), clock=fixed_clock(NOW)), seed=7, scale=1)
+        template = args.template or folder / "template.sqlite"
+        if not template.exists():
+            database = Database.from_url(str(template), clock=fixed_clock(NOW))
+            build_database(database, seed=7, scale=1)
+            database.dispose()
+        if args.play:
+            run_assistant(template, folder, lengths[0], warm_ups=args.play - 1)
+            return 0
         print("zero-latency scripted model, SQLite checkpointer, default-scale database")
         for turns in lengths:
             work = folder / f"run{turns}"
             work.mkdir()
             figures = run_assistant(template, work, turns)
             (work / "warm").mkdir()
-            warm = run_assistant(template, work / "warm", turns, warm=True)
+            warm = run_assistant(template, work / "warm", turns, warm_ups=1)
             floor = run_floor(work, turns)
             steps_floor = run_floor(work, turns, floor_nodes(figures))
             report(turns, figures, warm, floor, steps_floor, args.calls)
