@@ -16,7 +16,13 @@ import uuid
 from collections.abc import Sequence
 from typing import Annotated, Any, Final, Protocol, TypedDict, cast
 
-from langchain_core.messages import AnyMessage, BaseMessage, convert_to_messages
+from langchain_core.messages import (
+    AnyMessage,
+    BaseMessage,
+    BaseMessageChunk,
+    RemoveMessage,
+    convert_to_messages,
+)
 from langchain_core.runnables import RunnableConfig
 from langgraph.channels.delta import DeltaChannel
 from langgraph.graph.message import Messages, add_messages
@@ -80,12 +86,54 @@ def add_message_batches(left: list[AnyMessage], batches: Sequence[Messages]) -> 
     a message without an id a random one, which a replay could not reproduce; such a
     message gets an id derived from the id of the message before it instead (no message
     present can already have it: it would have to follow that last message).
+
+    Most batches only add messages. ``add_messages`` walks the whole conversation four
+    times for each, and this runs for every step, every routing decision (LangGraph
+    reads the state again with the step's writes) and every write replayed when a run
+    starts; such a batch is appended here instead, against the ids present, with the
+    same result. Any other batch (a replacement, a removal, a chunk) goes through
+    ``add_messages``.
     """
-    merged: Messages = cast(Messages, list(left))
+    merged: list[BaseMessage] = list(left)
+    present: set[str | None] | None = None  # the ids in ``merged`` if plain, else None
     for batch in batches:
-        current = cast(list[BaseMessage], merged)
-        merged = add_messages(merged, cast(Messages, _with_ids(current, batch)))
+        messages = _with_ids(merged, batch)
+        if present is None:
+            present = _plain_ids(merged)
+        if present is not None and _only_appends(messages, present):
+            merged.extend(messages)
+            present.update(m.id for m in messages)
+        else:
+            merged = cast(
+                list[BaseMessage], add_messages(cast(Messages, merged), cast(Messages, messages))
+            )
+            present = None
     return cast(list[AnyMessage], merged)
+
+
+def _plain_ids(messages: Sequence[BaseMessage]) -> set[str | None] | None:
+    """Return the ids of ``messages``, or ``None`` if ``add_messages`` would change any.
+
+    It gives a message without an id a random one and turns a chunk into a message.
+    """
+    if any(issubclass(t, BaseMessageChunk) for t in set(map(type, messages))):
+        return None
+    ids = {m.id for m in messages}
+    return None if None in ids else ids
+
+
+def _only_appends(messages: Sequence[BaseMessage], present: set[str | None]) -> bool:
+    """Tell whether ``add_messages`` would append ``messages`` unchanged, and nothing else."""
+    seen: set[str | None] = set()
+    for message in messages:
+        if (
+            message.id in present
+            or message.id in seen
+            or isinstance(message, RemoveMessage | BaseMessageChunk)
+        ):
+            return False
+        seen.add(message.id)
+    return True
 
 
 def latest_value(current: str, writes: Sequence[str]) -> str:

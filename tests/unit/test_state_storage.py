@@ -8,12 +8,22 @@ from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 import pytest
-from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, RemoveMessage
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    AnyMessage,
+    BaseMessage,
+    HumanMessage,
+    RemoveMessage,
+    ToolMessage,
+)
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import START, StateGraph
 from langgraph.graph.message import add_messages
 
-from assistants.state import add_message_batches, update_dialog_stack
+from assistants.state import _with_ids, add_message_batches, update_dialog_stack
 from conversations import Decision, Thread, TravelAssistant
 from db.checkpoint_serde import CompressingSerializer
 from db.conversation_store import sqlite_checkpointer
@@ -39,6 +49,61 @@ def test_a_removed_message_stays_removed_and_a_later_one_gets_a_fresh_id() -> No
     after = add_message_batches(kept, [[RemoveMessage(id=str(draft.id))], [AIMessage("final")]])
     assert [m.content for m in after] == ["hi", "final"]
     assert len({m.id for m in after}) == 2
+
+
+# Ids from a small pool, so that batches often reuse one: a replacement, or a removal.
+_IDS = st.sampled_from(["a", "b", "c", "d", "e"])
+_MESSAGE = st.one_of(
+    st.builds(lambda i, t: HumanMessage(t, id=i), st.none() | _IDS, st.text(max_size=3)),
+    st.builds(lambda i, t: AIMessage(t, id=i), st.none() | _IDS, st.text(max_size=3)),
+    st.builds(lambda i: ToolMessage("ok", tool_call_id="c", id=i), st.none() | _IDS),
+    st.builds(lambda i: AIMessageChunk("part", id=i), _IDS),
+    st.builds(lambda i: RemoveMessage(id=i), _IDS),
+)
+
+
+def _folded(left: list[BaseMessage], batches: list[list[BaseMessage]]) -> list[BaseMessage]:
+    """The reducer as it was: ``add_messages`` over each batch, ids made deterministic."""
+    merged: Any = list(left)
+    for batch in batches:
+        merged = add_messages(merged, _with_ids(merged, batch))  # type: ignore[arg-type]
+    return list(merged)
+
+
+def _shape(messages: list[Any]) -> list[tuple[str, str | None, Any]]:
+    return [(type(m).__name__, m.id, m.content) for m in messages]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.builds(lambda i: HumanMessage("x", id=i), _IDS), max_size=3, unique_by=lambda m: m.id
+    ),
+    st.lists(st.lists(_MESSAGE, max_size=4), max_size=5),
+)
+def test_batches_applied_give_what_add_messages_gives(
+    left: list[BaseMessage], batches: list[list[BaseMessage]]
+) -> None:
+    # Appending the batches that only add messages is a shortcut; whatever the batches
+    # hold (replacements, removals, chunks, ids repeated within a batch), the result,
+    # or the error, must be exactly what folding add_messages over them gives.
+    try:
+        expected: list[Any] | type[BaseException] = _shape(_folded(left, batches))
+    except ValueError as error:  # removing an id that is not there
+        expected = type(error)
+    try:
+        got: list[Any] | type[BaseException] = _shape(
+            add_message_batches(list(left), batches)  # type: ignore[arg-type]
+        )
+    except ValueError as error:
+        got = type(error)
+    assert got == expected
+
+
+def test_a_message_without_an_id_already_in_the_state_gets_one_as_add_messages_gives() -> None:
+    # add_messages gives it a random id; a shortcut that appended beside it would not.
+    merged = add_message_batches([HumanMessage("x")], [[AIMessage("y", id="n")]])
+    assert [m.content for m in merged] == ["x", "y"] and all(m.id for m in merged)
 
 
 def test_the_serializer_compresses_large_values_and_reads_old_ones() -> None:
