@@ -64,6 +64,7 @@ from assistants.specialists import CallKind, Crew, build_crew
 from assistants.state import active_assistant
 from db.engine import Database
 from db.passengers import passenger_exists
+from db.remembered_state import RemembersLastState
 from graph import DEFAULT_RECURSION_LIMIT, ModelsArg, build_graph
 
 __all__ = [
@@ -580,6 +581,9 @@ class TravelAssistant:
         else:
             if saved is not None:  # the run ended at its last checkpoint: keep its state
                 self._remember(config, _snapshot_of(saved))
+                saver = self.graph.checkpointer
+                if isinstance(saver, RemembersLastState):  # the next run starts from it
+                    saver.remember_state(saved["config"], saved["values"])
         finally:
             if not finished:  # the caller stopped reading: stop the run, then close it
                 stop.set()

@@ -54,13 +54,15 @@ def update_dialog_stack(left: list[str], right: str | None) -> list[str]:
 # Ids given to messages that arrive without one are UUIDs in this namespace, derived from
 # the id of the message they follow and their place in their batch.
 _MESSAGE_IDS = uuid.UUID("6f1c2a8e-57d3-4c2b-9a41-0d8e5b7c3f10")
-# How many updates of ``messages`` pass between two full snapshots of it. Every run
-# starts by reading the state: it walks back over as many checkpoints, reading each in
-# full, to the last snapshot, then replays the writes since. A snapshot stores the whole
-# conversation once (about 14 kB compressed at 60 turns). 20 is two or three turns
-# (scripts/bench_conversation.py, BENCHMARKS.md): 6 % fewer instructions per
-# conversation than 50, as few as 10; bytes per turn at 30 turns 9.4 kB -> 10.6 kB mean,
-# median unchanged (10 gives 12.1 kB).
+# How many updates of ``messages`` pass between two full snapshots of it. A run that
+# does not start from the state this process remembers (``db.remembered_state``: the
+# first of a thread here, or after another process wrote) reads the state by walking
+# back over as many checkpoints, reading each in full, to the last snapshot, then
+# replaying the writes since. A snapshot stores the whole conversation once (about 14 kB
+# compressed at 60 turns). 20 is two or three turns (scripts/bench_conversation.py,
+# BENCHMARKS.md): 6 % fewer instructions per conversation than 50 (measured before the
+# state was remembered), as few as 10; bytes per turn at 30 turns 9.4 kB -> 10.6 kB
+# mean, median unchanged (10 gives 12.1 kB).
 SNAPSHOT_EVERY = 20
 # ``user_info`` is written only when the bookings change, so a reader walking back to
 # its last snapshot would walk the whole conversation: every write of it is a snapshot

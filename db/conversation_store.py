@@ -643,14 +643,15 @@ def sqlite_checkpointer(connection: sqlite3.Connection) -> Any:
     never corrupt the file, and that is the case the program already recovers from: a
     write committed in the travel database with no checkpoint after it is reported as
     done from its stored record (``assistants.approvals``). Values are stored compressed
-    (``CompressingSerializer``). Measured by ``scripts/bench_conversation.py``
+    (``CompressingSerializer``). The saver remembers the state each run of this process
+    ends with, so the next run of the thread starts without reading it back
+    (``db.remembered_state``). Measured by ``scripts/bench_conversation.py``
     (BENCHMARKS.md).
     """
-    from langgraph.checkpoint.sqlite import SqliteSaver
-
     from db.checkpoint_serde import CompressingSerializer
+    from db.remembered_state import RememberingSqliteSaver
 
-    saver = SqliteSaver(connection, serde=CompressingSerializer())
+    saver = RememberingSqliteSaver(connection, serde=CompressingSerializer())
     saver.setup()
     connection.execute("PRAGMA synchronous=NORMAL")
     return saver
@@ -697,9 +698,11 @@ def _open_postgres(location: Location) -> ConversationStore:
     location.check_driver()
     try:
         import psycopg
-        from langgraph.checkpoint.postgres import PostgresSaver
+        from langgraph.checkpoint.postgres import PostgresSaver  # noqa: F401 (is it installed?)
         from psycopg.rows import dict_row
         from psycopg_pool import ConnectionPool
+
+        from db.remembered_state import remembering_postgres_saver
     except ImportError as error:
         raise LocationError(
             f"PostgreSQL conversations need {error.name or 'a module'} that is not installed; "
@@ -743,7 +746,7 @@ def _open_postgres(location: Location) -> ConversationStore:
         return bool(row and row["held"])
 
     return ConversationStore(
-        PostgresSaver(pool),
+        remembering_postgres_saver(pool),
         PostgresSessionRegistry(pool),
         PostgresTurnLocks(conninfo, probe),
         location=location.shown(),

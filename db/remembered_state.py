@@ -1,0 +1,105 @@
+"""Savers that remember the state a run of this process ended with.
+
+Every run starts by reading its thread's latest checkpoint. ``messages`` and
+``user_info`` are ``DeltaChannel``s (``assistants.state``), so that read walks back to
+their last snapshot, deserialising each checkpoint on the way, and replays the writes
+since: the whole conversation is deserialised again at the start of every run,
+although the run before, in this process, has just ended with exactly that state.
+
+``RemembersLastState`` keeps, per thread, the values of the last checkpoint a run of
+this process saved (``TravelAssistant`` hands them over from the run's ``checkpoints``
+stream) and answers LangGraph's read of that very checkpoint with them. A checkpoint's
+values never change once it is saved, so the answer is the one the walk would give; any
+other checkpoint (another process wrote a newer one, a thread not seen yet, an older
+one) is read as before. ``tests/unit/test_remembered_state.py`` plays conversations both
+ways and compares every request and state.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import DeltaChannelHistory
+from langgraph.checkpoint.sqlite import SqliteSaver
+
+# Threads whose last state is kept; the least recently saved is forgotten first.
+THREADS_KEPT = 64
+
+
+class RemembersLastState:
+    """A checkpoint saver mixin (put it before the saver's class): see the module docstring."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._last_states: OrderedDict[str, tuple[str, str, dict[str, Any]]] = OrderedDict()
+        self._last_states_lock = threading.Lock()
+        self.remembered_reads = 0  # reads answered from memory (tests and benchmarks)
+
+    def remember_state(self, config: RunnableConfig, values: Mapping[str, Any]) -> None:
+        """Keep ``values`` as the state of the checkpoint ``config`` names.
+
+        Args:
+            config: A saved checkpoint's config: its thread, namespace and id.
+            values: That checkpoint's channel values, as a run streamed them.
+        """
+        configurable = config.get("configurable", {})
+        checkpoint_id = configurable.get("checkpoint_id")
+        if not checkpoint_id:
+            return
+        thread_id = str(configurable["thread_id"])
+        namespace = str(configurable.get("checkpoint_ns", ""))
+        # Lists are copied: the next run's channels start from them.
+        kept = {k: list(v) if isinstance(v, list) else v for k, v in values.items()}
+        with self._last_states_lock:
+            self._last_states[thread_id] = (namespace, str(checkpoint_id), kept)
+            self._last_states.move_to_end(thread_id)
+            while len(self._last_states) > THREADS_KEPT:
+                self._last_states.popitem(last=False)
+
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """Answer for the remembered checkpoint from memory, else read it (LangGraph's walk)."""
+        configurable = config.get("configurable", {})
+        with self._last_states_lock:
+            found = self._last_states.get(str(configurable.get("thread_id")))
+        if found is not None:
+            namespace, checkpoint_id, values = found
+            if (
+                namespace == str(configurable.get("checkpoint_ns", ""))
+                and checkpoint_id == configurable.get("checkpoint_id")
+                and all(channel in values for channel in channels)
+            ):
+                self.remembered_reads += 1
+                # A seed that is a plain value is the channel's value as it stands
+                # (``DeltaChannel.from_checkpoint``); no writes follow it.
+                return {
+                    channel: {"seed": _fresh(values[channel]), "writes": []} for channel in channels
+                }
+        return super().get_delta_channel_history(config=config, channels=channels)  # type: ignore[misc, no-any-return]
+
+
+def _fresh(value: Any) -> Any:
+    """Return a list copied, so that no two runs ever hold the same list."""
+    return list(value) if isinstance(value, list) else value
+
+
+class RememberingSqliteSaver(RemembersLastState, SqliteSaver):
+    """LangGraph's ``SqliteSaver`` that remembers its runs' last states."""
+
+
+def remembering_postgres_saver(connection: Any) -> Any:
+    """Return LangGraph's ``PostgresSaver`` on ``connection`` (a pool), remembering states.
+
+    Built here, not at import: PostgreSQL support is an optional extra.
+    """
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    class RememberingPostgresSaver(RemembersLastState, PostgresSaver):
+        """LangGraph's ``PostgresSaver`` that remembers its runs' last states."""
+
+    return RememberingPostgresSaver(connection)
