@@ -59,11 +59,11 @@ _MESSAGE_IDS = uuid.UUID("6f1c2a8e-57d3-4c2b-9a41-0d8e5b7c3f10")
 # first of a thread here, or after another process wrote) reads the state by walking
 # back over as many checkpoints, reading each in full, to the last snapshot, then
 # replaying the writes since. A snapshot stores the whole conversation once (about 14 kB
-# compressed at 60 turns). 20 is two or three turns (scripts/bench_conversation.py,
-# BENCHMARKS.md): 6 % fewer instructions per conversation than 50 (measured before the
-# state was remembered), as few as 10; bytes per turn at 30 turns 9.4 kB -> 10.6 kB
-# mean, median unchanged (10 gives 12.1 kB).
-SNAPSHOT_EVERY = 20
+# compressed at 60 turns). 50 is about five turns. Before runs started from the
+# remembered state, 20 saved 6 % of a conversation's instructions; since, 50 costs 2 %
+# fewer than 20 (the snapshots are the cost) and fewer bytes: 9.4 kB a turn on average
+# at 30 turns, against 10.6 kB (scripts/bench_conversation.py, BENCHMARKS.md).
+SNAPSHOT_EVERY = 50
 # ``user_info`` is written only when the bookings change, so a reader walking back to
 # its last snapshot would walk the whole conversation: every write of it is a snapshot
 # (the bookings as short text, a few hundred bytes compressed).
