@@ -64,7 +64,7 @@ from assistants.specialists import CallKind, Crew, build_crew
 from assistants.state import active_assistant
 from db.engine import Database
 from db.passengers import passenger_exists
-from db.remembered_state import RemembersLastState
+from db.remembered_state import THREADS_KEPT, RemembersLastState
 from graph import DEFAULT_RECURSION_LIMIT, ModelsArg, build_graph
 
 __all__ = [
@@ -173,9 +173,6 @@ class _HideCancelWarnings(logging.Filter):
 
 _CANCEL_WARNINGS_FILTER = _HideCancelWarnings()
 
-# How many threads' last states a ``TravelAssistant`` keeps (a server serves many).
-_STATES_KEPT = 64
-
 
 class TravelAssistant:
     """Drive conversations over a compiled graph.
@@ -267,7 +264,7 @@ class TravelAssistant:
         with self._states_lock:
             self._states[thread_id] = (key, snapshot)
             self._states.move_to_end(thread_id)
-            while len(self._states) > _STATES_KEPT:
+            while len(self._states) > THREADS_KEPT:  # as many as the saver keeps
                 self._states.popitem(last=False)
 
     def config(self, thread: Thread, **extra: Any) -> RunnableConfig:

@@ -143,8 +143,8 @@ class Database:
     def has_table(self, name: str) -> bool:
         """Tell whether table ``name`` exists.
 
-        A table found once is not looked up again: once there it stays (an upgrade
-        rebuilds one under the same name, ``db.upgrade``). The look-up, through
+        A table found once is not looked up again: once there it stays (an upgrade or a
+        rebuild of the database makes it again under the same name). The look-up, through
         SQLAlchemy's inspector, was a fifth of ``db.writes.find_stored_result``, which
         runs for every pending approval.
         """

@@ -26,7 +26,8 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import DeltaChannelHistory
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-# Threads whose last state is kept; the least recently saved is forgotten first.
+# Threads whose last state is kept (here and in ``TravelAssistant``); the least recently
+# saved is forgotten first.
 THREADS_KEPT = 64
 
 
@@ -52,10 +53,8 @@ class RemembersLastState:
             return
         thread_id = str(configurable["thread_id"])
         namespace = str(configurable.get("checkpoint_ns", ""))
-        # Lists are copied: the next run's channels start from them.
-        kept = {k: list(v) if isinstance(v, list) else v for k, v in values.items()}
         with self._last_states_lock:
-            self._last_states[thread_id] = (namespace, str(checkpoint_id), kept)
+            self._last_states[thread_id] = (namespace, str(checkpoint_id), dict(values))
             self._last_states.move_to_end(thread_id)
             while len(self._last_states) > THREADS_KEPT:
                 self._last_states.popitem(last=False)

@@ -390,8 +390,8 @@ def play(
     """Play ``script`` on ``thread``, approving every write; add each turn to ``figures``."""
     model.script.extend(r for t in script for r in t.replies)
     for index, turn in enumerate(script, start=1):
-        before = stored_bytes(checkpoints) if checkpoints else 0
-        saved_before = saved_checkpoints(checkpoints) if checkpoints else 0
+        before = stored_bytes(checkpoints) if checkpoints is not None else 0
+        saved_before = saved_checkpoints(checkpoints) if checkpoints is not None else 0
         calls_before = len(model.received)
         MeasuredModel.seconds = 0.0
         wall, cpu = time.perf_counter(), time.process_time()
@@ -403,7 +403,7 @@ def play(
         model_seconds = MeasuredModel.seconds
         figures.turn_wall_ms.append((time.perf_counter() - wall - model_seconds) * 1000)
         figures.turn_cpu_ms.append((time.process_time() - cpu - model_seconds) * 1000)
-        if checkpoints:
+        if checkpoints is not None:
             figures.turn_bytes.append(stored_bytes(checkpoints) - before)
             figures.turn_steps.append(saved_checkpoints(checkpoints) - saved_before)
         figures.call_turns += [index] * (len(model.received) - calls_before)
