@@ -70,6 +70,10 @@ _TAGS = re.compile(r"<(/?)(bookings)", re.IGNORECASE)
 
 ToolLike = BaseTool | type[BaseModel]
 
+# Characters two bytes long in UTF-8 (non-ASCII below U+0800), and those three or four long.
+_NARROW = re.compile("[\u0080-\u07ff]")
+_WIDE = re.compile("[\u0800-\U0010ffff]")
+
 
 # --- measuring -------------------------------------------------------------------------------
 
@@ -86,9 +90,14 @@ def estimate_tokens(text: str) -> int:
     """
     if not text:
         return 0
-    digits = sum(ch in "0123456789" for ch in text)
-    narrow = sum(not ch.isascii() and ord(ch) < 0x800 for ch in text)
-    wide = sum(ord(ch) >= 0x800 for ch in text)
+    # Counted by the string and regex machinery, not character by character in Python:
+    # the system prompt alone is thousands of characters, measured again on every call.
+    digits = sum(map(text.count, "0123456789"))
+    if text.isascii():
+        narrow = wide = 0
+    else:
+        narrow = len(_NARROW.findall(text))
+        wide = len(_WIDE.findall(text))
     rest = len(text) - digits - narrow - wide
     return digits + narrow + 2 * wide + math.ceil(rest / CHARS_PER_TOKEN)
 

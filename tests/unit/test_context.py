@@ -4,15 +4,17 @@ and the token estimate against real tokenizers."""
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from assistants.context import (
     BOOKINGS_KEY,
+    CHARS_PER_TOKEN,
     NO_RESULT,
     SENT_AT_KEY,
     estimate_tokens,
@@ -189,6 +191,23 @@ def test_estimate_counts_digits_and_other_scripts_one_each() -> None:
     assert estimate_tokens("abcdef") == 2
     assert estimate_tokens("日本語") == 6
     assert estimate_tokens("é") == 1
+
+
+def _estimate_char_by_char(text: str) -> int:
+    """The estimate's definition, one character at a time."""
+    digits = sum(ch in "0123456789" for ch in text)
+    narrow = sum(not ch.isascii() and ord(ch) < 0x800 for ch in text)
+    wide = sum(ord(ch) >= 0x800 for ch in text)
+    rest = len(text) - digits - narrow - wide
+    return digits + narrow + 2 * wide + math.ceil(rest / CHARS_PER_TOKEN)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.characters(codec=None, exclude_categories=())))
+@example("9\x7f\x80\u07ff\u0800\ud800\uffff\U00010000\U0010ffff")
+def test_estimate_matches_its_definition_character_by_character(text: str) -> None:
+    estimate_tokens.cache_clear()
+    assert estimate_tokens(text) == _estimate_char_by_char(text)
 
 
 def test_estimate_stays_above_openai_tokenizers_on_this_programs_prompts(
