@@ -34,7 +34,7 @@ from langchain_core.messages import (
     SystemMessage,
     ToolMessage,
 )
-from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables import Runnable, RunnableConfig
 
 from assistants.context import (
     CUT_OFF_KEY,
@@ -48,6 +48,7 @@ from assistants.context import (
     latest_bookings,
     mark_cut_off,
     normalise,
+    schemas_tokens,
     sent_at,
     text_of,
     time_label,
@@ -148,6 +149,25 @@ def history_window(
     return list(messages[starts[-1] :]) if starts else list(messages)
 
 
+def bound_tool_schemas(model: Runnable[Any, Any], count: int) -> list[dict[str, Any]] | None:
+    """Return the tool definitions a model binding sends, when it holds them converted.
+
+    ``ChatOpenAI.bind_tools`` converts every tool to OpenAI's form once and keeps the
+    result in the binding: counting that is counting what is sent, without converting
+    each tool's schema again. ``None`` when the binding holds no such list of ``count``
+    definitions (another client, or a scripted model).
+    """
+    kwargs = getattr(model, "kwargs", None)
+    schemas = kwargs.get("tools") if isinstance(kwargs, dict) else None
+    if (
+        isinstance(schemas, list)
+        and len(schemas) == count
+        and all(isinstance(s, dict) for s in schemas)
+    ):
+        return schemas
+    return None
+
+
 def _enters(message: BaseMessage, specialist: str) -> bool:
     """Tell whether ``message`` is the answer that handed the conversation to ``specialist``."""
     if not isinstance(message, ToolMessage) or not isinstance(message.artifact, dict):
@@ -227,7 +247,10 @@ class Assistant:
     def budget_for(self, system: str) -> int:
         """Return the tokens left for the conversation beside ``system`` and the tools."""
         if self._tools_tokens is None:  # measured on first use: building a graph stays fast
-            self._tools_tokens = tools_tokens(self.tools)
+            sent = bound_tool_schemas(self.model, len(self.tools))
+            self._tools_tokens = (
+                schemas_tokens(sent) if sent is not None else tools_tokens(self.tools)
+            )
         fixed = REQUEST_OVERHEAD + self._tools_tokens + estimate_tokens(system)
         return self.prompt_budget - fixed
 

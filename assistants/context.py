@@ -27,9 +27,10 @@ import functools
 import json
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from langchain_core.messages import (
     AIMessage,
@@ -135,9 +136,12 @@ def _tokens(text: str, calls: Sequence[ToolCall] = ()) -> int:
 
 def tools_tokens(tools: Sequence[ToolLike]) -> int:
     """Return the estimated tokens of the tools' definitions (templates print their JSON)."""
-    return sum(
-        estimate_tokens(json.dumps(convert_to_openai_tool(t), ensure_ascii=False)) for t in tools
-    )
+    return schemas_tokens([convert_to_openai_tool(t) for t in tools])
+
+
+def schemas_tokens(schemas: Sequence[Mapping[str, Any]]) -> int:
+    """Return the estimated tokens of tool definitions already in OpenAI's form."""
+    return sum(estimate_tokens(json.dumps(s, ensure_ascii=False)) for s in schemas)
 
 
 def request_tokens(messages: Sequence[BaseMessage], tools: Sequence[ToolLike] = ()) -> int:

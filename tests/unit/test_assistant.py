@@ -213,6 +213,33 @@ def test_requests_fit_the_models_context_window(travel_db: Database) -> None:
     assert not check(last)
 
 
+def test_the_tools_are_counted_from_what_a_chat_openai_binding_sends(
+    travel_db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from langchain_openai import ChatOpenAI
+
+    from assistants import context
+    from assistants.specialists import build_crew
+
+    crew = build_crew(travel_db)
+    tools = list(crew.primary_tools)
+    expected = tools_tokens(tools)
+    model = ChatOpenAI(model="any", api_key="not-used", base_url="http://127.0.0.1:9/v1")
+    node = Assistant("primary_assistant", model, "", tools, clock=fixed_clock(FIXED_NOW))
+
+    def converted_again(tool: object) -> dict:
+        raise AssertionError("the binding already holds the converted tools")
+
+    monkeypatch.setattr(context, "convert_to_openai_tool", converted_again)
+    assert node.budget_for("") == node.prompt_budget - REQUEST_OVERHEAD - expected
+    # A model whose binding holds no definitions (a scripted one) has them converted.
+    scripted = Assistant(
+        "primary_assistant", ScriptedChatModel(), "", tools, clock=fixed_clock(FIXED_NOW)
+    )
+    with pytest.raises(AssertionError, match="already holds"):
+        scripted.budget_for("")
+
+
 @pytest.mark.parametrize("approve", [True, False])
 def test_the_request_after_an_answered_approval_is_valid(
     travel_db: Database, approve: bool
