@@ -111,8 +111,13 @@ _SUFFIX_RULES: tuple[tuple[str, str], ...] = (
 _MIN_STEM = 3
 
 
+@functools.lru_cache(maxsize=8192)
 def _stem(word: str) -> str:
-    """Strip one common suffix, undouble a final consonant and drop a final "e"."""
+    """Strip one common suffix, undouble a final consonant and drop a final "e".
+
+    Remembered per word: the policy's 1,900 words are 350 distinct ones, and queries
+    repeat the policy's words.
+    """
     if len(word) <= _MIN_STEM or word.isdigit():
         return word
     for suffix, replacement in _SUFFIX_RULES:
