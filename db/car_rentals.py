@@ -186,9 +186,9 @@ def search_car_rentals(
         needle = search_text(value, field)
         if needle is not None:
             query = query.where(func.lower(column).contains(needle, autoescape=True))
-    matches = session.scalar(select(func.count()).select_from(query.subquery())) or 0
-    ordered = query.order_by(CarRental.location, CarRental.name, CarRental.id).limit(limit)
-    rentals = list(session.scalars(ordered))
+    rentals, matches = partners.first_matches(
+        session, query, (CarRental.location, CarRental.name, CarRental.id), limit
+    )
     views = [rental_view(rental) for rental in rentals]
     if period is not None and rentals:
         start, end = period

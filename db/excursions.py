@@ -132,11 +132,9 @@ def search_trip_recommendations(
                 )
             )
         )
-    matches = session.scalar(select(func.count()).select_from(query.subquery())) or 0
-    ordered = query.order_by(
-        TripRecommendation.location, TripRecommendation.name, TripRecommendation.id
-    ).limit(limit)
-    views = [excursion_view(excursion) for excursion in session.scalars(ordered)]
+    order = (TripRecommendation.location, TripRecommendation.name, TripRecommendation.id)
+    excursions, matches = partners.first_matches(session, query, order, limit)
+    views = [excursion_view(excursion) for excursion in excursions]
     return {"trip_recommendations": views, "matches": matches}
 
 

@@ -182,9 +182,8 @@ def search_hotels(
         needle = search_text(value, field)
         if needle is not None:
             query = query.where(func.lower(column).contains(needle, autoescape=True))
-    matches = session.scalar(select(func.count()).select_from(query.subquery())) or 0
-    hotels = list(
-        session.scalars(query.order_by(Hotel.location, Hotel.name, Hotel.id).limit(limit))
+    hotels, matches = partners.first_matches(
+        session, query, (Hotel.location, Hotel.name, Hotel.id), limit
     )
     views = [hotel_view(hotel) for hotel in hotels]
     if stay is not None and hotels:

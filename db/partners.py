@@ -21,12 +21,13 @@ late fees, payments and the write lock order.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
-from sqlalchemy.orm import Session
+from sqlalchemy import Select, func, select
+from sqlalchemy.orm import QueryableAttribute, Session
 
 from db.errors import InvalidInputError, NotFoundError, OwnershipError, RuleViolationError
 from db.rules import MAX_DAYS_AHEAD, hours
@@ -301,6 +302,7 @@ class BookingRow(Protocol):
 
 BookingT = TypeVar("BookingT", bound=BookingRow)
 CatalogueT = TypeVar("CatalogueT")
+EntryT = TypeVar("EntryT")  # a row a search returns
 Dates = tuple[date, ...]
 
 
@@ -355,6 +357,24 @@ class ReservationKind(Generic[BookingT, CatalogueT]):
         """Return the id of the catalogue entry a reservation is for."""
         value: int = getattr(booking, self.catalogue_key)
         return value
+
+
+def first_matches(
+    session: Session,
+    query: Select[EntryT],
+    order_by: Sequence[QueryableAttribute[Any]],
+    limit: int,
+) -> tuple[list[EntryT], int]:
+    """Return the first ``limit`` entries ``query`` finds in ``order_by`` order, and the total.
+
+    One statement: ``count(*) OVER ()`` counts every matching row before ``LIMIT``
+    applies, so the total needs no second query (a round trip less on PostgreSQL).
+    """
+    if limit < 1:  # no row would carry the count
+        return [], session.scalar(select(func.count()).select_from(query.subquery())) or 0
+    counted = query.add_columns(func.count().over()).order_by(*order_by).limit(limit)
+    rows = session.execute(counted).all()
+    return [row[0] for row in rows], (int(rows[0][1]) if rows else 0)
 
 
 def catalogue_entry(
