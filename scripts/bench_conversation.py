@@ -40,7 +40,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -50,6 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bpe_openai import get_encoding
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.outputs import ChatGenerationChunk
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langchain_openai.chat_models.base import _convert_message_to_dict
 from langgraph.graph import START, MessagesState, StateGraph
@@ -68,22 +69,34 @@ ENCODING = get_encoding("o200k_base")
 
 
 class MeasuredModel(ScriptedChatModel):
-    """The scripted model, recording the tool schemas bound with each request."""
+    """The scripted model, bound to its tools the way ``ChatOpenAI`` is.
+
+    ``bind_tools`` converts the tools to OpenAI's form once and returns a binding that
+    passes them with every request, as ``ChatOpenAI.bind_tools`` does; each request's
+    definitions are recorded beside its messages.
+    """
 
     schemas: list[list[dict[str, Any]]] = field(default_factory=list)  # type: ignore[assignment]
-    bound: list[dict[str, Any]] = field(default_factory=list)  # type: ignore[assignment]
     seconds: float = 0.0
 
-    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> MeasuredModel:  # type: ignore[override]
-        bound = super().bind_tools(tools, **kwargs)
-        copy = bound.model_copy()
-        copy.bound = [convert_to_openai_tool(t) for t in tools]
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> Any:  # type: ignore[override]
+        super().bind_tools(tools)
         # LangChain describes a model to its callbacks once per instance, from its repr;
         # a scripted model's repr holds every request so far. Describe it now, while that
         # is empty, so the benchmark does not count a cost a real client never has.
-        copy.__dict__.pop("_serialized", None)
-        _ = copy._serialized
-        return copy
+        self.__dict__.pop("_serialized", None)
+        _ = self._serialized
+        return self.bind(tools=[convert_to_openai_tool(t) for t in tools], **kwargs)
+
+    def _stream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: Any = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
+        self.schemas.append(list(kwargs.get("tools", [])))
+        return super()._stream(messages, stop, run_manager, **kwargs)
 
     def _next(self, messages: list[BaseMessage]) -> AIMessage:
         started = time.perf_counter()
@@ -91,7 +104,6 @@ class MeasuredModel(ScriptedChatModel):
             return super()._next(messages)
         finally:
             MeasuredModel.seconds += time.perf_counter() - started
-            self.schemas.append(self.bound)
 
 
 @dataclass
@@ -362,7 +374,7 @@ def run_assistant(template: Path, folder: Path, turns: int, *, warm_ups: int = 0
         for stale in (db_path, Path(f"{db_path}-wal"), Path(f"{db_path}-shm")):
             stale.unlink(missing_ok=True)
         db_path.write_bytes(template.read_bytes())
-        # The bound copies of the model share these lists: empty them in place.
+        # Every binding holds this very model: empty its records in place.
         model.received.clear()
         model.schemas.clear()
     figures = Figures()
