@@ -92,7 +92,7 @@ def estimate_tokens(text: str) -> int:
     if not text:
         return 0
     # Counted by the string and regex machinery, not character by character in Python:
-    # the system prompt alone is thousands of characters, measured again on every call.
+    # a system prompt alone is thousands of characters, measured again when it changes.
     digits = sum(map(text.count, "0123456789"))
     if text.isascii():
         narrow = wide = 0
