@@ -32,8 +32,8 @@ from tests.support.fake_openai import FakeOpenAI, Reply, customer_text
 
 pexpect = pytest.importorskip("pexpect")
 
-ESCAPES = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r")
 _STYLES = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
+ESCAPES = re.compile(rf"{_STYLES.pattern}|\r")  # styles, and the carriage returns too
 PROGRAM = Path(sys.executable).parent / "travel-assistant"
 
 

@@ -79,8 +79,10 @@ def test_the_window_keeps_a_long_current_turn_whole() -> None:
 # --- what the node sends and keeps -----------------------------------------------------------
 
 import pytest  # noqa: E402
+from langchain_openai import ChatOpenAI  # noqa: E402
 from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
 
+from assistants import context  # noqa: E402
 from assistants.assistant import (  # noqa: E402
     CUT_OFF_KEY,
     Assistant,
@@ -89,6 +91,7 @@ from assistants.assistant import (  # noqa: E402
 )
 from assistants.context import REQUEST_OVERHEAD, tools_tokens  # noqa: E402
 from assistants.prompts import CUT_OFF_ACTION_NOTE, CUT_OFF_NOTE  # noqa: E402
+from assistants.specialists import build_crew  # noqa: E402
 from conversations import Decision, Thread, TravelAssistant  # noqa: E402
 from db.clock import fixed_clock  # noqa: E402
 from db.engine import Database  # noqa: E402
@@ -216,11 +219,6 @@ def test_requests_fit_the_models_context_window(travel_db: Database) -> None:
 def test_the_tools_are_counted_from_what_a_chat_openai_binding_sends(
     travel_db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from langchain_openai import ChatOpenAI
-
-    from assistants import context
-    from assistants.specialists import build_crew
-
     crew = build_crew(travel_db)
     tools = list(crew.primary_tools)
     expected = tools_tokens(tools)
