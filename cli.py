@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
     from langchain_core.messages import AnyMessage
 
+    from conversations import TravelAssistant
     from db.conversation_store import ConversationStore, Location, TurnLocks
 
 __all__ = ["CliError", "Console", "Overrides", "main", "run"]
@@ -1403,6 +1404,15 @@ def cmd_chat(args: argparse.Namespace, console: Console, overrides: Overrides) -
         database.dispose()
 
 
+def _prepared(assistant: TravelAssistant) -> TravelAssistant:
+    """Return ``assistant`` with its reference files read; a missing one stops here."""
+    try:
+        assistant.prepare()
+    except (OSError, ValueError) as error:
+        raise CliError(str(error), EXIT_ERROR) from error
+    return assistant
+
+
 def _chat(
     args: argparse.Namespace,
     console: Console,
@@ -1415,7 +1425,7 @@ def _chat(
     from conversations import Thread, TravelAssistant
 
     registry = store.registry
-    assistant = TravelAssistant.build(models, store.saver, db=database)
+    assistant = _prepared(TravelAssistant.build(models, store.saver, db=database))
     if not assistant.check_passenger(passenger_id):
         raise CliError(
             f"No passenger with id {passenger_id!r} in {_db_location(args).shown()}. "
@@ -1938,7 +1948,7 @@ def cmd_serve(args: argparse.Namespace, console: Console, overrides: Overrides) 
             # Several workers (here or on other machines) over one PostgreSQL store take
             # turns on a conversation through its lock.
             service = ConversationService.over_store(
-                TravelAssistant.build(models, store.saver, db=database), store
+                _prepared(TravelAssistant.build(models, store.saver, db=database)), store
             )
             if args.host not in ("127.0.0.1", "localhost", "::1"):
                 console.status(

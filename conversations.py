@@ -278,6 +278,18 @@ class TravelAssistant:
             "recursion_limit": self.recursion_limit,
         }
 
+    def prepare(self) -> None:
+        """Read the reference files the tools need (the company policy) before any turn.
+
+        The terminal and the service call it at start-up, so a missing or empty policy
+        file is reported there, not as a failed tool call mid-conversation.
+
+        Raises:
+            FileNotFoundError: The policy file does not exist.
+            ValueError: The policy file holds no passage.
+        """
+        self.crew.prepare()
+
     def check_passenger(self, passenger_id: str) -> bool:
         """Tell whether ``passenger_id`` is a known passenger."""
         with self.db.session() as session:

@@ -15,7 +15,7 @@ assistant's tools, as the ``Crew`` that the graph wires and callers ask question
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Literal, NewType
 
@@ -42,6 +42,7 @@ from tools import (
     make_flight_tools,
     make_hotel_tools,
 )
+from tools.policies import PolicyIndex, make_lookup_policy_tool
 
 CallKind = Literal["safe", "sensitive", "routing", "unknown"]
 # A graph node named from a row of ``SPECIALISTS`` (the specialist itself, its entry and
@@ -189,6 +190,23 @@ class Crew:
 
     primary_tools: tuple[BaseTool, ...]
     members: tuple[Member, ...]
+    # The company policy behind the default ``lookup_policy`` (None when the caller
+    # supplied the policy tool or the primary's tools): ``prepare`` reads it.
+    policy: PolicyIndex | None = field(default=None, compare=False)
+
+    def prepare(self) -> None:
+        """Read now what the tools would otherwise read on first use: the policy.
+
+        A missing or empty policy file then stops the program at start-up instead of
+        failing the first policy question of a conversation, and that question does
+        not pay for building the index.
+
+        Raises:
+            FileNotFoundError: The policy file does not exist.
+            ValueError: The policy file holds no passage.
+        """
+        if self.policy is not None:
+            self.policy.load()
 
     @cached_property
     def hand_overs(self) -> dict[str, Member]:
@@ -273,6 +291,10 @@ def build_crew(
     Returns:
         The crew.
     """
+    policy = None
+    if primary_tools is None and lookup_policy is None:
+        policy = PolicyIndex()
+        lookup_policy = make_lookup_policy_tool(policy)
     built_primary = (
         tuple(primary_tools)
         if primary_tools is not None
@@ -281,4 +303,5 @@ def build_crew(
     return Crew(
         primary_tools=built_primary,
         members=tuple(Member(s, s.make_tools(db)) for s in specialists),
+        policy=policy,
     )

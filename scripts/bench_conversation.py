@@ -366,6 +366,7 @@ def run_assistant(template: Path, folder: Path, turns: int, *, warm_ups: int = 0
     model = MeasuredModel(script=[])
     checkpoints = sqlite3.connect(folder / "checkpoints.sqlite", check_same_thread=False)
     assistant = TravelAssistant.build(model, checkpointer(checkpoints), db=db)
+    assistant.prepare()  # as the terminal and the service do at start-up
     for warm_up in range(warm_ups):
         play(
             assistant, model, script, Thread(f"warm-up {warm_up}", FIXTURE_PASSENGER_ID), Figures()

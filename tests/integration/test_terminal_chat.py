@@ -293,3 +293,20 @@ def test_terminal_lost_terminal_leaves_the_action_pending(files: tuple[Path, Pat
         second.close()
     assert second.exitstatus == 0
     assert ticket_flight(db) == new_flight
+
+
+def test_terminal_missing_policy_file_stops_at_start_up(
+    files: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home, db = files
+    empty = tmp_path / "reference"
+    empty.mkdir()
+    monkeypatch.setenv("TRAVEL_ASSISTANT_DATA", str(empty))  # no policy.md in it
+    with FakeOpenAI([]) as server:
+        child = spawn(server, chat_args(home, db), color=False)
+        child.expect(pexpect.EOF)
+        child.close()
+    text = " ".join(child.logfile_read.text.split())  # as one line, however it wrapped
+    assert f"The company policy file {empty / 'policy.md'} does not exist" in text
+    assert "you>" not in text  # before the first prompt, not at the first policy question
+    assert child.exitstatus == 1

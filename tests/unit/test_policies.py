@@ -12,8 +12,9 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langgraph.graph import END, START, MessagesState, StateGraph
 
+from assistants.specialists import build_crew
 from db import rules
-from db.engine import packaged_data_dir, reference_data_dir
+from db.engine import Database, packaged_data_dir, reference_data_dir
 from db.errors import InvalidInputError
 from tools.common import tool_node
 from tools.policies import (
@@ -448,6 +449,30 @@ def test_policy_index_rejects_a_file_without_passages(tmp_path: Path) -> None:
     path.write_text("# Only a title\n", encoding="utf-8")
     with pytest.raises(ValueError, match="no question"):
         PolicyIndex(path).load()
+
+
+def test_crew_prepare_reads_the_policy_before_any_question(
+    travel_db: Database, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    policy = tmp_path / "policy.md"
+    policy.write_text(
+        "## Pets\n\n### Can my cat fly with me?\n\nYes, in a carrier.\n", encoding="utf-8"
+    )
+    monkeypatch.setenv("TRAVEL_ASSISTANT_DATA", str(tmp_path))
+    crew = build_crew(travel_db)
+    crew.prepare()
+    policy.unlink()  # read at start-up: the first question no longer needs the file
+    lookup = next(t for t in crew.primary_tools if t.name == "lookup_policy")
+    assert "Yes, in a carrier." in lookup.invoke({"query": "cat carrier"})
+
+
+def test_crew_prepare_reports_a_missing_policy_file(
+    travel_db: Database, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TRAVEL_ASSISTANT_DATA", str(tmp_path))
+    crew = build_crew(travel_db)  # building reads nothing
+    with pytest.raises(FileNotFoundError, match="policy file .*policy.md does not exist"):
+        crew.prepare()
 
 
 # --- Optional embeddings -------------------------------------------------------------
