@@ -265,3 +265,33 @@ def test_server_e2e_turn_goes_on_when_the_client_leaves(
             items = client.get(f"{base}/messages").json()["items"]
     assert items[-1]["type"] == "assistant"
     assert items[-1]["text"] == "Here are the flights to Basel."
+
+
+def test_server_e2e_serve_stops_at_start_up_without_the_policy(
+    db_path: Path, tmp_path: Path
+) -> None:
+    empty = tmp_path / "reference"
+    empty.mkdir()  # no policy.md in it
+    port = free_port()
+    with FakeOpenAI([]) as fake:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI", "TAVILY"))}
+        env.update(
+            OPENAI_BASE_URL=fake.base_url,
+            OPENAI_API_KEY="test",
+            TRAVEL_ASSISTANT_MODEL="scripted",
+            TRAVEL_ASSISTANT_HOME=str(tmp_path / "home-folder"),
+            TRAVEL_ASSISTANT_DB=str(db_path),
+            TRAVEL_ASSISTANT_DATA=str(empty),
+        )
+        done = subprocess.run(
+            [*program(), "serve", "--port", str(port)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert done.returncode == 1
+    assert f"{empty / 'policy.md'} does not exist" in " ".join(done.stderr.split())
+    assert "The web chat:" not in done.stdout + done.stderr  # it never offered to listen
+    with pytest.raises(httpx.TransportError):
+        httpx.get(f"http://127.0.0.1:{port}/api/v1/health", timeout=1)

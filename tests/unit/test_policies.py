@@ -471,7 +471,8 @@ def test_crew_prepare_reports_a_missing_policy_file(
 ) -> None:
     monkeypatch.setenv("TRAVEL_ASSISTANT_DATA", str(tmp_path))
     crew = build_crew(travel_db)  # building reads nothing
-    with pytest.raises(FileNotFoundError, match="policy file .*policy.md does not exist"):
+    missing = re.escape(f"policy file {tmp_path / 'policy.md'} does not exist")
+    with pytest.raises(FileNotFoundError, match=missing):
         crew.prepare()
 
 
