@@ -26,9 +26,10 @@ which stay steady where times drift (BENCHMARKS.md):
 Targets (issue 12): on 14 turns, total prompt tokens <= 60,000, median cacheable share
 >= 80 %, no call above 6,000 tokens; over 30 turns, tokens per call flat after turn 10,
 checkpoint bytes per turn flat and <= 40 kB median; time per turn outside the model
-<= 20 ms median. Beside it, the same for a bare graph of as many steps as a median turn
-takes here (what LangGraph and the saver cost alone), and the ratio of the two, which
-holds still when the machine's speed drifts between runs.
+<= 20 ms median. Beside it, the same for bare graphs of as many steps as each turn took
+(what LangGraph and the saver cost alone), each timed right after its turn, and the
+ratio of the two medians, which holds still when the machine's speed drifts, even
+within a run.
 """
 
 from __future__ import annotations
@@ -349,7 +350,14 @@ def saved_checkpoints(connection: sqlite3.Connection) -> int:
     return int(connection.execute("SELECT count(*) FROM checkpoints").fetchone()[0])
 
 
-def run_assistant(template: Path, folder: Path, turns: int, *, warm_ups: int = 0) -> Figures:
+def run_assistant(
+    template: Path,
+    folder: Path,
+    turns: int,
+    *,
+    warm_ups: int = 0,
+    beside: Chains | None = None,
+) -> Figures:
     """Play the conversation through the assistant; return its figures.
 
     The assistant and its database engine are built first, as a new process builds them.
@@ -379,7 +387,8 @@ def run_assistant(template: Path, folder: Path, turns: int, *, warm_ups: int = 0
         model.received.clear()
         model.schemas.clear()
     figures = Figures()
-    play(assistant, model, script, Thread("bench", FIXTURE_PASSENGER_ID), figures, checkpoints)
+    thread = Thread("bench", FIXTURE_PASSENGER_ID)
+    play(assistant, model, script, thread, figures, checkpoints, beside)
     previous: list[int] = []
     for messages, schemas in zip(model.received, model.schemas, strict=True):
         tokens = render(messages)
@@ -399,8 +408,13 @@ def play(
     thread: Thread,
     figures: Figures,
     checkpoints: sqlite3.Connection | None = None,
+    beside: Chains | None = None,
 ) -> None:
-    """Play ``script`` on ``thread``, approving every write; add each turn to ``figures``."""
+    """Play ``script`` on ``thread``, approving every write; add each turn to ``figures``.
+
+    With ``beside``, each turn is followed by a bare graph's turn of as many steps, so
+    both are timed within moments of each other, whatever the host's speed does.
+    """
     model.script.extend(r for t in script for r in t.replies)
     for index, turn in enumerate(script, start=1):
         before = stored_bytes(checkpoints) if checkpoints is not None else 0
@@ -419,6 +433,8 @@ def play(
         if checkpoints is not None:
             figures.turn_bytes.append(stored_bytes(checkpoints) - before)
             figures.turn_steps.append(saved_checkpoints(checkpoints) - saved_before)
+            if beside is not None:
+                beside.turn(figures.turn_steps[-1])
         figures.call_turns += [index] * (len(model.received) - calls_before)
     if model.script:
         raise SystemExit(f"the script and the graph disagree: {len(model.script)} replies left")
@@ -436,41 +452,62 @@ def checkpointer(connection: sqlite3.Connection) -> Any:
 UNTUNED = "--untuned" in sys.argv
 
 
-def run_floor(folder: Path, turns: int, nodes: int = 1) -> Figures:
-    """Play ``turns`` messages through a bare LangGraph graph with the same saver.
+class Chains:
+    """Bare LangGraph graphs with the program's saver: chains of nodes, each adding a message.
 
-    The graph is a chain of ``nodes`` nodes, each adding one message: with as many nodes
-    as a turn of the assistant takes steps, it is what LangGraph and the saver alone
-    cost for such a turn.
+    A chain of ``n`` nodes saves ``n + 1`` checkpoints per message (the input's and one
+    per node), so ``turn(steps)`` plays one message through the chain that saves as many
+    as an assistant turn did: what LangGraph and the saver alone cost for that turn.
+    Each length has its own thread; every turn lands in ``figures``.
     """
-    checkpoints = sqlite3.connect(folder / f"floor{nodes}.sqlite", check_same_thread=False)
 
-    def answer(state: MessagesState) -> dict[str, Any]:
-        return {"messages": [AIMessage(content="ok")]}
+    def __init__(self, folder: Path, name: str) -> None:
+        self.checkpoints = sqlite3.connect(folder / f"{name}.sqlite", check_same_thread=False)
+        self.saver = checkpointer(self.checkpoints)
+        self.graphs: dict[int, Any] = {}
+        self.figures = Figures()
 
-    builder = StateGraph(MessagesState)
-    previous = START
-    for index in range(nodes):
-        builder.add_node(f"answer{index}", answer)
-        builder.add_edge(previous, f"answer{index}")
-        previous = f"answer{index}"
-    graph = builder.compile(checkpointer=checkpointer(checkpoints))
-    config = {"configurable": {"thread_id": "floor"}}
-    figures = Figures()
-    for index in range(turns):
-        before = stored_bytes(checkpoints)
+    def graph(self, nodes: int) -> Any:
+        """Return the compiled chain of ``nodes`` nodes (built once)."""
+        if nodes not in self.graphs:
+
+            def answer(state: MessagesState) -> dict[str, Any]:
+                return {"messages": [AIMessage(content="ok")]}
+
+            builder = StateGraph(MessagesState)
+            previous = START
+            for index in range(nodes):
+                builder.add_node(f"answer{index}", answer)
+                builder.add_edge(previous, f"answer{index}")
+                previous = f"answer{index}"
+            self.graphs[nodes] = builder.compile(checkpointer=self.saver)
+        return self.graphs[nodes]
+
+    def turn(self, steps: int) -> None:
+        """Play one message through the chain that saves ``steps`` checkpoints; time it."""
+        nodes = max(1, steps - 1)
+        graph = self.graph(nodes)
+        config = {"configurable": {"thread_id": f"chain of {nodes}"}}
+        message = {"messages": [HumanMessage(content=f"message {len(self.figures.turn_cpu_ms)}")]}
+        before = stored_bytes(self.checkpoints)
         wall, cpu = time.perf_counter(), time.process_time()
-        graph.invoke({"messages": [HumanMessage(content=f"message {index}")]}, config)
-        figures.turn_wall_ms.append((time.perf_counter() - wall) * 1000)
-        figures.turn_cpu_ms.append((time.process_time() - cpu) * 1000)
-        figures.turn_bytes.append(stored_bytes(checkpoints) - before)
-    checkpoints.close()
-    return figures
+        graph.invoke(message, config)
+        self.figures.turn_wall_ms.append((time.perf_counter() - wall) * 1000)
+        self.figures.turn_cpu_ms.append((time.process_time() - cpu) * 1000)
+        self.figures.turn_bytes.append(stored_bytes(self.checkpoints) - before)
+
+    def close(self) -> None:
+        """Close the chains' checkpoint file."""
+        self.checkpoints.close()
 
 
-def floor_nodes(figures: Figures) -> int:
-    """Return the nodes of a bare graph whose turn saves as many checkpoints as a median one."""
-    return max(1, round(statistics.median(figures.turn_steps)) - 1)  # less the input's
+def run_floor(folder: Path, turns: int) -> Figures:
+    """Play ``turns`` messages through a bare graph of one node with the same saver."""
+    chains = Chains(folder, "floor")
+    for _ in range(turns):
+        chains.turn(2)
+    chains.close()
+    return chains.figures
 
 
 def report(
@@ -478,7 +515,8 @@ def report(
     figures: Figures,
     warm: Figures,
     floor: Figures,
-    steps_floor: Figures,
+    beside: Figures,
+    beside_warm: Figures,
     show_calls: bool,
 ) -> None:
     """Print the figures of one conversation length."""
@@ -523,24 +561,25 @@ def report(
         f"{statistics.median(floor.turn_wall_ms):.1f} ms, CPU median "
         f"{statistics.median(floor.turn_cpu_ms):.1f} ms"
     )
-    nodes = floor_nodes(figures)
-    same_steps = statistics.median(steps_floor.turn_cpu_ms)
+    same_steps = statistics.median(beside.turn_cpu_ms)
     print(
-        f"  checkpoints per turn: median {statistics.median(figures.turn_steps):.0f}; a bare "
-        f"graph of {nodes} nodes in a chain (as many steps): CPU median "
+        f"  checkpoints per turn: median {statistics.median(figures.turn_steps):.0f}; after "
+        "each turn, a bare graph of as many steps (a chain of nodes): CPU median "
         f"{same_steps:.1f} ms per turn"
     )
-    # The machine's speed drifts between runs (a shared host); both figures drift
-    # together, so their ratio compares runs made at different times.
+    # The machine's speed drifts, even within a run (a shared host); a turn and its
+    # bare graph's are timed moments apart and drift together, so their ratio holds.
     print(
         "  CPU per turn over the bare graph of as many steps: "
         f"{statistics.median(figures.turn_cpu_ms) / same_steps:.2f}x"
     )
+    warm_steps = statistics.median(beside_warm.turn_cpu_ms)
     print(
         "  the same conversation in a process that has served one already: CPU median "
         f"{statistics.median(warm.turn_cpu_ms):.1f} ms (wall "
-        f"{statistics.median(warm.turn_wall_ms):.1f}), "
-        f"{statistics.median(warm.turn_cpu_ms) / same_steps:.2f}x the bare graph"
+        f"{statistics.median(warm.turn_wall_ms):.1f}); its bare graphs "
+        f"{warm_steps:.1f} ms; "
+        f"{statistics.median(warm.turn_cpu_ms) / warm_steps:.2f}x"
     )
     if show_calls:
         for index, (count, share) in enumerate(zip(tokens, figures.cacheable, strict=True), 1):
@@ -590,12 +629,15 @@ def main() -> int:
         for turns in lengths:
             work = folder / f"run{turns}"
             work.mkdir()
-            figures = run_assistant(template, work, turns)
+            beside = Chains(work, "chains")
+            figures = run_assistant(template, work, turns, beside=beside)
             (work / "warm").mkdir()
-            warm = run_assistant(template, work / "warm", turns, warm_ups=1)
+            beside_warm = Chains(work, "chains-warm")
+            warm = run_assistant(template, work / "warm", turns, warm_ups=1, beside=beside_warm)
             floor = run_floor(work, turns)
-            steps_floor = run_floor(work, turns, floor_nodes(figures))
-            report(turns, figures, warm, floor, steps_floor, args.calls)
+            report(turns, figures, warm, floor, beside.figures, beside_warm.figures, args.calls)
+            beside.close()
+            beside_warm.close()
     return 0
 
 
