@@ -39,6 +39,7 @@ def _settings() -> tuple[tuple[str, str], ...]:
 def _graph(settings: tuple[tuple[str, str], ...]) -> CompiledStateGraph[Any, Any, Any, Any]:
     """Build the graph for ``settings`` (the environment), once per process."""
     from assistants.models import ModelSettings, build_chat_models
+    from assistants.specialists import build_crew
     from db.conversation_store import Location
     from db.engine import Database, default_db_path
     from db.generate import ensure_database
@@ -50,7 +51,9 @@ def _graph(settings: tuple[tuple[str, str], ...]) -> CompiledStateGraph[Any, Any
     models = build_chat_models(ModelSettings.from_env(env=env))
     database = Database.from_url(location.sqlalchemy_url())
     ensure_database(database)
-    return build_graph(models, None, db=database)
+    crew = build_crew(database, tavily_api_key=env.get("TAVILY_API_KEY"))
+    crew.prepare()  # a missing policy file fails the factory, not a run's first question
+    return build_graph(models, None, db=database, crew=crew)
 
 
 async def make_graph(
@@ -60,5 +63,6 @@ async def make_graph(
 
     Raises:
         ModelConfigError: No model endpoint is configured (the message says what to set).
+        FileNotFoundError: The company policy file does not exist.
     """
     return await asyncio.to_thread(_graph, _settings())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -48,4 +49,16 @@ def test_server_langgraph_factory_without_endpoint_says_what_to_set(
 
     monkeypatch.setenv("TRAVEL_ASSISTANT_DB", str(db_path))
     with pytest.raises(ModelConfigError, match="OPENAI_API_KEY"):
+        asyncio.run(make_graph())
+
+
+def test_server_langgraph_factory_without_the_policy_file_says_which(
+    db_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from server.studio import make_graph
+
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")  # never called
+    monkeypatch.setenv("TRAVEL_ASSISTANT_DB", str(db_path))
+    monkeypatch.setenv("TRAVEL_ASSISTANT_DATA", str(tmp_path))  # no policy.md in it
+    with pytest.raises(FileNotFoundError, match=re.escape(str(tmp_path / "policy.md"))):
         asyncio.run(make_graph())
