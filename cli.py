@@ -1404,6 +1404,16 @@ def cmd_chat(args: argparse.Namespace, console: Console, overrides: Overrides) -
         database.dispose()
 
 
+def _read_policy() -> None:
+    """Read the company policy the default crew searches; a missing one stops here."""
+    from tools.policies import PolicyIndex
+
+    try:
+        PolicyIndex().load()
+    except (OSError, ValueError) as error:
+        raise CliError(str(error), EXIT_ERROR) from error
+
+
 def _prepared(assistant: TravelAssistant) -> TravelAssistant:
     """Return ``assistant`` with its reference files read; a missing one stops here."""
     try:
@@ -1779,6 +1789,7 @@ def cmd_eval(args: argparse.Namespace, console: Console, overrides: Overrides) -
         return EXIT_OK
     factory = overrides.model_factory or partial(default_model_factory, max_tokens=args.max_tokens)
     models = factory(args.model)  # names what to set when no endpoint is configured
+    _read_policy()  # every trial's crew reads it: a missing file stops the run here
     customer_models = factory(args.customer_model or args.model)
     customer_model = (
         customer_models

@@ -661,7 +661,9 @@ def converse(
 
     def open_assistant() -> TravelAssistant:
         saver = sqlite_checkpointer(sqlite3.connect(checkpoints, check_same_thread=False))
-        return TravelAssistant.build(make_model(), saver, db=db)
+        assistant = TravelAssistant.build(make_model(), saver, db=db)
+        assistant.prepare()  # as chat does: the first policy question does not index it
+        return assistant
 
     assistant = open_assistant()
     thread = Thread(f"eval-{scenario.id}", scenario.passenger_id)

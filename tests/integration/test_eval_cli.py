@@ -4,12 +4,14 @@ scripted OpenAI-compatible server (the simulated customer talks to it too)."""
 from __future__ import annotations
 
 import io
+import shutil
 from pathlib import Path
 
 import pytest
 
 from cli import Console, Overrides, main
 from db.clock import fixed_clock
+from db.engine import packaged_data_dir
 from tests.conftest import FIXED_NOW
 from tests.support.fake_openai import FakeOpenAI, Reply
 
@@ -57,3 +59,23 @@ def test_eval_unknown_scenario(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     code, _, err = run_eval(["--scenario", "nope"], tmp_path)
     assert code == 2
     assert "No scenario named ['nope']" in err
+
+
+def test_eval_without_the_policy_file_stops_before_any_trial(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reference = tmp_path / "reference"  # every reference file but the policy
+    shutil.copytree(packaged_data_dir(), reference, ignore=shutil.ignore_patterns("policy.md"))
+    monkeypatch.setenv("TRAVEL_ASSISTANT_DATA", str(reference))
+    with FakeOpenAI([Reply(text="never sent")]) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+        code, out, err = run_eval(
+            ["--model", "gpt-4o-mini", "--scenario", "policy_24_hour_cancel"], tmp_path / "home"
+        )
+    assert code == 1
+    said = " ".join(err.split())  # as one line, however it wrapped
+    assert f"The company policy file {reference / 'policy.md'} does not exist" in said
+    assert "trial 1" not in err  # no trial started, none was judged on tool errors
+    assert server.requests == []
+    assert out == ""
