@@ -1404,22 +1404,17 @@ def cmd_chat(args: argparse.Namespace, console: Console, overrides: Overrides) -
         database.dispose()
 
 
-def _read_policy() -> None:
-    """Read the company policy the default crew searches; a missing one stops here."""
-    from tools.policies import PolicyIndex
-
+def _read_reference_files(read: Callable[[], None]) -> None:
+    """Run ``read`` (a policy load, an assistant's ``prepare``); a missing file stops here."""
     try:
-        PolicyIndex().load()
+        read()
     except (OSError, ValueError) as error:
         raise CliError(str(error), EXIT_ERROR) from error
 
 
 def _prepared(assistant: TravelAssistant) -> TravelAssistant:
     """Return ``assistant`` with its reference files read; a missing one stops here."""
-    try:
-        assistant.prepare()
-    except (OSError, ValueError) as error:
-        raise CliError(str(error), EXIT_ERROR) from error
+    _read_reference_files(assistant.prepare)
     return assistant
 
 
@@ -1760,6 +1755,7 @@ def cmd_eval(args: argparse.Namespace, console: Console, overrides: Overrides) -
     import evaluation
     from db.engine import Database
     from db.generate import build_database
+    from tools.policies import PolicyIndex
 
     if args.trials < 1:
         raise CliError("--trials must be at least 1.", EXIT_USAGE)
@@ -1789,7 +1785,8 @@ def cmd_eval(args: argparse.Namespace, console: Console, overrides: Overrides) -
         return EXIT_OK
     factory = overrides.model_factory or partial(default_model_factory, max_tokens=args.max_tokens)
     models = factory(args.model)  # names what to set when no endpoint is configured
-    _read_policy()  # every trial's crew reads it: a missing file stops the run here
+    # Every trial's crew reads the default policy: a missing file stops the run here.
+    _read_reference_files(PolicyIndex().load)
     customer_models = factory(args.customer_model or args.model)
     customer_model = (
         customer_models
