@@ -12,7 +12,7 @@ Commands::
 
 ``--home DIR``, ``--db PATH_OR_URL``, ``--conversations PATH_OR_URL`` and ``--debug`` go
 before or after the command. The travel database and the conversations are each a SQLite
-file or a PostgreSQL URL (``db.conversation_store.Location``); a conversation takes one
+file or a PostgreSQL URL (``conversations.store.Location``); a conversation takes one
 turn at a time, across windows and machines (its turn lock, held for every turn).
 
 Only the assistant's words go to stdout; status lines, warnings and errors go to stderr.
@@ -38,7 +38,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from customer_words import MAX_MESSAGE_CHARS, NOT_DONE_WORDS, TOOL_ACTIVITY, refusal_text
+from conversations.words import MAX_MESSAGE_CHARS, NOT_DONE_WORDS, TOOL_ACTIVITY, refusal_text
 from terminal import Console
 
 # LangChain is imported where it is used, so that --help and argument errors are fast.
@@ -46,8 +46,9 @@ if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
     from langchain_core.messages import AnyMessage
 
-    from conversations import TravelAssistant
-    from db.conversation_store import ConversationStore, Location, TurnLocks
+    from conversations.assistant import TravelAssistant
+    from conversations.store import ConversationStore, TurnLocks
+    from locations import Location
 
 __all__ = ["CliError", "Console", "Overrides", "main", "run"]
 
@@ -276,7 +277,7 @@ CONVERSATIONS_ENV = "TRAVEL_ASSISTANT_CONVERSATIONS"
 
 def _location(text: str | Path, option: str) -> Location:
     """Read a path or URL given with ``option``; a bad one is a usage error."""
-    from db.conversation_store import Location, LocationError
+    from locations import Location, LocationError
 
     try:
         location = Location.parse(text)
@@ -313,7 +314,7 @@ def _conversations_location(args: argparse.Namespace) -> Location:
 
 def _server_problem(location: Location, error: Exception) -> str:
     """Say why the server database at ``location`` cannot be used (from a SQLAlchemy error)."""
-    from db.conversation_store import describe_connect_error
+    from locations import describe_connect_error
 
     return describe_connect_error(location, getattr(error, "orig", None) or error)
 
@@ -332,9 +333,9 @@ def open_travel_db(
     """
     from sqlalchemy.exc import DatabaseError, OperationalError
 
-    from db.conversation_store import database_missing
     from db.engine import Database
     from db.generate import ensure_database
+    from locations import database_missing
 
     location = where if not isinstance(where, Path | str) else _location(where, "--db")
     shown = location.shown()
@@ -380,13 +381,13 @@ def open_travel_db(
 
 
 def _create_server_database(location: Location, console: Console) -> None:
-    from db.conversation_store import ConversationStoreError, create_postgres_database
+    from locations import LocationError, create_postgres_database
 
     if location.backend != "postgresql":
         raise CliError(f"Create the database {location.shown()} first.", EXIT_USAGE)
     try:
         create_postgres_database(location)
-    except ConversationStoreError as error:
+    except LocationError as error:
         raise CliError(str(error), EXIT_USAGE) from error
     name = location.url.database if location.url is not None else location.shown()
     console.status(f"Created the PostgreSQL database {name}.")
@@ -394,7 +395,8 @@ def _create_server_database(location: Location, console: Console) -> None:
 
 def open_store(location: Location) -> ConversationStore:
     """Open where conversations are kept: the checkpoints, the registry and the turn locks."""
-    from db.conversation_store import ConversationStore, ConversationStoreError, LocationError
+    from conversations.store import ConversationStore, ConversationStoreError
+    from locations import LocationError
 
     try:
         return ConversationStore.open(location)
@@ -525,7 +527,7 @@ class _TurnView:
         from langchain_core.messages import AIMessage, ToolMessage
 
         from assistants.approvals import facts_of
-        from conversations import TokenEvent
+        from conversations.assistant import TokenEvent
 
         if isinstance(event, TokenEvent):
             if event.message_id != self.streaming_id or self.writer is None:
@@ -604,7 +606,7 @@ class ChatSession:
         time across processes (``ConversationStore.locks``); without it, within this
         process only.
         """
-        from db.conversation_store import LocalTurnLocks
+        from conversations.store import LocalTurnLocks
 
         self.assistant = assistant
         self.thread = thread
@@ -669,7 +671,7 @@ class ChatSession:
         When a turn of it is running in another window, it is left alone: nothing is
         closed and nothing is asked here.
         """
-        from db.conversation_store import ConversationBusyError, ConversationStoreError
+        from conversations.store import ConversationBusyError, ConversationStoreError
 
         self.show_last_exchange()
         try:
@@ -749,7 +751,7 @@ class ChatSession:
 
     def command(self, text: str) -> bool:
         """Run a slash command; return ``False`` when the customer leaves."""
-        from conversations import Thread
+        from conversations.assistant import Thread
 
         name, _, rest = text.partition(" ")
         name = name.lower()
@@ -787,7 +789,7 @@ class ChatSession:
 
     def switch(self, which: str) -> None:
         """Switch to the conversation numbered ``which`` in ``/sessions`` (or its id)."""
-        from conversations import Thread
+        from conversations.assistant import Thread
 
         records = self.listed or self.registry.list(self.thread.passenger_id)
         chosen = None
@@ -850,7 +852,7 @@ class ChatSession:
         customer is told so, with ``busy`` saying what became of their input, and
         nothing runs.
         """
-        from db.conversation_store import ConversationBusyError, ConversationStoreError
+        from conversations.store import ConversationBusyError, ConversationStoreError
 
         try:
             lease = self.locks.acquire(self.thread.thread_id, BUSY_WAIT_SECONDS)
@@ -874,7 +876,7 @@ class ChatSession:
         next token or step, the conversation is closed as cancelled, and the prompt
         comes back.
         """
-        from conversations import ModelProviderError, TurnCancelledError
+        from conversations.assistant import ModelProviderError, TurnCancelledError
 
         cancel = threading.Event()
         view = _TurnView(self, self.assistant.active_assistant(self.thread))
@@ -938,7 +940,7 @@ class ChatSession:
         An action that would be refused is not put to the customer: they are told why,
         and the assistant gets the refusal, so it can offer what is possible instead.
         """
-        from conversations import Decision
+        from conversations.assistant import Decision
 
         preview = self.assistant.preview(self.thread, action)
         counter = f" ({index} of {total})" if total > 1 else ""
@@ -958,7 +960,7 @@ class ChatSession:
         ``shown`` and ``amount`` (the preview's lines and the amount they state) are kept
         with the answer, so the history can say what the customer decided on.
         """
-        from conversations import Decision
+        from conversations.assistant import Decision
 
         try:
             answer = _clean(self.prompter.answer("Approve this action? [y/N] ")).lower()
@@ -1040,7 +1042,7 @@ class ChatSession:
         """
         from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-        from conversations import is_cancel_note
+        from conversations.assistant import is_cancel_note
 
         if isinstance(message, HumanMessage):
             self.console.line(f"you> {_text(message)}")
@@ -1190,7 +1192,7 @@ def session_table(
     """
     from langchain_core.messages import HumanMessage
 
-    from conversations import Thread
+    from conversations.assistant import Thread
 
     headers = ["#"] if numbered else []
     headers.append("Last used")
@@ -1355,8 +1357,8 @@ def _open_chat_db(args: argparse.Namespace, console: Console, overrides: Overrid
     """Open the travel database; one named by --db (or the environment) must exist."""
     from sqlalchemy.exc import OperationalError
 
-    from db.conversation_store import database_missing
     from db.engine import Database
+    from locations import database_missing
 
     location = _db_location(args)
     named = _db_named(args)
@@ -1427,7 +1429,7 @@ def _chat(
     database: Any,
     store: ConversationStore,
 ) -> int:
-    from conversations import Thread, TravelAssistant
+    from conversations.assistant import Thread, TravelAssistant
 
     registry = store.registry
     assistant = _prepared(TravelAssistant.build(models, store.saver, db=database))
@@ -1481,7 +1483,7 @@ def _chat(
 
 def _session_reader(saver: Any) -> Any:
     """Return a ``TravelAssistant`` that only reads saved conversations."""
-    from conversations import TravelAssistant
+    from conversations.assistant import TravelAssistant
     from db.engine import Database
     from graph import drawing_model
 
@@ -1526,7 +1528,7 @@ def cmd_sessions_delete(args: argparse.Namespace, console: Console) -> int:
 
     A conversation whose turn is running in another window is not deleted.
     """
-    from db.conversation_store import ConversationBusyError, ConversationStoreError
+    from conversations.store import ConversationBusyError, ConversationStoreError
 
     store = _open_existing_store(args)
     missing = CliError(
@@ -1604,9 +1606,9 @@ def _db_init_server(args: argparse.Namespace, console: Console, location: Locati
     """
     from sqlalchemy.exc import OperationalError
 
-    from db.conversation_store import database_missing
     from db.engine import Database
     from db.generate import build_database
+    from locations import database_missing
 
     database = Database.from_url(location.sqlalchemy_url())
     try:
@@ -1938,7 +1940,7 @@ def _signer(args: argparse.Namespace) -> Any:
 
 def cmd_serve(args: argparse.Namespace, console: Console, overrides: Overrides) -> int:
     """Run ``travel-assistant serve``: the HTTP API and the web chat, until Ctrl-C."""
-    from conversations import TravelAssistant
+    from conversations.assistant import TravelAssistant
     from server.app import create_app, serve
     from server.service import ConversationService
 

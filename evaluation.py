@@ -45,7 +45,7 @@ from assistants.providers import (
     time_limit,
 )
 from assistants.specialists import build_crew
-from conversations import Thread, TravelAssistant
+from conversations.assistant import Thread, TravelAssistant
 from db.clock import Clock
 from db.copies import database_copies
 from db.engine import Database, packaged_data_dir
@@ -657,7 +657,7 @@ def converse(
     """
     import sqlite3
 
-    from db.conversation_store import sqlite_checkpointer
+    from conversations.store import sqlite_checkpointer
 
     def open_assistant() -> TravelAssistant:
         saver = sqlite_checkpointer(sqlite3.connect(checkpoints, check_same_thread=False))

@@ -55,7 +55,7 @@ def update_dialog_stack(left: list[str], right: str | None) -> list[str]:
 # the id of the message they follow and their place in their batch.
 _MESSAGE_IDS = uuid.UUID("6f1c2a8e-57d3-4c2b-9a41-0d8e5b7c3f10")
 # How many updates of ``messages`` pass between two full snapshots of it. A run that
-# does not start from the state this process remembers (``db.remembered_state``: the
+# does not start from the state this process remembers (``conversations.remembered_state``: the
 # first of a thread here, or after another process wrote) reads the state by walking
 # back over as many checkpoints, reading each in full, to the last snapshot, then
 # replaying the writes since. A snapshot stores the whole conversation once (about 14 kB

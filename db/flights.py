@@ -570,7 +570,7 @@ def quote_ticket_change(
         routes = ", ".join(
             f"{s.flight.departure_airport} -> {s.flight.arrival_airport}" for s in segments
         )
-        # The first sentence is the one a customer is shown (customer_words.refusal_text):
+        # The first sentence is the one a customer is shown (conversations.words.refusal_text):
         # no internal id in it; the model gets the flight_id after it.
         raise RuleViolationError(
             f"Flight {new_flight.flight_no} flies {route[0]} -> {route[1]}, but ticket "

@@ -56,9 +56,9 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from langchain_openai.chat_models.base import _convert_message_to_dict
 from langgraph.graph import START, MessagesState, StateGraph
 
-from conversations import Decision, Thread, TravelAssistant
+from conversations.assistant import Decision, Thread, TravelAssistant
+from conversations.store import sqlite_checkpointer
 from db.clock import fixed_clock
-from db.conversation_store import sqlite_checkpointer
 from db.engine import Database
 from db.fixtures import FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO
 from db.generate import build_database

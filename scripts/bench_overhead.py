@@ -28,7 +28,7 @@ from langchain_core.messages import BaseMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from conversations import Decision, Thread, TravelAssistant
+from conversations.assistant import Decision, Thread, TravelAssistant
 from db.clock import fixed_clock
 from db.engine import Database
 from db.generate import build_database

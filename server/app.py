@@ -32,7 +32,7 @@ from fastapi.sse import EventSourceResponse, ServerSentEvent
 from fastapi.staticfiles import StaticFiles
 from pydantic import TypeAdapter
 
-from conversations import Thread
+from conversations.assistant import Thread
 from server.auth import AuthError, Claims, TokenSigner
 from server.schemas import (
     CONVERSATION_ID_PATTERN,

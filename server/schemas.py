@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
 
-from customer_words import MAX_MESSAGE_CHARS
+from conversations.words import MAX_MESSAGE_CHARS
 from db.values import AmountKind
 
 __all__ = [

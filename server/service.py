@@ -14,7 +14,7 @@ conversation is closed as cancelled and can go on).
 
 Nothing here knows the storage engine: the checkpoints go through the assistant's
 checkpointer, the conversation list through a ``SessionStore`` and the turn locks
-through ``TurnLocks`` (``db.conversation_store``). With the store's locks, one turn at a
+through ``TurnLocks`` (``conversations.store``). With the store's locks, one turn at a
 time holds across every worker process over the same store, on this machine or others:
 a conversation whose turn runs in another worker (or in a terminal) answers 409.
 """
@@ -34,7 +34,7 @@ from typing import Literal
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
 
 from assistants.approvals import ActionPreview, Decision, PendingAction, facts_of
-from conversations import (
+from conversations.assistant import (
     MessageEvent,
     ModelProviderError,
     Thread,
@@ -44,8 +44,8 @@ from conversations import (
     TurnEvent,
     is_cancel_note,
 )
-from customer_words import NOT_DONE_WORDS, TOOL_ACTIVITY, refusal_text
-from db.conversation_store import (
+from conversations.sessions import SessionRecord, SessionStore
+from conversations.store import (
     ConversationBusyError,
     ConversationStore,
     ConversationStoreError,
@@ -53,7 +53,7 @@ from db.conversation_store import (
     TurnLease,
     TurnLocks,
 )
-from db.sessions import SessionRecord, SessionStore
+from conversations.words import NOT_DONE_WORDS, TOOL_ACTIVITY, refusal_text
 from server.schemas import (
     ActionItem,
     AssistantItem,

@@ -40,10 +40,10 @@ def _graph(settings: tuple[tuple[str, str], ...]) -> CompiledStateGraph[Any, Any
     """Build the graph for ``settings`` (the environment), once per process."""
     from assistants.models import ModelSettings, build_chat_models
     from assistants.specialists import build_crew
-    from db.conversation_store import Location
     from db.engine import Database, default_db_path
     from db.generate import ensure_database
     from graph import build_graph
+    from locations import Location
 
     env = dict(settings)
     location = Location.parse(env.get("TRAVEL_ASSISTANT_DB") or default_db_path())

@@ -51,7 +51,7 @@ from sqlalchemy.engine import make_url
 
 from assistants.approvals import describe_action, facts_of
 from assistants.specialists import build_crew
-from conversations import Decision, MessageEvent, Thread, TravelAssistant, TurnEvent
+from conversations.assistant import Decision, MessageEvent, Thread, TravelAssistant, TurnEvent
 from db.clock import fixed_clock
 from db.engine import Database
 from db.fixtures import (
@@ -371,7 +371,7 @@ def _saver(store: str) -> AbstractContextManager[BaseCheckpointSaver[Any]]:
 
     @contextmanager
     def sqlite_saver() -> Iterator[BaseCheckpointSaver[Any]]:
-        from db.conversation_store import sqlite_checkpointer
+        from conversations.store import sqlite_checkpointer
 
         connection = sqlite3.connect(store, check_same_thread=False)
         try:

@@ -33,7 +33,7 @@ import httpx
 import pytest
 from sqlalchemy.engine import make_url
 
-from db.conversation_store import ConversationStore
+from conversations.store import ConversationStore
 from db.fixtures import FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO
 from tests.integration.test_terminal_chat import PROGRAM, change_script, spawn, ticket_flight
 from tests.support import postgres

@@ -31,7 +31,7 @@ from assistants.models import ModelSettings, build_chat_models
 from assistants.prompts import CUT_OFF_ACTION_NOTE, CUT_OFF_NOTE
 from assistants.providers import describe_provider_error, is_transient_provider_error, time_limit
 from cli import Console, Overrides, main
-from conversations import (
+from conversations.assistant import (
     ModelProviderError,
     Thread,
     TokenEvent,

@@ -156,8 +156,8 @@ def _store(case: Case) -> Iterator[BaseCheckpointSaver[Any]]:
             saver.setup()
             yield saver
         return
-    from db.conversation_store import sqlite_checkpointer
-    from db.sessions import SessionRegistry
+    from conversations.sessions import SessionRegistry
+    from conversations.store import sqlite_checkpointer
 
     connection = sqlite3.connect(case.store, check_same_thread=False)
     sqlite_saver = sqlite_checkpointer(connection)  # as the program stores conversations
@@ -179,7 +179,7 @@ def run(case: Case) -> None:
         log = os.open(case.log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         os.dup2(log, 2)
         os.close(log)
-    from conversations import Decision, Thread, TravelAssistant
+    from conversations.assistant import Decision, Thread, TravelAssistant
     from db.clock import fixed_clock
     from db.engine import Database
     from tests.support.scripted import ScriptedChatModel

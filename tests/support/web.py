@@ -26,11 +26,11 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.checkpoint.sqlite import SqliteSaver
 from sqlalchemy import select
 
-from conversations import TravelAssistant
+from conversations.assistant import TravelAssistant
+from conversations.sessions import SessionRegistry
 from db.engine import Database
 from db.fixtures import FIXTURE_FLIGHT_NO, FIXTURE_TICKET_NO
 from db.models import Flight, TicketFlight
-from db.sessions import SessionRegistry
 from evaluation import Resolver
 from server.app import create_app
 from server.auth import TokenSigner

@@ -92,7 +92,7 @@ from assistants.assistant import (  # noqa: E402
 from assistants.context import REQUEST_OVERHEAD, tools_tokens  # noqa: E402
 from assistants.prompts import CUT_OFF_ACTION_NOTE, CUT_OFF_NOTE  # noqa: E402
 from assistants.specialists import build_crew  # noqa: E402
-from conversations import Decision, Thread, TravelAssistant  # noqa: E402
+from conversations.assistant import Decision, Thread, TravelAssistant  # noqa: E402
 from db.clock import fixed_clock  # noqa: E402
 from db.engine import Database  # noqa: E402
 from db.fixtures import FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO  # noqa: E402

@@ -14,12 +14,12 @@ from prompt_toolkit.output import DummyOutput
 from sqlalchemy import select
 
 from cli import Console, Overrides, main
-from conversations import Thread, TravelAssistant
+from conversations.assistant import Thread, TravelAssistant
+from conversations.sessions import SessionRegistry
 from db.clock import fixed_clock
 from db.engine import Database
 from db.fixtures import FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO, FLOWN_PASSENGER_ID
 from db.models import TicketFlight
-from db.sessions import SessionRegistry
 from graph import build_graph
 from tests.conftest import FIXED_NOW
 from tests.support.scripted import ScriptedChatModel, call, say

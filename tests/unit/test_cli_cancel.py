@@ -20,7 +20,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langgraph.checkpoint.memory import InMemorySaver
 
 from assistants.approvals import facts_of
-from conversations import (
+from conversations.assistant import (
     Decision,
     MessageEvent,
     Thread,

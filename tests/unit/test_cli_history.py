@@ -15,8 +15,8 @@ from pathlib import Path
 from langchain_core.messages import ToolMessage
 
 from assistants.approvals import facts_of
-from conversations import Thread, TravelAssistant
-from db.conversation_store import sqlite_checkpointer
+from conversations.assistant import Thread, TravelAssistant
+from conversations.store import sqlite_checkpointer
 from db.engine import Database
 from db.fixtures import FIXTURE_PASSENGER_ID, FLOWN_PASSENGER_ID
 from tests.support.scripted import ScriptedChatModel, call, say

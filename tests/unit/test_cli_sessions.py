@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from conversations import Thread, TravelAssistant
+from conversations.assistant import Thread, TravelAssistant
+from conversations.sessions import SessionRegistry
 from db.engine import Database
 from db.fixtures import FIXTURE_PASSENGER_ID, FLOWN_PASSENGER_ID
-from db.sessions import SessionRegistry
 from graph import build_graph
 from tests.conftest import FIXED_NOW
 from tests.support.scripted import ScriptedChatModel, call, say

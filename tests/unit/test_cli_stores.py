@@ -24,11 +24,12 @@ from sqlalchemy import select
 from sqlalchemy.engine import make_url
 
 from cli import ChatSession, Console, Prompter
-from conversations import Thread, TravelAssistant
-from db.conversation_store import INSTALL_POSTGRES, ConversationBusyError, ConversationStore
+from conversations.assistant import Thread, TravelAssistant
+from conversations.store import ConversationBusyError, ConversationStore
 from db.engine import Database
 from db.fixtures import FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO
 from db.models import TicketFlight
+from locations import INSTALL_POSTGRES
 from tests.conftest import FIXED_NOW
 from tests.support import postgres
 from tests.support.conversation_stores import require_postgres

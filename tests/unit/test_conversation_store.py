@@ -1,4 +1,4 @@
-"""Where conversations live (``db.conversation_store``): locations, stores, turn locks.
+"""Where conversations live (``conversations.store``): locations, stores, turn locks.
 
 Locations read paths and URLs, keep passwords out of what is shown and name the extra
 to install when the driver is missing. A store opens an existing home's
@@ -23,16 +23,14 @@ from pathlib import Path
 
 import pytest
 
-from db.conversation_store import (
-    INSTALL_POSTGRES,
+from conversations.sessions import SessionRegistry
+from conversations.store import (
     ConversationBusyError,
     ConversationStore,
     ConversationStoreError,
-    Location,
-    LocationError,
     lock_file_of,
 )
-from db.sessions import SessionRegistry
+from locations import INSTALL_POSTGRES, Location, LocationError
 from tests.conftest import FIXED_NOW
 from tests.support import postgres
 from tests.support.conversation_stores import require_postgres, scratch_conversations
@@ -42,7 +40,7 @@ REPO = Path(__file__).resolve().parents[2]
 # A process that takes a conversation's turn lock, says so, and keeps it until killed.
 HOLDER = """
 import sys, time
-from db.conversation_store import ConversationStore
+from conversations.store import ConversationStore
 store = ConversationStore.open(sys.argv[1])
 lease = store.acquire(sys.argv[2])
 print("held", flush=True)

@@ -29,7 +29,7 @@ from sqlalchemy import func, inspect, select, text
 
 import db.writes
 from assistants.approvals import facts_of
-from conversations import Decision, MessageEvent, Thread, TravelAssistant
+from conversations.assistant import Decision, MessageEvent, Thread, TravelAssistant
 from db import hotels as hotel_queries
 from db.engine import Database
 from db.fixtures import BUSINESS_PASSENGER_ID, FIXTURE_HOTEL_BOOKING_ID, FIXTURE_PASSENGER_ID

@@ -22,7 +22,7 @@ from sqlalchemy import select, text
 from assistants.approvals import APPROVALS_KEY, APPROVE_ALL, facts_of, was_executed
 from assistants.assistant import STEP_RESERVE
 from assistants.prompts import EMPTY_ANSWER_APOLOGY, STEP_LIMIT_APOLOGY
-from conversations import Decision, ModelProviderError, Thread, TravelAssistant
+from conversations.assistant import Decision, ModelProviderError, Thread, TravelAssistant
 from db.clock import fixed_clock
 from db.engine import Database
 from db.fixtures import (

@@ -20,7 +20,7 @@ from sqlalchemy import select, update
 
 from assistants.nodes import leave_skill
 from assistants.state import update_dialog_stack
-from conversations import Thread, TravelAssistant
+from conversations.assistant import Thread, TravelAssistant
 from db import car_rentals, excursions, flights, hotels
 from db.engine import Database
 from db.errors import RuleViolationError, UnavailableError

@@ -1,4 +1,7 @@
-"""A run starts from the state the previous run of this process ended with (db.remembered_state)."""
+"""A run starts from the state the previous run of this process ended with.
+
+(``conversations.remembered_state``.)
+"""
 
 from __future__ import annotations
 
@@ -11,12 +14,12 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from conversations import Decision, Thread, TravelAssistant
-from db.checkpoint_serde import CompressingSerializer
-from db.conversation_store import sqlite_checkpointer
+from conversations.assistant import Decision, Thread, TravelAssistant
+from conversations.checkpoint_serde import CompressingSerializer
+from conversations.remembered_state import RememberingSqliteSaver
+from conversations.store import sqlite_checkpointer
 from db.engine import Database
 from db.fixtures import FIXTURE_PASSENGER_ID
-from db.remembered_state import RememberingSqliteSaver
 from tests.support.scripted import ScriptedChatModel, call, say
 
 

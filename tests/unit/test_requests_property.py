@@ -30,7 +30,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from assistants.approvals import facts_of
 from assistants.specialists import Crew, build_crew
-from conversations import Decision, ModelProviderError, Thread, TravelAssistant
+from conversations.assistant import Decision, ModelProviderError, Thread, TravelAssistant
 from db.clock import fixed_clock
 from db.engine import Database
 from db.fixtures import FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO

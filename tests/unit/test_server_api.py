@@ -371,8 +371,8 @@ def test_server_refuses_a_turn_running_in_another_process(
     travel_db: Database, model: ScriptedChatModel, tmp_path: Path
 ) -> None:
     """The store's turn lock, held elsewhere (a terminal, another worker), answers 409."""
-    from conversations import TravelAssistant
-    from db.conversation_store import ConversationStore
+    from conversations.assistant import TravelAssistant
+    from conversations.store import ConversationStore
 
     path = tmp_path / "sessions.sqlite"
     with ConversationStore.open(path) as store, ConversationStore.open(path) as elsewhere:

@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 
 from assistants.approvals import Amount, facts_of
 from assistants.specialists import SPECIALISTS, Specialist, build_crew
-from conversations import Decision, Thread, TravelAssistant
+from conversations.assistant import Decision, Thread, TravelAssistant
 from db.engine import Database
 from db.errors import InvalidInputError
 from db.fixtures import FIXTURE_PASSENGER_ID

@@ -24,9 +24,9 @@ from langgraph.graph import START, StateGraph
 from langgraph.graph.message import add_messages
 
 from assistants.state import _with_ids, add_message_batches, update_dialog_stack
-from conversations import Decision, Thread, TravelAssistant
-from db.checkpoint_serde import CompressingSerializer
-from db.conversation_store import sqlite_checkpointer
+from conversations.assistant import Decision, Thread, TravelAssistant
+from conversations.checkpoint_serde import CompressingSerializer
+from conversations.store import sqlite_checkpointer
 from db.engine import Database
 from db.fixtures import FIXTURE_PASSENGER_ID
 from tests.support.scripted import ScriptedChatModel, call, say

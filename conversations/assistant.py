@@ -62,9 +62,9 @@ from assistants.providers import (
 from assistants.routing import last_tool_batch
 from assistants.specialists import CallKind, Crew, build_crew
 from assistants.state import active_assistant
+from conversations.remembered_state import THREADS_KEPT, RemembersLastState
 from db.engine import Database
 from db.passengers import passenger_exists
-from db.remembered_state import THREADS_KEPT, RemembersLastState
 from graph import DEFAULT_RECURSION_LIMIT, ModelsArg, build_graph
 
 __all__ = [
