@@ -23,7 +23,6 @@ import queue
 import threading
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any, cast
 from uuid import UUID
 
@@ -62,6 +61,14 @@ from assistants.providers import (
 from assistants.routing import last_tool_batch
 from assistants.specialists import CallKind, Crew, build_crew
 from assistants.state import active_assistant
+from conversations.events import (
+    CANCELLED_KEY,
+    MessageEvent,
+    Thread,
+    TokenEvent,
+    TurnEvent,
+    is_cancel_note,
+)
 from conversations.remembered_state import THREADS_KEPT, RemembersLastState
 from db.engine import Database
 from db.passengers import passenger_exists
@@ -80,42 +87,6 @@ __all__ = [
     "TurnEvent",
     "is_cancel_note",
 ]
-
-# ``response_metadata`` key marking the note that closes a cancelled turn.
-CANCELLED_KEY = "turn_cancelled"
-
-
-@dataclass(frozen=True)
-class TokenEvent:
-    """A piece of an assistant's reply, as the model streams it."""
-
-    text: str
-    assistant: str
-    message_id: str | None
-
-
-@dataclass(frozen=True)
-class MessageEvent:
-    """A complete message added by a node (an assistant's reply or a tool result)."""
-
-    message: AnyMessage
-    node: str
-
-
-TurnEvent = TokenEvent | MessageEvent
-
-
-@dataclass(frozen=True)
-class Thread:
-    """One conversation: its id and the passenger it acts for."""
-
-    thread_id: str
-    passenger_id: str
-
-
-def is_cancel_note(message: AnyMessage) -> bool:
-    """Tell whether ``message`` is the note that closes a cancelled or interrupted turn."""
-    return isinstance(message, AIMessage) and bool(message.response_metadata.get(CANCELLED_KEY))
 
 
 class _CancelOnRequest(BaseCallbackHandler):

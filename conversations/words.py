@@ -62,3 +62,88 @@ def refusal_text(preview: Any) -> str:
     if kind in REFUSALS_WITH_DETAIL and preview.error:
         text += f" {_first_sentence(preview.error)}"
     return text
+
+
+# --- what a turn and the history say ---------------------------------------------------------
+
+DONE_RESULT = "Done."
+FAILED_RESULT = "It did not go through: our rules did not allow it when it ran."
+TURN_CANCELLED_NOTICE = "This turn was cancelled; nothing more was done."
+CUT_TURN_CLOSED = (
+    "Your last message was not answered: the assistant was interrupted. "
+    "Send it again if you still need it."
+)
+# Who cancelled a turn decides what the customer is told.
+CANCELLED = {
+    "customer": "Turn cancelled: the assistant stopped and nothing more was done. "
+    "Your message stays in the conversation.",
+    "service": "The service stopped while the assistant was answering; the turn was "
+    "cancelled and nothing more was done. Send your message again.",
+}
+CONVERSATION_SAVED = "Your conversation is saved."
+BUSY_ELSEWHERE = (
+    "This conversation is busy in another window, terminal or server: the assistant is "
+    "answering there. Try again when it has answered."
+)
+ANSWER_FIRST = (
+    "First, an action in this conversation is waiting for your decision. Your message "
+    "was not sent: send it again after deciding."
+)
+DECIDED_ELSEWHERE = (
+    "This conversation changed in another window while you decided: your answer was not used."
+)
+NOTHING_PENDING = "Nothing in this conversation is waiting for your decision."
+NO_ANSWER_REASON = "The customer did not answer the approval prompt."
+
+
+def tool_activity(tool: str) -> str:
+    """Say what a safe tool is doing ("searching flights")."""
+    return TOOL_ACTIVITY.get(tool, "working on it")
+
+
+def takes_over(specialist_title: str) -> str:
+    """Say that a specialist takes over ("the flights specialist takes over")."""
+    return f"the {specialist_title} takes over"
+
+
+def not_done_reason(not_run: str | None) -> str:
+    """Say why a call was not carried out."""
+    return NOT_DONE_WORDS.get(not_run or "", "it was not run")
+
+
+def action_status(
+    title: str, outcome: str, recovered: bool, result: str | None, reason: str | None
+) -> str:
+    """Say, as a turn goes on, what became of an action ("Change flight: done.")."""
+    if outcome == "approved" and recovered:
+        done = f"{title}: this was already done before the interruption."
+        return f"{done} {result}" if result and result != DONE_RESULT else done
+    if outcome == "approved":
+        return f"{title}: done."
+    if outcome == "failed":
+        return f"{title}: it did not go through; the assistant will explain."
+    if outcome == "declined":
+        return f"{title}: declined."
+    if outcome == "refused":
+        return f"{title}: not possible; the assistant is told why."
+    return f"{title}: not done ({reason or 'it was not run'})."
+
+
+def action_line(
+    title: str, outcome: str, lines: tuple[str, ...], result: str | None, reason: str | None
+) -> str:
+    """Say, in the history, what became of an action, with the amount the customer saw."""
+    amount = f" ({lines[-1]})" if lines else ""
+    if outcome in ("approved", "failed"):
+        return f"Approved: {title}{amount}. {result or DONE_RESULT}"
+    if outcome == "declined":
+        why = f" Reason: {reason}" if reason else " No reason given."
+        return f"Declined: {title}{amount}.{why}"
+    if outcome == "refused":
+        return f"Not possible: {title}" + (f" ({reason})" if reason else "")
+    return f"Not done: {title} ({reason or 'it was not run'})."
+
+
+def model_failure(detail: str) -> str:
+    """Say that the model server failed, and that nothing is lost."""
+    return f"{detail} {CONVERSATION_SAVED}"

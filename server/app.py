@@ -174,7 +174,7 @@ def _router() -> APIRouter:
 
     @router.get("/conversations", tags=["conversations"], summary="List your conversations")
     def list_conversations(service: Service, claims: Passenger) -> ConversationList:
-        return ConversationList(conversations=service.conversations(claims.passenger_id))
+        return ConversationList(conversations=service.passenger_conversations(claims.passenger_id))
 
     @router.post(
         "/conversations",

@@ -234,6 +234,10 @@ class ActionItem(BaseModel):
     lines: list[str] = Field(description="The preview the customer decided on.")
     amount: str | None
     result: str | None = Field(description="What the action did, in the customer's words.")
+    text: str = Field(
+        description="The whole record in one sentence, as the terminal's history shows it.",
+        examples=["Declined: Book hotel (To pay: EUR 1,040.00). Reason: Too expensive."],
+    )
 
 
 class NoticeItem(BaseModel):

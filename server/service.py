@@ -1,12 +1,11 @@
 """What the HTTP service does, without HTTP: conversations, turns and their events.
 
-``ConversationService`` drives a ``conversations.TravelAssistant`` for many passengers at
-once. It checks that a conversation belongs to the passenger asking (one that does not
-is reported exactly like one that does not exist), runs each turn in a worker thread
-(the graph's ``stream`` is synchronous) and hands the turn's events to the event loop,
-one conversation turn at a time, and turns the assistant's messages into the API's
-models: customer and assistant messages, approvals as structured items, never raw tool
-text.
+``ConversationService`` serves the conversation protocol (``conversations.protocol``) to
+many passengers at once. It checks that a conversation belongs to the passenger asking
+(one that does not is reported exactly like one that does not exist), runs each turn in a
+worker thread (the graph's ``stream`` is synchronous) and hands the turn's outcomes to the
+event loop as the API's models. It decides nothing about a turn and phrases nothing: the
+protocol does both, for the terminal too.
 
 A turn keeps running when the client goes away: its reply is saved and the history
 shows it. When the service stops, running turns are cancelled the terminal's way (the
@@ -14,7 +13,7 @@ conversation is closed as cancelled and can go on).
 
 Nothing here knows the storage engine: the checkpoints go through the assistant's
 checkpointer, the conversation list through a ``SessionStore`` and the turn locks
-through ``TurnLocks`` (``conversations.store``). With the store's locks, one turn at a
+through ``TurnLocks`` (``conversations.locks``). With the store's locks, one turn at a
 time holds across every worker process over the same store, on this machine or others:
 a conversation whose turn runs in another worker (or in a terminal) answers 409.
 """
@@ -29,31 +28,31 @@ from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal
+from typing import TYPE_CHECKING
 
-from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
-
-from assistants.approvals import ActionPreview, Decision, PendingAction, facts_of
-from conversations.assistant import (
-    MessageEvent,
-    ModelProviderError,
-    Thread,
-    TokenEvent,
-    TravelAssistant,
-    TurnCancelledError,
-    TurnEvent,
-    is_cancel_note,
+from conversations.events import Thread
+from conversations.protocol import (
+    Answer,
+    Conversations,
+    DecisionsError,
+    Turn,
+    TurnRefusedError,
+)
+from conversations.records import (
+    ActionRecord,
+    Activity,
+    Approval,
+    AssistantLine,
+    CustomerLine,
+    HandOver,
+    Notice,
+    Outcome,
+    Record,
+    ReplyPiece,
+    TurnEnd,
+    TurnFailure,
 )
 from conversations.sessions import SessionRecord, SessionStore
-from conversations.store import (
-    ConversationBusyError,
-    ConversationStore,
-    ConversationStoreError,
-    LocalTurnLocks,
-    TurnLease,
-    TurnLocks,
-)
-from conversations.words import NOT_DONE_WORDS, TOOL_ACTIVITY, refusal_text
 from server.schemas import (
     ActionItem,
     AssistantItem,
@@ -73,13 +72,21 @@ from server.schemas import (
 from server.schemas import MessageEvent as MessageOut
 from server.schemas import TokenEvent as TokenOut
 
+if TYPE_CHECKING:
+    from conversations.assistant import TravelAssistant
+    from conversations.locks import TurnLocks
+    from conversations.store import ConversationStore
+
 log = logging.getLogger(__name__)
 
-PRIMARY = "primary_assistant"
 # Turns that run at once; more wait for a free worker (their stream stays open).
 TURN_WORKERS = 16
 LIST_LIMIT = 50
-Outcome = Literal["approved", "failed", "declined", "refused", "not_done"]
+UNEXPECTED_ERROR = "Something went wrong on our side. Your conversation is saved; please try again."
+STILL_ANSWERING = (
+    "The assistant is still answering in this conversation; wait for the reply to finish."
+)
+STOPPING = "The service is stopping; try again in a moment."
 
 
 class ServiceError(Exception):
@@ -117,12 +124,6 @@ class ForbiddenError(ServiceError):
     status = 403
 
 
-BUSY_ELSEWHERE = (
-    "This conversation is busy in another window or on another server: the assistant is "
-    "answering there. Try again when it has answered."
-)
-
-
 class LockedSessions:
     """A ``SessionStore`` used from many threads: one call at a time."""
 
@@ -152,114 +153,71 @@ class LockedSessions:
             return self._store.list(passenger_id, limit)
 
 
-# --- words ---------------------------------------------------------------------------------
-
-
-def message_text(message: AnyMessage) -> str:
-    """Return the text of ``message`` (text blocks joined), without outer blanks."""
-    content = message.content
-    if isinstance(content, str):
-        return content.strip()
-    return "".join(
-        str(b.get("text", "")) if isinstance(b, dict) else str(b) for b in content
-    ).strip()
-
-
-def preview_out(preview: ActionPreview) -> PreviewOut:
-    """Return ``preview`` as the API shows it: the terminal's lines, the amount apart."""
-    if preview.error:
-        return PreviewOut(
-            title=preview.title,
-            lines=[],
-            amount=None,
-            amount_kind=None,
-            error=refusal_text(preview),
-        )
-    return PreviewOut(
-        title=preview.title,
-        lines=list(preview.lines),
-        amount=preview.amount_line,
-        amount_kind=preview.amount.kind if preview.amount is not None else None,
-        error=None,
-    )
-
-
-def _result_summary(message: ToolMessage) -> str | None:
-    """Return the customer-facing summary a write tool put in its result, if any."""
-    import json
-
-    try:
-        result = json.loads(str(message.content))
-    except ValueError:
-        return None
-    summary = result.get("summary") if isinstance(result, dict) else None
-    return str(summary) if summary else None
-
-
 # --- turns ---------------------------------------------------------------------------------
 
 
 @dataclass
 class _Running:
     cancel: threading.Event = field(default_factory=threading.Event)
-    lease: TurnLease | None = None
+    turn: Turn | None = None
 
 
 class TurnRunner:
     """Run turns in worker threads, one per conversation at a time.
 
-    ``claim`` reserves a conversation (or refuses: a turn is running, here or, through
-    ``locks``, in another process); ``stream`` runs the claimed turn in a worker and
+    ``claim`` reserves a conversation in this process and, through ``take``, beyond it
+    (or refuses: a turn is running); ``stream`` runs the claimed turn in a worker and
     yields its events on the event loop. The worker never waits for the client: events
     are queued, and a turn whose client left runs to its end.
     """
 
-    def __init__(self, workers: int = TURN_WORKERS, locks: TurnLocks | None = None) -> None:
-        """Run at most ``workers`` turns at once; ``locks`` reach beyond this process."""
+    def __init__(self, workers: int = TURN_WORKERS) -> None:
+        """Run at most ``workers`` turns at once."""
         self._executor = ThreadPoolExecutor(workers, thread_name_prefix="turn")
         self._running: dict[str, _Running] = {}
         self._lock = threading.Lock()
         self._closed = False
-        self.locks: TurnLocks = locks if locks is not None else LocalTurnLocks()
 
     def busy(self, thread_id: str) -> bool:
-        """Tell whether a turn of ``thread_id`` is running (here, or where ``locks`` see)."""
+        """Tell whether a turn of ``thread_id`` is running in this process."""
         with self._lock:
-            if thread_id in self._running:
-                return True
-        return self.locks.busy(thread_id)
+            return thread_id in self._running
 
-    def claim(self, thread_id: str) -> threading.Event:
+    def claim(self, thread_id: str, take: Callable[[], Turn] | None = None) -> threading.Event:
         """Reserve ``thread_id`` for a turn; return the event that cancels it.
 
-        Taking the cross-process lock may wait on the network (PostgreSQL): call it in a
-        worker thread, not on the event loop.
+        ``take`` takes the conversation beyond this process (``Conversation.claim``),
+        which may wait on the network (PostgreSQL): call it in a worker thread, not on
+        the event loop.
 
         Raises:
             ConflictError: A turn of this conversation is already running (in this
                 service or elsewhere), or the service is stopping.
+            UnavailableError: Where the turn locks live cannot be reached.
         """
         with self._lock:
             if self._closed:
-                raise ConflictError("The service is stopping; try again in a moment.")
+                raise ConflictError(STOPPING)
             if thread_id in self._running:
-                raise ConflictError(
-                    "The assistant is still answering in this conversation; wait for the "
-                    "reply to finish."
-                )
+                raise ConflictError(STILL_ANSWERING)
             running = self._running[thread_id] = _Running()
         try:
-            running.lease = self.locks.acquire(thread_id)
-        except ConversationBusyError as error:
+            running.turn = take() if take is not None else None
+        except TurnRefusedError as error:
             self._forget(thread_id)
-            raise ConflictError(BUSY_ELSEWHERE) from error
-        except ConversationStoreError as error:
-            self._forget(thread_id)
-            raise UnavailableError(str(error)) from error
+            kind = UnavailableError if error.failure.kind == "unavailable" else ConflictError
+            raise kind(error.failure.text) from error
         except BaseException:
             self._forget(thread_id)
             raise
         return running.cancel
+
+    def turn(self, thread_id: str) -> Turn:
+        """Return the turn ``claim`` took for ``thread_id``."""
+        with self._lock:
+            turn = self._running[thread_id].turn
+        assert turn is not None, "claimed without taking the conversation"
+        return turn
 
     def _forget(self, thread_id: str) -> _Running | None:
         with self._lock:
@@ -268,9 +226,9 @@ class TurnRunner:
     def release(self, thread_id: str) -> None:
         """Free ``thread_id`` (after its turn, or when the request is refused)."""
         running = self._forget(thread_id)
-        if running is not None and running.lease is not None:
+        if running is not None and running.turn is not None:
             try:
-                running.lease.release()
+                running.turn.release()
             except Exception:  # the lock dies with its connection anyway
                 log.exception("Releasing the turn lock of %s failed", thread_id)
 
@@ -304,7 +262,7 @@ class TurnRunner:
             self._executor.submit(produce)
         except RuntimeError as error:  # shut down between claim and submit
             self.release(thread_id)
-            raise ConflictError("The service is stopping; try again in a moment.") from error
+            raise ConflictError(STOPPING) from error
         return _drain(queue)
 
     def close(self) -> None:
@@ -321,40 +279,84 @@ async def _drain(queue: asyncio.Queue[StreamEvent | None]) -> AsyncIterator[Stre
         yield item
 
 
-UNEXPECTED_ERROR = "Something went wrong on our side. Your conversation is saved; please try again."
+# --- outcomes as the API's models ----------------------------------------------------------
 
 
-class _Translator:
-    """Turn one run's ``TurnEvent``s into the API's stream events."""
+def approval_out(approval: Approval) -> PendingActionOut:
+    """Return a pending action as the API shows it: the terminal's lines, the amount apart."""
+    return PendingActionOut(
+        tool_call_id=approval.tool_call_id,
+        tool=approval.tool,
+        assistant=approval.assistant,
+        assistant_label=approval.label,
+        preview=PreviewOut(
+            title=approval.title,
+            lines=list(approval.lines),
+            amount=approval.amount,
+            amount_kind=approval.amount_kind,
+            error=approval.refusal,
+        ),
+    )
 
-    def __init__(self, service: ConversationService) -> None:
-        self.service = service
 
-    def events(self, event: TurnEvent) -> Iterator[StreamEvent]:
-        label = self.service.assistant.label
-        if isinstance(event, TokenEvent):
-            yield TokenOut(
-                text=event.text,
-                assistant=event.assistant,
-                label=label(event.assistant),
-                message_id=event.message_id,
-            )
-            return
-        assert isinstance(event, MessageEvent)
-        message = event.message
-        if isinstance(message, AIMessage):
-            text = message_text(message)
-            if text and not is_cancel_note(message):
-                name = message.name or event.node
-                yield MessageOut(id=message.id, assistant=name, label=label(name), text=text)
-            for call in message.tool_calls:
-                if self.service.assistant.call_kind(call["name"]) == "safe":
-                    activity = TOOL_ACTIVITY.get(call["name"], "working on it")
-                    yield StatusEvent(text=f"{activity.capitalize()}…", tool=call["name"])
-        elif isinstance(message, ToolMessage):
-            status = self.service.answer_status(message)
-            if status:
-                yield StatusEvent(text=status, tool=message.name)
+def history_item(record: Record) -> HistoryItem:
+    """Return one record of the history as the API's item."""
+    if isinstance(record, CustomerLine):
+        return CustomerItem(id=record.id, text=record.text)
+    if isinstance(record, AssistantLine):
+        return AssistantItem(
+            id=record.id, assistant=record.assistant, label=record.label, text=record.text
+        )
+    if isinstance(record, ActionRecord):
+        return ActionItem(
+            tool_call_id=record.tool_call_id,
+            tool=record.tool,
+            title=record.title,
+            outcome=record.outcome,
+            reason=record.reason,
+            lines=list(record.lines),
+            amount=record.amount,
+            result=record.result,
+            text=record.line,
+        )
+    return NoticeItem(text=record.text)
+
+
+def _capitalized(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def stream_events(outcome: Outcome) -> Iterator[StreamEvent]:
+    """Return what a live turn's ``outcome`` sends to the client (often nothing)."""
+    if isinstance(outcome, ReplyPiece):
+        yield TokenOut(
+            text=outcome.text,
+            assistant=outcome.assistant,
+            label=outcome.label,
+            message_id=outcome.message_id,
+        )
+    elif isinstance(outcome, AssistantLine):
+        yield MessageOut(
+            id=outcome.id, assistant=outcome.assistant, label=outcome.label, text=outcome.text
+        )
+    elif isinstance(outcome, Activity):
+        yield StatusEvent(text=f"{_capitalized(outcome.text)}…", tool=outcome.tool)
+    elif isinstance(outcome, HandOver) and outcome.text:
+        yield StatusEvent(text=f"{_capitalized(outcome.text)}.", tool=outcome.tool)
+    elif isinstance(outcome, ActionRecord):
+        yield StatusEvent(text=outcome.status, tool=outcome.tool)
+    elif isinstance(outcome, Notice):
+        yield StatusEvent(text=outcome.text, tool=None)
+    elif isinstance(outcome, TurnEnd):
+        if outcome.approvals:
+            yield PendingEvent(actions=[approval_out(a) for a in outcome.approvals])
+        yield DoneEvent(
+            pending_actions=len(outcome.approvals),
+            assistant=outcome.assistant,
+            label=outcome.label,
+        )
+    elif isinstance(outcome, TurnFailure):
+        yield ErrorEvent(detail=outcome.text)
 
 
 # --- the service ---------------------------------------------------------------------------
@@ -378,7 +380,8 @@ class ConversationService:
         """
         self.assistant = assistant
         self.sessions = LockedSessions(sessions)
-        self.runner = runner or TurnRunner(locks=locks)
+        self.conversations = Conversations(assistant, self.sessions, locks)
+        self.runner = runner or TurnRunner()
 
     @classmethod
     def over_store(
@@ -390,10 +393,6 @@ class ConversationService:
         """
         return cls(assistant, store.registry, locks=store.locks)
 
-    def now(self) -> datetime:
-        """Return "now" as the travel database's clock says."""
-        return self.assistant.db.clock()
-
     # Conversations ------------------------------------------------------------------------
 
     def owned(self, passenger_id: str, conversation_id: str) -> Thread:
@@ -403,10 +402,10 @@ class ConversationService:
             NotFoundError: There is none, or it belongs to another passenger (the
                 answer is the same, so ids reveal nothing).
         """
-        record = self.sessions.get(conversation_id)
-        if record is None or record.passenger_id != passenger_id:
+        conversation = self.conversations.owned(passenger_id, conversation_id)
+        if conversation is None:
             raise NotFoundError(f"No conversation {conversation_id}.")
-        return Thread(record.thread_id, record.passenger_id)
+        return conversation.thread
 
     def create(self, passenger_id: str, conversation_id: str) -> ConversationOut:
         """Start a conversation for ``passenger_id``.
@@ -414,137 +413,55 @@ class ConversationService:
         Raises:
             ForbiddenError: The travel database has no such passenger.
         """
-        if not self.assistant.check_passenger(passenger_id):
+        if not self.conversations.check_passenger(passenger_id):
             raise ForbiddenError(
                 f"Passenger {passenger_id} is not in the travel database; ask for a token "
                 "for your own passenger id."
             )
-        self.sessions.touch(conversation_id, passenger_id, self.now())
+        self.conversations.register(Thread(conversation_id, passenger_id))
         record = self.sessions.get(conversation_id)
         assert record is not None
         return self.summary(record)
 
-    def conversations(self, passenger_id: str) -> list[ConversationOut]:
+    def passenger_conversations(self, passenger_id: str) -> list[ConversationOut]:
         """Return the passenger's conversations, most recently used first."""
         return [self.summary(r) for r in self.sessions.list(passenger_id, LIST_LIMIT)]
 
     def summary(self, record: SessionRecord) -> ConversationOut:
         """Return the API's view of one conversation."""
-        thread = Thread(record.thread_id, record.passenger_id)
-        assistant = self.assistant.active_assistant(thread)
+        conversation = self.conversations.get(Thread(record.thread_id, record.passenger_id))
+        summary = conversation.summary()
         return ConversationOut(
             conversation_id=record.thread_id,
             title=record.title,
             created_at=record.created_at,
             updated_at=record.updated_at,
-            assistant=assistant,
-            assistant_label=self.assistant.label(assistant),
-            pending_actions=len(self.assistant.pending_actions(thread)),
-            busy=self.runner.busy(record.thread_id),
+            assistant=summary.assistant,
+            assistant_label=summary.label,
+            pending_actions=summary.pending_actions,
+            busy=self.runner.busy(record.thread_id) or conversation.busy(),
         )
 
     # Reading ------------------------------------------------------------------------------
 
     def history(self, thread: Thread) -> list[HistoryItem]:
         """Return the conversation as the customer saw it."""
-        items: list[HistoryItem] = []
-        for message in self.assistant.messages(thread):
-            if isinstance(message, HumanMessage):
-                items.append(CustomerItem(id=message.id, text=message_text(message)))
-            elif isinstance(message, AIMessage) and is_cancel_note(message):
-                items.append(NoticeItem(text="This turn was cancelled; nothing more was done."))
-            elif isinstance(message, AIMessage) and message_text(message):
-                name = message.name or PRIMARY
-                items.append(
-                    AssistantItem(
-                        id=message.id,
-                        assistant=name,
-                        label=self.assistant.label(name),
-                        text=message_text(message),
-                    )
-                )
-            elif isinstance(message, ToolMessage):
-                action = self.action_item(message)
-                if action is not None:
-                    items.append(action)
-        return items
-
-    def action_item(self, message: ToolMessage) -> ActionItem | None:
-        """Return what became of a sensitive call, from its answer's facts."""
-        name = message.name or ""
-        if self.assistant.call_kind(name) != "sensitive":
-            return None
-        facts = facts_of(message)
-        result: str | None = None
-        reason: str | None = None
-        outcome: Outcome
-        if facts.ran:
-            outcome = "failed" if message.status == "error" else "approved"
-            result = (
-                "It did not go through: our rules did not allow it when it ran."
-                if outcome == "failed"
-                else _result_summary(message) or "Done."
-            )
-        elif facts.declined:
-            outcome, reason = "declined", facts.reason
-        elif facts.not_run == "refused":
-            outcome = "refused"
-            reason = facts.shown[0] if facts.shown else None
-        else:
-            outcome = "not_done"
-            reason = NOT_DONE_WORDS.get(facts.not_run or "", "it was not run")
-        return ActionItem(
-            tool_call_id=message.tool_call_id,
-            tool=name,
-            title=self.action_title(name),
-            outcome=outcome,
-            reason=reason,
-            lines=[] if outcome == "refused" else list(facts.shown),
-            amount=facts.amount_line,
-            result=result,
-        )
+        return [history_item(r) for r in self.conversations.get(thread).history()]
 
     def pending(self, thread: Thread) -> list[PendingActionOut]:
         """Return the actions waiting for a decision, each with its preview."""
-        return [self._pending_out(thread, a) for a in self.assistant.pending_actions(thread)]
-
-    def _pending_out(self, thread: Thread, action: PendingAction) -> PendingActionOut:
-        return PendingActionOut(
-            tool_call_id=action.tool_call_id,
-            tool=action.name,
-            assistant=action.assistant,
-            assistant_label=self.assistant.label(action.assistant),
-            preview=preview_out(self.assistant.preview(thread, action)),
-        )
-
-    # Words ---------------------------------------------------------------------------------
-
-    def action_title(self, tool_name: str) -> str:
-        """Return the title of a sensitive action ("Change flight")."""
-        preview = self.assistant.crew.previews.get(tool_name)
-        return str(preview.title) if preview is not None else "The action"
-
-    def answer_status(self, message: ToolMessage) -> str | None:
-        """Return the status line of a tool answer, when the customer should see one."""
-        facts = facts_of(message)
-        if facts.hand_over == "enter" and facts.specialist:
-            member = self.assistant.crew.member(facts.specialist)
-            title = member.specialist.title if member is not None else "specialist"
-            return f"The {title} takes over."
-        if self.assistant.call_kind(message.name or "") != "sensitive":
-            return None
-        title = self.action_title(message.name or "")
-        if facts.ran:
-            if message.status == "error":
-                return f"{title}: it did not go through; the assistant will explain."
-            return f"{title}: done."
-        if facts.declined:
-            return f"{title}: declined."
-        if facts.not_run == "refused":
-            return f"{title}: not possible; the assistant is told why."
-        return f"{title}: not done ({NOT_DONE_WORDS.get(facts.not_run or '', 'not run')})."
+        return [approval_out(a) for a in self.conversations.get(thread).approvals()]
 
     # Turns ---------------------------------------------------------------------------------
+
+    def claim(self, thread: Thread) -> threading.Event:
+        """Reserve ``thread`` for a turn (see ``TurnRunner.claim``); call it off the loop."""
+        conversation = self.conversations.get(thread)
+        return self.runner.claim(thread.thread_id, conversation.claim)
+
+    def release(self, thread: Thread) -> None:
+        """Free ``thread`` when a claimed request is refused."""
+        self.runner.release(thread.thread_id)
 
     def start_message(
         self, thread: Thread, text: str, cancel: threading.Event | None = None
@@ -552,122 +469,56 @@ class ConversationService:
         """Send the customer's ``text`` and stream the turn (call on the event loop).
 
         ``cancel`` is the event of a claim already made (``claim``); without it the
-        conversation is claimed here.
+        conversation is claimed here. Actions still pending are dropped by the new
+        message (answered as not done), as the API documents.
 
         Raises:
             ConflictError: A turn of this conversation is running.
         """
         if cancel is None:
-            cancel = self.runner.claim(thread.thread_id)
-
-        def work() -> Iterator[StreamEvent]:
-            if self.assistant.interrupted(thread):
-                # The last turn was cut short (a crash, a stop): close it, as the terminal
-                # does when it resumes, so the new message starts a well-formed turn.
-                self.assistant.cancel_turn(thread)
-            self.sessions.touch(thread.thread_id, thread.passenger_id, self.now(), text)
-            yield from self._turn(thread, lambda: self.assistant.send(thread, text, cancel=cancel))
-
-        return self.runner.stream(thread.thread_id, work)
-
-    def claim(self, thread: Thread) -> threading.Event:
-        """Reserve ``thread`` for a turn (see ``TurnRunner.claim``)."""
-        return self.runner.claim(thread.thread_id)
-
-    def release(self, thread: Thread) -> None:
-        """Free ``thread`` when a claimed request is refused."""
-        self.runner.release(thread.thread_id)
+            cancel = self.claim(thread)
+        turn = self.runner.turn(thread.thread_id)
+        return self._stream(
+            thread,
+            lambda: turn.send(text, cancel=cancel, cancelled_by="service", if_pending="supersede"),
+        )
 
     def check_decisions(self, thread: Thread, given: Sequence[DecisionIn]) -> None:
-        """Check that ``given`` decides every pending action and nothing else.
+        """Check that the claimed ``thread``'s ``given`` decisions decide every pending action.
 
         Raises:
             ConflictError: Nothing is pending, a decision names an action that is not
                 pending, or a pending action has no decision.
         """
-        pending = [a.tool_call_id for a in self.assistant.pending_actions(thread)]
-        if not pending:
-            raise ConflictError("Nothing in this conversation is waiting for your decision.")
-        named = [d.tool_call_id for d in given]
-        unknown = [i for i in named if i not in pending]
-        if unknown:
-            raise ConflictError(
-                f"{', '.join(unknown)} is not waiting for a decision; "
-                f"the pending actions are: {', '.join(pending)}."
-            )
-        missing = [i for i in pending if i not in named]
-        if missing:
-            raise ConflictError(
-                "Decide every pending action at once; no decision was given for "
-                f"{', '.join(missing)}."
-            )
+        try:
+            self.runner.turn(thread.thread_id).check([d.tool_call_id for d in given])
+        except DecisionsError as error:
+            raise ConflictError(error.text) from error
 
     def start_decisions(
         self, thread: Thread, cancel: threading.Event, given: Sequence[DecisionIn]
     ) -> AsyncIterator[StreamEvent]:
-        """Resolve the claimed ``thread``'s pending actions and stream the rest of the turn.
+        """Resolve the claimed ``thread``'s pending actions and stream the rest of the turn."""
+        answers = {d.tool_call_id: Answer(d.approved, d.reason) for d in given}
+        turn = self.runner.turn(thread.thread_id)
+        return self._stream(
+            thread, lambda: turn.resolve(answers, cancel=cancel, cancelled_by="service")
+        )
 
-        Each decision records the preview the customer decided on. An action whose
-        preview now shows it cannot be done is not run, whatever the decision: the
-        assistant is told why, as in the terminal.
-        """
-        by_id = {d.tool_call_id: d for d in given}
-
+    def _stream(
+        self, thread: Thread, run: Callable[[], Iterator[Outcome]]
+    ) -> AsyncIterator[StreamEvent]:
         def work() -> Iterator[StreamEvent]:
-            decisions: dict[str, Decision] = {}
-            for action in self.assistant.pending_actions(thread):
-                decisions[action.tool_call_id] = self._decision(
-                    thread, action, by_id.get(action.tool_call_id)
-                )
-            self.sessions.touch(thread.thread_id, thread.passenger_id, self.now())
-            yield from self._turn(
-                thread, lambda: self.assistant.resolve(thread, decisions, cancel=cancel)
-            )
+            try:
+                for outcome in run():
+                    if isinstance(outcome, TurnFailure) and outcome.detail:
+                        log.warning("A turn of %s failed: %s", thread.thread_id, outcome.detail)
+                    yield from stream_events(outcome)
+            except Exception:
+                log.exception("A turn of conversation %s failed", thread.thread_id)
+                yield ErrorEvent(detail=UNEXPECTED_ERROR)
 
         return self.runner.stream(thread.thread_id, work)
-
-    def _decision(
-        self, thread: Thread, action: PendingAction, given: DecisionIn | None
-    ) -> Decision:
-        preview = self.assistant.preview(thread, action)
-        if preview.error:
-            explanation = refusal_text(preview)
-            return Decision(False, preview.error, (explanation,), refused=True)
-        shown = tuple(preview.lines)
-        if given is not None and given.approved:
-            return Decision(True, None, shown, amount=preview.amount)
-        reason = given.reason if given is not None else None
-        return Decision(False, reason, shown, amount=preview.amount)
-
-    def _turn(
-        self, thread: Thread, run: Callable[[], Iterator[TurnEvent]]
-    ) -> Iterator[StreamEvent]:
-        translator = _Translator(self)
-        try:
-            for event in run():
-                yield from translator.events(event)
-        except TurnCancelledError:
-            yield ErrorEvent(
-                detail="The service stopped while the assistant was answering; the turn "
-                "was cancelled and nothing more was done. Send your message again."
-            )
-            return
-        except ModelProviderError as error:
-            yield ErrorEvent(detail=f"{error} Your conversation is saved; send your message again.")
-            return
-        except Exception:
-            log.exception("A turn of conversation %s failed", thread.thread_id)
-            yield ErrorEvent(detail=UNEXPECTED_ERROR)
-            return
-        pending = self.pending(thread)
-        if pending:
-            yield PendingEvent(actions=pending)
-        assistant = self.assistant.active_assistant(thread)
-        yield DoneEvent(
-            pending_actions=len(pending),
-            assistant=assistant,
-            label=self.assistant.label(assistant),
-        )
 
     def close(self) -> None:
         """Cancel running turns and wait for them (the service is stopping)."""

@@ -13,10 +13,11 @@ from fastapi.testclient import TestClient
 from pydantic import TypeAdapter
 
 from assistants.approvals import ActionPreview, Amount
+from conversations.records import approval_of
 from db.engine import Database
 from db.fixtures import BUSINESS_PASSENGER_ID, FIXTURE_PASSENGER_ID, FULL_FLIGHT_DAY_OFFSET
 from server.schemas import MAX_MESSAGE_CHARS, StreamEvent
-from server.service import ConversationService, preview_out
+from server.service import ConversationService
 from tests.support.scripted import ScriptedChatModel, call, say
 from tests.support.web import (
     DECLINE_REASON,
@@ -386,7 +387,7 @@ def test_server_refuses_a_turn_running_in_another_process(
             try:
                 refused = client.post(f"{base}/messages", json={"text": "hi"})
                 assert refused.status_code == 409
-                assert "busy in another window or on another server" in refused.json()["detail"]
+                assert "busy in another window, terminal or server" in refused.json()["detail"]
                 assert client.get(base).json()["busy"] is True
                 decisions = {"decisions": [{"tool_call_id": "call_1", "approved": True}]}
                 refused = client.post(f"{base}/decisions", json=decisions)
@@ -411,11 +412,11 @@ def test_server_refuses_a_turn_running_in_another_process(
         (None, (None, None)),  # the words alone never make an amount
     ],
 )
-def test_preview_out_takes_the_amount_from_the_preview_numbers(
+def test_approval_takes_the_amount_from_the_preview_numbers(
     amount: Amount | None, expected: tuple[str | None, str | None]
 ) -> None:
     last = expected[0] or "To pay: EUR 75.00"
     preview = ActionPreview("a_tool", "A title", ["Before -> after", last], amount=amount)
-    out = preview_out(preview)
+    out = approval_of(preview, "call-1", "update_flight", "flights")
     assert (out.amount, out.amount_kind) == expected
-    assert out.lines == ["Before -> after", last]
+    assert out.lines == ("Before -> after", last)

@@ -1,0 +1,424 @@
+"""The conversation protocol: one turn from start to end, for every front end.
+
+``Conversations`` holds the assistant, the session registry and the turn locks.
+``Conversation`` is one thread of one passenger: its history, the actions waiting for a
+decision (``Approval``), a summary, the tool calls of its last turn. ``Conversation.claim``
+takes the conversation for one turn (one at a time, across processes) and returns a
+``Turn``, which sends a message or resolves the pending actions and yields what happened
+as ``conversations.records`` outcomes, ending with ``TurnEnd`` or ``TurnFailure``.
+
+The protocol decides everything the terminal and the service used to decide each on its
+own: closing a turn that was cut short, putting a waiting action first, turning answers
+into decisions (an action whose preview shows it cannot be done is refused, whatever the
+answer), recovered writes, cancels and model-server failures, the registry's record. A
+front end reads input and renders outcomes.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Literal
+
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+from assistants.approvals import ActionPreview, Decision, PendingAction, facts_of
+from assistants.providers import ModelProviderError, TurnCancelledError
+from conversations import words
+from conversations.assistant import Thread, TravelAssistant, TurnEvent
+from conversations.locks import (
+    ConversationBusyError,
+    ConversationStoreError,
+    LocalTurnLocks,
+    TurnLease,
+    TurnLocks,
+)
+from conversations.records import (
+    Approval,
+    Describer,
+    Narrator,
+    Notice,
+    Outcome,
+    Record,
+    TurnEnd,
+    TurnFailure,
+    approval_of,
+    message_text,
+)
+
+if TYPE_CHECKING:
+    from conversations.sessions import SessionRecord, SessionStore
+
+__all__ = [
+    "Answer",
+    "Conversation",
+    "Conversations",
+    "DecisionsError",
+    "Summary",
+    "ToolCallDetail",
+    "Turn",
+    "TurnRefusedError",
+]
+
+CancelledBy = Literal["customer", "service"]
+PendingPolicy = Literal["refuse", "supersede"]
+
+
+class TurnRefusedError(Exception):
+    """The conversation cannot be taken for a turn now; ``failure`` says why."""
+
+    def __init__(self, failure: TurnFailure) -> None:
+        """Carry ``failure`` (kind ``busy`` or ``unavailable``)."""
+        super().__init__(failure.text)
+        self.failure = failure
+
+
+class DecisionsError(Exception):
+    """The decisions given are not one for each pending action (nothing was run)."""
+
+    def __init__(self, text: str) -> None:
+        """Carry ``text``, written for whoever sent the decisions."""
+        super().__init__(text)
+        self.text = text
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The customer's answer to one pending action: yes, or no with an optional reason."""
+
+    approved: bool
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What a list of conversations shows of one."""
+
+    assistant: str
+    label: str
+    pending_actions: int
+    turns: int
+    title: str
+
+
+@dataclass(frozen=True)
+class ToolCallDetail:
+    """One tool call of the last turn with its raw answer, for the people behind the desk.
+
+    ``outcome`` is ``ok``, ``error``, ``not run: <why>``, or ``None`` while the call
+    waits for approval (``answer`` is then ``None`` too).
+    """
+
+    tool: str
+    arguments: Mapping[str, object]
+    outcome: str | None
+    answer: str | None
+
+
+class Conversations:
+    """Every conversation over one ``TravelAssistant``, its registry and its turn locks."""
+
+    def __init__(
+        self,
+        assistant: TravelAssistant,
+        registry: SessionStore,
+        locks: TurnLocks | None = None,
+    ) -> None:
+        """Drive ``assistant``; ``registry`` records who owns which conversation.
+
+        ``locks`` keep one turn at a time per conversation beyond this process (the
+        store's, ``ConversationStore.locks``); without them, within this process only.
+        """
+        self.assistant = assistant
+        self.registry = registry
+        self.locks: TurnLocks = locks if locks is not None else LocalTurnLocks()
+        self.describer = Describer(assistant.crew)
+
+    def now(self) -> datetime:
+        """Return "now" as the travel database's clock says."""
+        return self.assistant.db.clock()
+
+    def check_passenger(self, passenger_id: str) -> bool:
+        """Tell whether ``passenger_id`` is a known passenger."""
+        return self.assistant.check_passenger(passenger_id)
+
+    def get(self, thread: Thread) -> Conversation:
+        """Return the conversation ``thread`` (it need not be saved yet)."""
+        return Conversation(self, thread)
+
+    def owned(self, passenger_id: str, thread_id: str) -> Conversation | None:
+        """Return the registered conversation ``thread_id`` if it is ``passenger_id``'s."""
+        record = self.registry.get(thread_id)
+        if record is None or record.passenger_id != passenger_id:
+            return None
+        return self.get(Thread(record.thread_id, record.passenger_id))
+
+    def register(self, thread: Thread, title: str = "") -> None:
+        """Record ``thread`` in the registry, or mark it used now."""
+        self.registry.touch(thread.thread_id, thread.passenger_id, self.now(), title)
+
+    def records(self, passenger_id: str | None = None, limit: int = 50) -> list[SessionRecord]:
+        """Return the registry's records, most recently used first."""
+        return self.registry.list(passenger_id, limit)
+
+
+class Conversation:
+    """One conversation of one passenger."""
+
+    def __init__(self, owner: Conversations, thread: Thread) -> None:
+        """Read and run ``thread`` through ``owner``."""
+        self.owner = owner
+        self.thread = thread
+        self.assistant = owner.assistant
+        self.describer = owner.describer
+
+    @property
+    def thread_id(self) -> str:
+        """Return the conversation's id."""
+        return self.thread.thread_id
+
+    # Reading ----------------------------------------------------------------------------
+
+    def has_messages(self) -> bool:
+        """Tell whether the conversation has anything saved."""
+        return bool(self.assistant.messages(self.thread))
+
+    def history(self) -> list[Record]:
+        """Return the conversation as the customer saw it."""
+        return self.describer.records(self.assistant.messages(self.thread))
+
+    def last_exchange(self) -> list[Record]:
+        """Return the last customer message and what followed it."""
+        messages = self.assistant.messages(self.thread)
+        last = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=None)
+        return [] if last is None else self.describer.records(messages[last:])
+
+    def assistant_name(self) -> str:
+        """Return the assistant that answers the next message."""
+        return self.assistant.active_assistant(self.thread)
+
+    def summary(self) -> Summary:
+        """Return what a list of conversations shows of this one."""
+        messages = self.assistant.messages(self.thread)
+        humans = [m for m in messages if isinstance(m, HumanMessage)]
+        name = self.assistant_name()
+        return Summary(
+            assistant=name,
+            label=self.describer.label(name),
+            pending_actions=len(self.assistant.pending_actions(self.thread)),
+            turns=len(humans),
+            title=message_text(humans[0]) if humans else "",
+        )
+
+    def approvals(self) -> list[Approval]:
+        """Return the actions waiting for a decision, each with what it would do."""
+        label = self.describer.label
+        return [
+            approval_of(preview, action.tool_call_id, action.assistant, label(action.assistant))
+            for action, preview in self.previews()
+        ]
+
+    def waiting(self) -> bool:
+        """Tell whether the run must be resumed: actions to decide, or writes to report.
+
+        A write that committed before an interruption needs no decision, but the run
+        must go on to report it (``resolve`` with no answers does).
+        """
+        return bool(
+            self.assistant.pending_actions(self.thread)
+            or self.assistant.recovered_actions(self.thread)
+        )
+
+    def details(self) -> list[ToolCallDetail]:
+        """Return the tool calls of the last turn with their raw answers."""
+        messages = self.assistant.messages(self.thread)
+        start = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=0)
+        turn = messages[start:]
+        answers = {m.tool_call_id: m for m in turn if isinstance(m, ToolMessage)}
+        found: list[ToolCallDetail] = []
+        for call in (c for m in turn if isinstance(m, AIMessage) for c in m.tool_calls):
+            answer = answers.get(str(call["id"]))
+            if answer is None:
+                found.append(ToolCallDetail(call["name"], call["args"], None, None))
+                continue
+            facts = facts_of(answer)
+            outcome = "error" if answer.status == "error" else "ok"
+            if facts.not_run:
+                outcome = f"not run: {facts.not_run}"
+            found.append(ToolCallDetail(call["name"], call["args"], outcome, str(answer.content)))
+        return found
+
+    # Turns ------------------------------------------------------------------------------
+
+    def claim(self, wait: float = 0.0) -> Turn:
+        """Take the conversation for one turn, trying for up to ``wait`` seconds.
+
+        Taking it may wait on the network (PostgreSQL locks): not on an event loop.
+
+        Raises:
+            TurnRefusedError: A turn of it runs elsewhere (``busy``), or where the locks
+                live cannot be reached (``unavailable``).
+        """
+        try:
+            lease = self.owner.locks.acquire(self.thread_id, wait)
+        except ConversationBusyError as error:
+            raise TurnRefusedError(TurnFailure("busy", words.BUSY_ELSEWHERE)) from error
+        except ConversationStoreError as error:
+            raise TurnRefusedError(TurnFailure("unavailable", str(error))) from error
+        return Turn(self, lease)
+
+    def busy(self) -> bool:
+        """Tell whether a turn of this conversation runs anywhere (a hint: it can change)."""
+        return self.owner.locks.busy(self.thread_id)
+
+    def previews(self) -> Iterator[tuple[PendingAction, ActionPreview]]:
+        """Yield each action waiting for a decision with what it would do now."""
+        for action in self.assistant.pending_actions(self.thread):
+            yield action, self.assistant.preview(self.thread, action)
+
+
+class Turn:
+    """One turn of a conversation, holding its lock until ``release`` (or ``with``'s end)."""
+
+    def __init__(self, conversation: Conversation, lease: TurnLease) -> None:
+        """Run turns of ``conversation`` while ``lease`` holds it."""
+        self.conversation = conversation
+        self.lease = lease
+
+    def __enter__(self) -> Turn:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    def release(self) -> None:
+        """Free the conversation (a second call does nothing)."""
+        self.lease.release()
+
+    @property
+    def _assistant(self) -> TravelAssistant:
+        return self.conversation.assistant
+
+    @property
+    def _thread(self) -> Thread:
+        return self.conversation.thread
+
+    def close_cut_turn(self) -> Notice | None:
+        """Close a turn that stopped part-way (its process died, or lost its terminal).
+
+        Holding the lock proves no one else still runs it. Returns what the customer is
+        told, or ``None`` when there was nothing to close.
+        """
+        if not self._assistant.interrupted(self._thread):
+            return None
+        self._assistant.cancel_turn(self._thread)
+        return Notice(words.CUT_TURN_CLOSED)
+
+    def send(
+        self,
+        text: str,
+        *,
+        cancel: threading.Event | None = None,
+        cancelled_by: CancelledBy = "customer",
+        if_pending: PendingPolicy = "refuse",
+    ) -> Iterator[Outcome]:
+        """Send the customer's ``text`` and yield the turn's outcomes.
+
+        A turn cut short before is closed first. An action still waiting for a decision
+        (left by another window) is put first: with ``if_pending="refuse"`` the message
+        is not sent (``TurnFailure`` ``pending_first``); with ``"supersede"`` it is
+        sent and the action is answered as not done.
+        """
+        notice = self.close_cut_turn()
+        if notice is not None:
+            yield notice
+        if if_pending == "refuse" and self._assistant.pending_actions(self._thread):
+            yield TurnFailure("pending_first", words.ANSWER_FIRST)
+            return
+        self.conversation.owner.register(self._thread, text)
+        yield from self._run(
+            lambda stop: self._assistant.send(self._thread, text, cancel=stop),
+            cancel,
+            cancelled_by,
+        )
+
+    def check(self, decided: Collection[str]) -> None:
+        """Check that ``decided`` names every pending action and nothing else.
+
+        Raises:
+            DecisionsError: Nothing is pending, an id is not pending, or one is missing.
+        """
+        pending = [a.tool_call_id for a in self._assistant.pending_actions(self._thread)]
+        if not pending:
+            raise DecisionsError(words.NOTHING_PENDING)
+        unknown = [i for i in decided if i not in pending]
+        if unknown:
+            raise DecisionsError(
+                f"{', '.join(unknown)} is not waiting for a decision; "
+                f"the pending actions are: {', '.join(pending)}."
+            )
+        missing = [i for i in pending if i not in decided]
+        if missing:
+            raise DecisionsError(
+                "Decide every pending action at once; no decision was given for "
+                f"{', '.join(missing)}."
+            )
+
+    def resolve(
+        self,
+        answers: Mapping[str, Answer],
+        *,
+        cancel: threading.Event | None = None,
+        cancelled_by: CancelledBy = "customer",
+    ) -> Iterator[Outcome]:
+        """Decide the pending actions with ``answers`` and yield the rest of the turn.
+
+        Each decision records the preview it was made on, computed now. An action whose
+        preview shows it cannot be done is refused whatever the answer (the assistant is
+        told why); one without an answer is declined. Writes that committed before an
+        interruption are reported, whatever the answers.
+        """
+        decisions = {
+            action.tool_call_id: _decision(preview, answers.get(action.tool_call_id))
+            for action, preview in self.conversation.previews()
+        }
+        self.conversation.owner.register(self._thread)
+        yield from self._run(
+            lambda stop: self._assistant.resolve(self._thread, decisions, cancel=stop),
+            cancel,
+            cancelled_by,
+        )
+
+    def _run(
+        self,
+        start: Callable[[threading.Event], Iterable[TurnEvent]],
+        cancel: threading.Event | None,
+        cancelled_by: CancelledBy,
+    ) -> Iterator[Outcome]:
+        conversation = self.conversation
+        narrator = Narrator(conversation.describer, conversation.assistant_name())
+        yield narrator.working()
+        try:
+            for event in start(cancel if cancel is not None else threading.Event()):
+                yield from narrator.outcomes(event)
+        except TurnCancelledError:
+            yield TurnFailure("cancelled", words.CANCELLED[cancelled_by])
+            return
+        except ModelProviderError as error:
+            yield TurnFailure("model", words.model_failure(str(error)), str(error))
+            return
+        name = conversation.assistant_name()
+        yield TurnEnd(name, conversation.describer.label(name), tuple(conversation.approvals()))
+
+
+def _decision(preview: ActionPreview, answer: Answer | None) -> Decision:
+    """Return the decision on an action from its preview and the customer's answer."""
+    if preview.error:
+        return Decision(False, preview.error, (words.refusal_text(preview),), refused=True)
+    shown = tuple(preview.lines)
+    if answer is not None and answer.approved:
+        return Decision(True, None, shown, amount=preview.amount)
+    reason = answer.reason if answer is not None else None
+    return Decision(False, reason, shown, amount=preview.amount)
