@@ -26,33 +26,30 @@ import argparse
 import os
 import re
 import shlex
-import signal
 import sys
-import threading
 import traceback
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, suppress
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from conversations.words import MAX_MESSAGE_CHARS, NOT_DONE_WORDS, TOOL_ACTIVITY, refusal_text
 from terminal import Console
+from terminal.prompter import Prompter, sessions_command
 
 # LangChain is imported where it is used, so that --help and argument errors are fast.
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
-    from langchain_core.messages import AnyMessage
 
     from conversations.assistant import TravelAssistant
-    from conversations.store import ConversationStore, TurnLocks
+    from conversations.protocol import Conversations
+    from conversations.store import ConversationStore
     from locations import Location
 
 __all__ = ["CliError", "Console", "Overrides", "main", "run"]
 
-EXIT_WORDS = frozenset({"exit", "quit", "q", ":q", "/exit", "/quit"})
 EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -60,17 +57,6 @@ EXIT_USAGE = 2
 DEFAULT_EVAL_SECONDS = 600.0
 
 ModelFactory = Callable[[str | None], "Mapping[str, BaseChatModel] | BaseChatModel"]
-
-HELP_TEXT = """\
-Talk to the assistant in your own words. Ctrl-C while it works cancels that turn.
-Commands:
-  /help       this help
-  /new        start a new conversation (the current one stays saved)
-  /sessions   list your saved conversations, numbered
-  /switch N   continue conversation N of /sessions
-  /history    show this conversation so far, with every approval and its amount
-  /details    show the tool calls of the last turn and their results (for a supervisor)
-  /exit       leave (so do exit, quit, q, Ctrl-D and Ctrl-C); the conversation is kept"""
 
 
 class CliError(Exception):
@@ -469,11 +455,6 @@ def check_endpoint(model: str | None) -> None:
 # --- the chat ----------------------------------------------------------------------------
 
 
-def _clean(text: str) -> str:
-    """Drop bytes that are not valid UTF-8 (they arrive as surrogates) and outer blanks."""
-    return text.encode("utf-8", "replace").decode("utf-8").replace("\ufffd", "?").strip()
-
-
 def canonical_passenger_id(raw: str) -> str:
     """Return a passenger id as the database writes it: ``3442587242`` -> ``3442 587242``."""
     collapsed = " ".join(raw.split())
@@ -481,749 +462,6 @@ def canonical_passenger_id(raw: str) -> str:
     if compact.isdigit() and len(compact) == 10:
         return f"{compact[:4]} {compact[4:]}"
     return collapsed
-
-
-@dataclass
-class Prompter:
-    """How the chat reads the customer.
-
-    Attributes:
-        message: Reads a message at ``you>``; kept in the passenger's input history.
-        answer: Reads an approval answer or a reason; never kept anywhere.
-    """
-
-    message: Callable[[str], str]
-    answer: Callable[[str], str]
-
-
-@dataclass
-class _TurnView:
-    """What one run of the graph has shown so far: the reply streaming, the spinner."""
-
-    session: ChatSession
-    specialist: str
-    writer: Any = None
-    streaming_id: str | None = None
-    streamed: set[str] = field(default_factory=set)
-
-    @property
-    def console(self) -> Console:
-        return self.session.console
-
-    def think(self) -> None:
-        self.console.thinking.start(self.session.assistant.label(self.specialist))
-
-    def finish_reply(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
-            self.writer = None
-            self.streaming_id = None
-
-    def end(self) -> None:
-        self.finish_reply()
-        self.console.thinking.stop()
-
-    def show(self, event: Any) -> None:
-        from langchain_core.messages import AIMessage, ToolMessage
-
-        from assistants.approvals import facts_of
-        from conversations.assistant import TokenEvent
-
-        if isinstance(event, TokenEvent):
-            if event.message_id != self.streaming_id or self.writer is None:
-                self.finish_reply()
-                self.writer = self.console.begin_reply(
-                    self.session.assistant.label(event.assistant)
-                )
-                self.streaming_id = event.message_id
-            self.writer.feed(event.text)
-            if event.message_id:
-                self.streamed.add(event.message_id)
-            return
-        message = event.message
-        if isinstance(message, AIMessage):
-            if message.id in self.streamed:
-                self.finish_reply()
-            elif _text(message):
-                self.finish_reply()
-                self.console.reply(self.session.assistant.label(event.node), _text(message))
-            for call in message.tool_calls:
-                line = self.session.describe_call(call["name"])
-                if line:
-                    self.console.status(line)
-            if message.tool_calls:
-                self.think()
-        elif isinstance(message, ToolMessage):
-            self.finish_reply()
-            facts = facts_of(message)
-            if facts.hand_over == "enter" and facts.specialist:
-                self.specialist = facts.specialist
-            elif facts.hand_over == "leave":
-                self.specialist = PRIMARY
-            line = self.session.describe_answer(message)
-            if line:
-                self.console.status(line)
-            self.think()
-
-
-PRIMARY = "primary_assistant"
-# How long a turn waits for another window's turn of the same conversation to end.
-BUSY_WAIT_SECONDS = 2.0
-BUSY_TEXT = (
-    "This conversation is busy in another window or terminal: the assistant is answering "
-    "there. Try again when it has answered."
-)
-BUSY_MESSAGE_NOT_SENT = "Your message was not sent (it is kept in your input history: press Up)."
-BUSY_DECISION_NOT_SENT = (
-    "Your answer was not sent; the action stays pending and is asked again before your next "
-    "message goes out."
-)
-BUSY_ON_OPEN = (
-    "This conversation is busy in another window or terminal: the assistant is answering "
-    "there. Send your message when it has answered."
-)
-
-
-class ChatSession:
-    """One interactive conversation in the terminal."""
-
-    def __init__(
-        self,
-        assistant: Any,
-        thread: Any,
-        registry: Any,
-        console: Console,
-        prompter: Prompter,
-        *,
-        db: Any,
-        resume_options: Sequence[str] = (),
-        locks: TurnLocks | None = None,
-    ) -> None:
-        """Drive ``assistant`` on ``thread``; ``prompter`` reads the customer.
-
-        ``resume_options`` are the options the resume command must repeat (``--home``,
-        ``--db``, ``--conversations``). ``locks`` keeps a conversation to one turn at a
-        time across processes (``ConversationStore.locks``); without it, within this
-        process only.
-        """
-        from conversations.store import LocalTurnLocks
-
-        self.assistant = assistant
-        self.thread = thread
-        self.registry = registry
-        self.console = console
-        self.prompter = prompter
-        self.db = db
-        self.resume_options = list(resume_options)
-        self.locks: TurnLocks = locks if locks is not None else LocalTurnLocks()
-        self.listed: list[Any] = []
-        # Set when a message found an action waiting, to put it to the customer first.
-        self.ask_first = False
-
-    # The conversation loop -------------------------------------------------------------
-
-    def run(self, resumed: bool) -> int:
-        """Talk until the customer leaves; return the exit code."""
-        try:
-            if resumed:
-                self.open_saved()
-            else:
-                self.console.status(
-                    f"Session {self.thread.thread_id} for passenger {self.thread.passenger_id}. "
-                    "Type /help for commands, exit to leave."
-                )
-            while True:
-                try:
-                    text = _clean(self.prompter.message("you> "))
-                except (EOFError, KeyboardInterrupt):
-                    return self.leave()
-                if not text:
-                    continue
-                if text.lower() in EXIT_WORDS:
-                    return self.leave()
-                if text.startswith("/"):
-                    if self.command(text):
-                        continue
-                    return self.leave()
-                if len(text) > MAX_MESSAGE_CHARS:
-                    self.console.error(
-                        f"Your message is {len(text)} characters long; "
-                        f"the limit is {MAX_MESSAGE_CHARS}. Please shorten it "
-                        "(it is kept in your input history: press Up)."
-                    )
-                    continue
-                if self.turn(
-                    partial(self.assistant.send, self.thread, text),
-                    ready=partial(self.ready_for_message, text),
-                    busy=BUSY_MESSAGE_NOT_SENT,
-                ):
-                    self.ask_pending_approvals()
-                elif self.ask_first:
-                    self.ask_first = False
-                    self.ask_pending_approvals()
-        except KeyboardInterrupt:  # between two prompts: leave as at the prompt
-            self.console.thinking.stop()
-            return self.leave()
-
-    def open_saved(self) -> None:
-        """Show where a saved conversation stopped, close a cut turn, re-ask approvals.
-
-        When a turn of it is running in another window, it is left alone: nothing is
-        closed and nothing is asked here.
-        """
-        from conversations.store import ConversationBusyError, ConversationStoreError
-
-        self.show_last_exchange()
-        try:
-            lease = self.locks.acquire(self.thread.thread_id, BUSY_WAIT_SECONDS)
-        except ConversationBusyError:
-            self.console.error(BUSY_ON_OPEN)
-            return
-        except ConversationStoreError as error:
-            self.console.error(str(error))
-            return
-        try:
-            self.close_cut_turn()
-        finally:
-            lease.release()
-        self.ask_pending_approvals()
-
-    def close_cut_turn(self) -> None:
-        """Close a turn that stopped part-way (call it holding the conversation's lock).
-
-        A turn is cut when its process died, or lost its terminal, while the assistant
-        worked; holding the lock proves no other window is still running it.
-        """
-        if self.assistant.interrupted(self.thread):
-            self.assistant.cancel_turn(self.thread)
-            self.console.status(
-                "Your last message was not answered: the assistant was interrupted. "
-                "Send it again if you still need it."
-            )
-
-    def ready_for_message(self, text: str) -> bool:
-        """Prepare the conversation for the customer's ``text`` (holding its lock).
-
-        An action another window left waiting is put to the customer first (a new
-        message would drop it unseen); the message is then theirs to send again.
-        """
-        self.close_cut_turn()
-        if self.assistant.pending_actions(self.thread):
-            self.console.status(
-                "First, an action in this conversation is waiting for your decision. Your "
-                "message was not sent: send it again afterwards (press Up)."
-            )
-            self.ask_first = True
-            return False
-        self.registry.touch(self.thread.thread_id, self.thread.passenger_id, self.db.clock(), text)
-        return True
-
-    def has_messages(self) -> bool:
-        """Tell whether the current conversation has anything saved."""
-        return bool(self.assistant.messages(self.thread))
-
-    def resume_command(self) -> str:
-        """Return the command that resumes the current conversation."""
-        words = [
-            "travel-assistant",
-            "chat",
-            "--passenger-id",
-            self.thread.passenger_id,
-            "--thread-id",
-            self.thread.thread_id,
-            *self.resume_options,
-        ]
-        return " ".join(shlex.quote(word) for word in words)
-
-    def leave(self) -> int:
-        """Say how to come back, and leave."""
-        if not self.has_messages():
-            self.console.status(
-                "Nothing to resume: this conversation has no message. Your earlier "
-                "conversations are listed by: "
-                + sessions_command(self.resume_options, self.thread.passenger_id)
-            )
-        else:
-            self.console.status(
-                f"Conversation saved. Resume it with: {self.resume_command()}", wrap=False
-            )
-        return EXIT_OK
-
-    def command(self, text: str) -> bool:
-        """Run a slash command; return ``False`` when the customer leaves."""
-        from conversations.assistant import Thread
-
-        name, _, rest = text.partition(" ")
-        name = name.lower()
-        if name in ("/exit", "/quit"):
-            return False
-        if name == "/help":
-            self.console.status(HELP_TEXT)
-        elif name == "/new":
-            self.thread = Thread(str(uuid.uuid4()), self.thread.passenger_id)
-            self.console.status(f"New conversation {self.thread.thread_id}.")
-        elif name == "/sessions":
-            self.list_sessions()
-        elif name == "/switch":
-            self.switch(rest.strip())
-        elif name == "/history":
-            for message in self.assistant.messages(self.thread):
-                self.show_message(message)
-        elif name == "/details":
-            self.show_details()
-        else:
-            self.console.error(f"Unknown command {name}. Type /help for the list.")
-        return True
-
-    def list_sessions(self) -> None:
-        """List the passenger's saved conversations, numbered for ``/switch``."""
-        self.listed = self.registry.list(self.thread.passenger_id)
-        if not self.listed:
-            self.console.status("No saved conversations yet.")
-            return
-        headers, rows, wrap = session_table(
-            self.assistant, self.listed, numbered=True, passenger_column=False
-        )
-        self.console.table(headers, rows, err=True, wrap=wrap)
-        self.console.status("Switch to one with /switch N.")
-
-    def switch(self, which: str) -> None:
-        """Switch to the conversation numbered ``which`` in ``/sessions`` (or its id)."""
-        from conversations.assistant import Thread
-
-        records = self.listed or self.registry.list(self.thread.passenger_id)
-        chosen = None
-        if which.isdigit() and 1 <= int(which) <= len(records):
-            chosen = records[int(which) - 1]
-        elif which:
-            chosen = next((r for r in records if r.thread_id == which), None)
-        if chosen is None:
-            self.console.error(
-                f"No conversation {which or '(none given)'} to switch to: "
-                "type /sessions, then /switch N with a number from the list."
-            )
-            return
-        if chosen.thread_id == self.thread.thread_id:
-            self.console.status("That is this conversation.")
-            return
-        self.thread = Thread(chosen.thread_id, self.thread.passenger_id)
-        self.open_saved()
-
-    # Turns and approvals ------------------------------------------------------------------
-
-    @contextmanager
-    def _ctrl_c_cancels(self, cancel: threading.Event) -> Iterator[None]:
-        """While a turn runs, Ctrl-C cancels it; a second Ctrl-C leaves at once."""
-        if threading.current_thread() is not threading.main_thread():
-            yield
-            return
-        resume = self.resume_command()
-
-        def on_interrupt(signum: int, frame: Any) -> None:
-            if cancel.is_set():
-                # The model server does not answer; do not keep the customer waiting.
-                _write_now(
-                    self.console.err,
-                    f"\nLeft without waiting. Resume the conversation with: {resume}\n",
-                )
-                os._exit(130)
-            cancel.set()
-            self.console.thinking.cancelling()
-
-        previous = signal.signal(signal.SIGINT, on_interrupt)
-        try:
-            with _quiet_ctrl_c():
-                yield
-        finally:
-            signal.signal(signal.SIGINT, previous)
-
-    def turn(
-        self,
-        start: Callable[..., Iterable[Any]],
-        *,
-        ready: Callable[[], bool] | None = None,
-        busy: str = "",
-    ) -> bool:
-        """Run one turn holding the conversation's lock; return whether it ran to its end.
-
-        ``start(cancel=event)`` starts the run (``TravelAssistant.send`` or ``resolve``);
-        ``ready()`` runs first, under the lock, and may call the turn off by returning
-        ``False``. When another window holds the conversation (after a short wait), the
-        customer is told so, with ``busy`` saying what became of their input, and
-        nothing runs.
-        """
-        from conversations.store import ConversationBusyError, ConversationStoreError
-
-        try:
-            lease = self.locks.acquire(self.thread.thread_id, BUSY_WAIT_SECONDS)
-        except ConversationBusyError:
-            self.console.error(f"{BUSY_TEXT} {busy}".strip())
-            return False
-        except ConversationStoreError as error:
-            self.console.error(f"{error} {busy}".strip())
-            return False
-        try:
-            if ready is not None and not ready():
-                return False
-            return self.run_turn(start)
-        finally:
-            lease.release()
-
-    def run_turn(self, start: Callable[..., Iterable[Any]]) -> bool:
-        """Show one run of the graph as it streams; return whether it ran to its end.
-
-        Ctrl-C while it runs cancels the turn (not the program): the run stops at the
-        next token or step, the conversation is closed as cancelled, and the prompt
-        comes back.
-        """
-        from conversations.assistant import ModelProviderError, TurnCancelledError
-
-        cancel = threading.Event()
-        view = _TurnView(self, self.assistant.active_assistant(self.thread))
-        with self._ctrl_c_cancels(cancel):
-            try:
-                view.think()
-                for event in start(cancel=cancel):
-                    view.show(event)
-            except TurnCancelledError:
-                view.end()
-                self.console.status(
-                    "Turn cancelled: the assistant stopped and nothing more was done. "
-                    "Your message stays in the conversation."
-                )
-                return False
-            except ModelProviderError as error:
-                view.end()
-                self.console.error(f"{error} Your conversation is saved.")
-                return False
-            finally:
-                view.end()
-        return True
-
-    def ask_pending_approvals(self) -> None:
-        """Ask the customer about every pending sensitive action, until none is left."""
-        while True:
-            pending = self.assistant.pending_actions(self.thread)
-            # Calls done before a crash need no answer, but the run must go on to report them.
-            if not pending and not self.assistant.recovered_actions(self.thread):
-                return
-            decisions = {
-                action.tool_call_id: self.decide(action, index, len(pending))
-                for index, action in enumerate(pending, start=1)
-            }
-            if not self.turn(
-                partial(self.assistant.resolve, self.thread, decisions),
-                ready=partial(self.still_pending, decisions),
-                busy=BUSY_DECISION_NOT_SENT,
-            ):
-                return
-
-    def still_pending(self, decisions: Mapping[str, Any]) -> bool:
-        """Tell whether the actions decided are still the ones pending (holding the lock).
-
-        Another window may have decided them, or sent a message that dropped them, while
-        this customer read the preview; the answer then goes nowhere, and they are told.
-        """
-        now = {a.tool_call_id for a in self.assistant.pending_actions(self.thread)}
-        if now == set(decisions):
-            return True
-        self.console.error(
-            "This conversation changed in another window while you decided: your answer "
-            "was not used. The last exchange:"
-        )
-        self.show_last_exchange(header=False)
-        return False
-
-    def decide(self, action: Any, index: int, total: int) -> Any:
-        """Show what an action would do and get the customer's decision on it.
-
-        An action that would be refused is not put to the customer: they are told why,
-        and the assistant gets the refusal, so it can offer what is possible instead.
-        """
-        from conversations.assistant import Decision
-
-        preview = self.assistant.preview(self.thread, action)
-        counter = f" ({index} of {total})" if total > 1 else ""
-        if preview.error:
-            explanation = refusal_text(preview)
-            self.console.refusal_box(f"Not possible{counter}: {preview.title}", explanation)
-            self.console.status(
-                "  Nothing was changed; the assistant is told why and can suggest something else."
-            )
-            return Decision(False, preview.error, (explanation,), refused=True)
-        self.console.approval_box(f"Approval needed{counter}: {preview.title}", preview.lines)
-        return self.ask_decision(tuple(preview.lines), preview.amount)
-
-    def ask_decision(self, shown: tuple[str, ...] = (), amount: Any = None) -> Any:
-        """Ask y/n; only an explicit yes approves. A no asks for a reason.
-
-        ``shown`` and ``amount`` (the preview's lines and the amount they state) are kept
-        with the answer, so the history can say what the customer decided on.
-        """
-        from conversations.assistant import Decision
-
-        try:
-            answer = _clean(self.prompter.answer("Approve this action? [y/N] ")).lower()
-        except (EOFError, KeyboardInterrupt):
-            self.console.status("No answer: the action is declined.")
-            return Decision(
-                False, "The customer did not answer the approval prompt.", shown, amount=amount
-            )
-        if answer in ("y", "yes"):
-            return Decision(True, None, shown, amount=amount)
-        try:
-            reason = _clean(self.prompter.answer("Why not? (optional, passed to the assistant) "))
-        except (EOFError, KeyboardInterrupt):
-            reason = ""
-        return Decision(False, reason or None, shown, amount=amount)
-
-    # Words for what the assistant does ----------------------------------------------------
-
-    def action_title(self, tool_name: str) -> str:
-        """Return the title of a sensitive action ("Change flight")."""
-        preview = self.assistant.crew.previews.get(tool_name)
-        return str(preview.title) if preview is not None else "The action"
-
-    def specialist_title(self, name: str) -> str:
-        """Return how a specialist is named ("flights specialist")."""
-        member = self.assistant.crew.member(name)
-        return str(member.specialist.title) if member is not None else "specialist"
-
-    def describe_call(self, name: str) -> str | None:
-        """Return the status line of a tool call the assistant just made, if any."""
-        if self.assistant.call_kind(name) != "safe":
-            return None  # hand-overs show when they happen, actions in their box
-        return f"  … {TOOL_ACTIVITY.get(name, 'working on it')}"
-
-    def describe_answer(self, message: Any) -> str | None:
-        """Return the status line of a tool answer, if the customer should see one."""
-        from assistants.approvals import facts_of
-
-        facts = facts_of(message)
-        if facts.hand_over == "enter" and facts.specialist:
-            return f"  … the {self.specialist_title(facts.specialist)} takes over"
-        if self.assistant.call_kind(message.name or "") != "sensitive":
-            return None
-        title = self.action_title(message.name or "")
-        if facts.ran:
-            if facts.recovered:  # the write committed before a crash: reported, not re-asked
-                summary = _result_summary(message)
-                done = f"  ✓ {title}: this was already done before the interruption."
-                return f"{done} {summary}" if summary else done
-            if message.status == "error":
-                return f"  ! {title}: it did not go through; the assistant will explain."
-            return f"  ✓ {title}: done."
-        if facts.not_run == "superseded":
-            return f"  · {title}: not done ({NOT_DONE_WORDS['superseded']})."
-        return None
-
-    # Showing history ----------------------------------------------------------------------
-
-    def show_last_exchange(self, *, header: bool = True) -> None:
-        """Show the last customer message and what followed it."""
-        from langchain_core.messages import HumanMessage
-
-        messages = self.assistant.messages(self.thread)
-        last_human = max(
-            (i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=None
-        )
-        if header:
-            self.console.status(f"Resuming session {self.thread.thread_id}. The last exchange:")
-        if last_human is None:
-            return
-        for message in messages[last_human:]:
-            self.show_message(message)
-
-    def show_message(self, message: AnyMessage) -> None:
-        """Print one saved message the way the conversation showed it.
-
-        Approvals show as one line each: approved or declined, the amount shown, the
-        reason or the result.
-        """
-        from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
-
-        from conversations.assistant import is_cancel_note
-
-        if isinstance(message, HumanMessage):
-            self.console.line(f"you> {_text(message)}")
-        elif isinstance(message, AIMessage) and is_cancel_note(message):
-            self.console.line("  (turn cancelled)")
-        elif isinstance(message, AIMessage) and _text(message):
-            self.console.reply(self.assistant.label(message.name or PRIMARY), _text(message))
-        elif isinstance(message, ToolMessage):
-            line = self.approval_record(message)
-            if line:
-                self.console.line(line)
-
-    def approval_record(self, message: Any) -> str | None:
-        """Return the /history line of a sensitive call's answer."""
-        from assistants.approvals import facts_of
-
-        if self.assistant.call_kind(message.name or "") != "sensitive":
-            return None
-        facts = facts_of(message)
-        title = self.action_title(message.name or "")
-        amount = f" ({facts.shown[-1]})" if facts.shown else ""
-        if facts.ran:
-            outcome = (
-                "it did not go through"
-                if message.status == "error"
-                else _result_summary(message) or "done"
-            )
-            return f"  ✓ Approved: {title}{amount}. {outcome}"
-        if facts.declined:
-            reason = f" Reason: {facts.reason}" if facts.reason else " No reason given."
-            return f"  ✗ Declined: {title}{amount}.{reason}"
-        if facts.not_run == "refused":
-            return f"  ✗ Not possible: {title}{amount}"
-        why = NOT_DONE_WORDS.get(facts.not_run or "", "it was not run")
-        return f"  · Not done: {title} ({why})."
-
-    def show_details(self) -> None:
-        """Show the tool calls of the last turn and their results, for a supervisor."""
-        import json
-
-        from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
-
-        messages = self.assistant.messages(self.thread)
-        start = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=0)
-        turn = messages[start:]
-        answers = {m.tool_call_id: m for m in turn if isinstance(m, ToolMessage)}
-        calls = [c for m in turn if isinstance(m, AIMessage) for c in m.tool_calls]
-        if not calls:
-            self.console.status("The last turn made no tool calls.")
-            return
-        self.console.status(f"Tool calls of the last turn ({len(calls)}):")
-        for call in calls:
-            arguments = json.dumps(call["args"], ensure_ascii=False, default=str)
-            self.console.status(f"→ {call['name']} {arguments}")
-            answer = answers.get(str(call["id"]))
-            if answer is None:
-                self.console.status("  ← (no answer yet: waiting for approval)")
-                continue
-            from assistants.approvals import facts_of
-
-            facts = facts_of(answer)
-            how = "error" if answer.status == "error" else "ok"
-            if facts.not_run:
-                how = f"not run: {facts.not_run}"
-            content = " ".join(str(answer.content).split())
-            if len(content) > DETAIL_CHARS:
-                content = content[:DETAIL_CHARS] + "…"
-            self.console.status(f"  ← [{how}] {content}")
-
-
-DETAIL_CHARS = 600
-
-
-@contextmanager
-def _quiet_ctrl_c() -> Iterator[None]:
-    """While a turn streams, keep Ctrl-C from garbling the screen.
-
-    By default the terminal echoes ``^C`` and throws away output not yet shown when
-    Ctrl-C is pressed, which cuts the cursor movements of the live reply in half.
-    """
-    try:
-        import termios
-    except ImportError:  # no POSIX terminal (Windows)
-        yield
-        return
-    try:
-        descriptor = sys.stdin.fileno()
-        if not os.isatty(descriptor):
-            raise OSError("not a terminal")
-        saved = termios.tcgetattr(descriptor)
-        quiet = list(saved)
-        quiet[3] = (quiet[3] | termios.NOFLSH) & ~termios.ECHOCTL
-        termios.tcsetattr(descriptor, termios.TCSANOW, quiet)
-    except (AttributeError, ValueError, OSError, termios.error):
-        yield
-        return
-    try:
-        yield
-    finally:
-        with suppress(OSError, termios.error):
-            termios.tcsetattr(descriptor, termios.TCSANOW, saved)
-
-
-def _write_now(stream: TextIO, text: str) -> None:
-    """Write from a signal handler: straight to the file descriptor when there is one."""
-    try:
-        os.write(stream.fileno(), text.encode("utf-8", "replace"))
-    except (AttributeError, OSError, ValueError):
-        stream.write(text)
-        stream.flush()
-
-
-def _result_summary(message: Any) -> str:
-    """Return the customer-facing summary a write tool put in its result, if any."""
-    import json
-
-    try:
-        result = json.loads(str(message.content))
-    except ValueError:
-        return ""
-    summary = result.get("summary") if isinstance(result, dict) else None
-    return str(summary) if summary else ""
-
-
-def _text(message: AnyMessage) -> str:
-    content = message.content
-    if isinstance(content, str):
-        return content.strip()
-    return "".join(
-        str(b.get("text", "")) if isinstance(b, dict) else str(b) for b in content
-    ).strip()
-
-
-def _first_line(text: str) -> str:
-    line = text.strip().splitlines()[0] if text.strip() else ""
-    return line[:160]
-
-
-def session_table(
-    assistant: Any, records: Sequence[Any], *, numbered: bool, passenger_column: bool
-) -> tuple[list[str], list[list[str]], int]:
-    """Return the headers and rows of a table of saved sessions, and its wrapping column.
-
-    Most recent first; times are local; the title is the first customer message; turns
-    count customer messages; "pending" marks an approval still waiting. A numbered
-    table (``/sessions``, for ``/switch N``) leaves out the session ids.
-    """
-    from langchain_core.messages import HumanMessage
-
-    from conversations.assistant import Thread
-
-    headers = ["#"] if numbered else []
-    headers.append("Last used")
-    if passenger_column:
-        headers.append("Passenger")
-    headers += ["Turns", "Approval", "Title"]
-    if not numbered:  # a numbered list is for /switch N, which needs no id
-        headers.append("Session")
-    rows = []
-    for number, record in enumerate(records, start=1):
-        thread = Thread(record.thread_id, record.passenger_id)
-        humans = [m for m in assistant.messages(thread) if isinstance(m, HumanMessage)]
-        title = _first_line(_text(humans[0])) if humans else record.title
-        if len(title) > TITLE_CHARS:
-            title = title[: TITLE_CHARS - 1] + "…"
-        row = [str(number)] if numbered else []
-        row.append(record.updated_at.astimezone().strftime("%Y-%m-%d %H:%M"))
-        if passenger_column:
-            row.append(record.passenger_id)
-        row += [
-            str(len(humans)),
-            "pending" if assistant.pending_actions(thread) else "",
-            title or "(no message)",
-        ]
-        if not numbered:
-            row.append(record.thread_id)
-        rows.append(row)
-    return headers, rows, headers.index("Title")
-
-
-TITLE_CHARS = 40
 
 
 # --- commands ------------------------------------------------------------------------------
@@ -1315,21 +553,6 @@ def _resume_options(args: argparse.Namespace) -> list[str]:
         if value:
             options += [option, _location(value, option if given else variable).for_command()]
     return options
-
-
-def sessions_command(resume_options: Sequence[str], passenger_id: str | None = None) -> str:
-    """Return the command that lists the saved sessions kept where these options say.
-
-    ``resume_options`` are a resume command's (``_resume_options``); the listing repeats
-    the ones that say where conversations are kept, so it finds the same ones.
-    """
-    words = ["travel-assistant", "sessions"]
-    for name, value in zip(resume_options[::2], resume_options[1::2], strict=True):
-        if name in ("--home", "--conversations"):
-            words += [name, value]
-    if passenger_id:
-        words += ["--passenger-id", passenger_id]
-    return " ".join(shlex.quote(word) for word in words)
 
 
 def _password_note(args: argparse.Namespace) -> str:
@@ -1430,6 +653,8 @@ def _chat(
     store: ConversationStore,
 ) -> int:
     from conversations.assistant import Thread, TravelAssistant
+    from conversations.protocol import Conversations
+    from terminal.chat import ChatSession
 
     registry = store.registry
     assistant = _prepared(TravelAssistant.build(models, store.saver, db=database))
@@ -1465,14 +690,11 @@ def _chat(
         thread = Thread(str(uuid.uuid4()), passenger_id)
     prompter = _make_prompter(_home(args), passenger_id, overrides)
     session = ChatSession(
-        assistant,
+        Conversations(assistant, registry, store.locks),
         thread,
-        registry,
         console,
         prompter,
-        db=database,
         resume_options=_resume_options(args),
-        locks=store.locks,
     )
     code = session.run(resumed)
     note = _password_note(args)
@@ -1481,14 +703,18 @@ def _chat(
     return code
 
 
-def _session_reader(saver: Any) -> Any:
-    """Return a ``TravelAssistant`` that only reads saved conversations."""
+def _session_reader(store: ConversationStore) -> Conversations:
+    """Return the conversations of ``store``, to read only."""
     from conversations.assistant import TravelAssistant
+    from conversations.protocol import Conversations
     from db.engine import Database
     from graph import drawing_model
 
     # Listing reads the checkpoints only: no travel database is opened or built for it.
-    return TravelAssistant.build(drawing_model(), saver, db=Database.from_url("sqlite://"))
+    assistant = TravelAssistant.build(
+        drawing_model(), store.saver, db=Database.from_url("sqlite://")
+    )
+    return Conversations(assistant, store.registry, store.locks)
 
 
 def _open_existing_store(args: argparse.Namespace) -> ConversationStore | None:
@@ -1513,8 +739,10 @@ def cmd_sessions(args: argparse.Namespace, console: Console, overrides: Override
         if not records:
             console.say("No saved sessions.")
             return EXIT_OK
+        from terminal.render import session_table
+
         headers, rows, wrap = session_table(
-            _session_reader(store.saver),
+            _session_reader(store),
             records,
             numbered=False,
             passenger_column=passenger_id is None,
@@ -1529,6 +757,7 @@ def cmd_sessions_delete(args: argparse.Namespace, console: Console) -> int:
     A conversation whose turn is running in another window is not deleted.
     """
     from conversations.store import ConversationBusyError, ConversationStoreError
+    from terminal.chat import BUSY_WAIT_SECONDS
 
     store = _open_existing_store(args)
     missing = CliError(

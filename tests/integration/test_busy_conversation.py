@@ -42,7 +42,7 @@ pexpect = pytest.importorskip("pexpect")
 
 # The longest a scripted reply holds its turn open (the test releases it sooner).
 HOLD_SECONDS = 60
-BUSY = "busy in another window or terminal"
+BUSY = "busy in another window, terminal or server"
 
 
 @pytest.fixture(scope="module")

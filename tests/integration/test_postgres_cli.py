@@ -46,7 +46,7 @@ pexpect = pytest.importorskip("pexpect")
 
 SECRET = "postgres-workers-secret-" + "x" * 40
 DECLINE_REASON = "I changed my mind about that"
-BUSY = "busy in another window or on another server"
+BUSY = "busy in another window, terminal or server"
 
 
 def _env(**extra: str) -> dict[str, str]:

@@ -23,13 +23,16 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.engine import make_url
 
-from cli import ChatSession, Console, Prompter
+from cli import Console
 from conversations.assistant import Thread, TravelAssistant
+from conversations.protocol import Conversations
 from conversations.store import ConversationBusyError, ConversationStore
 from db.engine import Database
 from db.fixtures import FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO
 from db.models import TicketFlight
 from locations import INSTALL_POSTGRES
+from terminal.chat import ChatSession
+from terminal.prompter import Prompter
 from tests.conftest import FIXED_NOW
 from tests.support import postgres
 from tests.support.conversation_stores import require_postgres
@@ -240,7 +243,7 @@ def test_cli_turn_running_elsewhere_is_refused_and_nothing_is_lost(
         finally:
             lease.release()
     assert refused.code == 0, refused.err
-    assert "busy in another window or terminal" in refused.err
+    assert "busy in another window, terminal or server" in refused.err
     assert "Your message was not sent" in refused.err
     assert len(model.received) == 1  # the model was not asked
     assert deleted.code == 1 and "is busy" in deleted.err
@@ -292,17 +295,14 @@ def test_cli_a_window_opened_on_a_busy_conversation_asks_its_pending_action_firs
     out, err = io.StringIO(), io.StringIO()
     locks = RefuseFirst(1)
     session = ChatSession(
-        assistant,
+        Conversations(assistant, store.registry, locks),
         thread,
-        store.registry,
         Console(out=out, err=err),
         Prompter(lambda _: next(typed), lambda _: next(answers)),
-        db=fixed_db,
-        locks=locks,
     )
     assert session.run(resumed=True) == 0
     shown = err.getvalue() + out.getvalue()
-    assert "busy in another window or terminal" in shown  # on opening: nothing asked
+    assert "busy in another window, terminal or server" in shown  # on opening: nothing asked
     assert shown.index("busy in another") < shown.index("Approval needed")
     assert "First, an action in this conversation is waiting for your decision" in shown
     assert "Fine, I left your flight as it is." in out.getvalue()

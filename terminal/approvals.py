@@ -1,0 +1,58 @@
+"""The approval prompt: each pending action shown, then an explicit yes or a no with a reason.
+
+Only ``y`` or ``yes`` approves; Enter, anything else, Ctrl-D or Ctrl-C declines. An
+action the protocol already knows cannot be done is not put to the customer: a box says
+why, and the protocol tells the assistant.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from conversations import words
+from conversations.protocol import Answer
+from terminal.prompter import clean_input
+
+if TYPE_CHECKING:
+    from conversations.records import Approval
+    from terminal.console import Console
+
+Read = Callable[[str], str]
+
+
+def ask_answers(console: Console, read: Read, approvals: Sequence[Approval]) -> dict[str, Answer]:
+    """Show each action and read the customer's answer to it, in the assistant's order."""
+    return {
+        approval.tool_call_id: ask_one(console, read, approval, index, len(approvals))
+        for index, approval in enumerate(approvals, start=1)
+    }
+
+
+def ask_one(console: Console, read: Read, approval: Approval, index: int, total: int) -> Answer:
+    """Show what an action would do and get the customer's answer to it."""
+    counter = f" ({index} of {total})" if total > 1 else ""
+    if approval.refusal is not None:
+        console.refusal_box(f"Not possible{counter}: {approval.title}", approval.refusal)
+        console.status(
+            "  Nothing was changed; the assistant is told why and can suggest something else."
+        )
+        return Answer(False)
+    console.approval_box(f"Approval needed{counter}: {approval.title}", approval.lines)
+    return ask_yes_no(console, read)
+
+
+def ask_yes_no(console: Console, read: Read) -> Answer:
+    """Ask y/n; only an explicit yes approves. A no asks for a reason."""
+    try:
+        answer = clean_input(read("Approve this action? [y/N] ")).lower()
+    except (EOFError, KeyboardInterrupt):
+        console.status("No answer: the action is declined.")
+        return Answer(False, words.NO_ANSWER_REASON)
+    if answer in ("y", "yes"):
+        return Answer(True)
+    try:
+        reason = clean_input(read("Why not? (optional, passed to the assistant) "))
+    except (EOFError, KeyboardInterrupt):
+        reason = ""
+    return Answer(False, reason or None)

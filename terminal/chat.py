@@ -1,0 +1,302 @@
+"""The chat in the terminal: read the customer, run turns through the protocol, render.
+
+``ChatSession`` is the loop of ``travel-assistant chat``: messages and slash commands at
+``you>``, each turn claimed and run by ``conversations.protocol`` (which decides what
+happened), its outcomes drawn by ``terminal.render``, and every action waiting for a
+decision put to the customer with ``terminal.approvals`` before the next message goes out.
+"""
+
+from __future__ import annotations
+
+import shlex
+import threading
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from functools import partial
+from typing import TYPE_CHECKING
+
+from conversations import words
+from conversations.events import Thread
+from conversations.protocol import DecisionsError, TurnRefusedError
+from conversations.records import Outcome, TurnEnd, TurnFailure
+from conversations.words import MAX_MESSAGE_CHARS
+from terminal.approvals import ask_answers
+from terminal.prompter import Prompter, clean_input, sessions_command
+from terminal.render import PRESS_UP, TurnView, session_table, show_details, show_record
+from terminal.signals import ctrl_c_cancels
+
+if TYPE_CHECKING:
+    from conversations.protocol import Answer, Conversation, Conversations, Turn
+    from conversations.sessions import SessionRecord
+    from terminal.console import Console
+
+EXIT_WORDS = frozenset({"exit", "quit", "q", ":q", "/exit", "/quit"})
+EXIT_OK = 0
+# How long a turn waits for another window's turn of the same conversation to end.
+BUSY_WAIT_SECONDS = 2.0
+BUSY_MESSAGE_NOT_SENT = f"Your message was not sent. {PRESS_UP}"
+BUSY_DECISION_NOT_SENT = (
+    "Your answer was not sent; the action stays pending and is asked again before your next "
+    "message goes out."
+)
+BUSY_ON_OPEN = "Nothing is asked here until it has answered; then send your message."
+
+HELP_TEXT = """\
+Talk to the assistant in your own words. Ctrl-C while it works cancels that turn.
+Commands:
+  /help       this help
+  /new        start a new conversation (the current one stays saved)
+  /sessions   list your saved conversations, numbered
+  /switch N   continue conversation N of /sessions
+  /history    show this conversation so far, with every approval and its amount
+  /details    show the tool calls of the last turn and their results (for a supervisor)
+  /exit       leave (so do exit, quit, q, Ctrl-D and Ctrl-C); the conversation is kept"""
+
+
+class ChatSession:
+    """One interactive conversation in the terminal."""
+
+    def __init__(
+        self,
+        conversations: Conversations,
+        thread: Thread,
+        console: Console,
+        prompter: Prompter,
+        *,
+        resume_options: Sequence[str] = (),
+    ) -> None:
+        """Talk on ``thread`` through ``conversations``; ``prompter`` reads the customer.
+
+        ``resume_options`` are the options the resume command must repeat (``--home``,
+        ``--db``, ``--conversations``).
+        """
+        self.conversations = conversations
+        self.conversation: Conversation = conversations.get(thread)
+        self.console = console
+        self.prompter = prompter
+        self.resume_options = list(resume_options)
+        self.listed: list[SessionRecord] = []
+        # Set when a message found an action waiting, to put it to the customer first.
+        self.ask_first = False
+
+    @property
+    def thread(self) -> Thread:
+        """Return the conversation being talked in."""
+        return self.conversation.thread
+
+    # The conversation loop -------------------------------------------------------------
+
+    def run(self, resumed: bool) -> int:
+        """Talk until the customer leaves; return the exit code."""
+        try:
+            if resumed:
+                self.open_saved()
+            else:
+                self.console.status(
+                    f"Session {self.thread.thread_id} for passenger {self.thread.passenger_id}. "
+                    "Type /help for commands, exit to leave."
+                )
+            while True:
+                try:
+                    text = clean_input(self.prompter.message("you> "))
+                except (EOFError, KeyboardInterrupt):
+                    return self.leave()
+                if not text:
+                    continue
+                if text.lower() in EXIT_WORDS:
+                    return self.leave()
+                if text.startswith("/"):
+                    if self.command(text):
+                        continue
+                    return self.leave()
+                if len(text) > MAX_MESSAGE_CHARS:
+                    self.console.error(
+                        f"Your message is {len(text)} characters long; "
+                        f"the limit is {MAX_MESSAGE_CHARS}. Please shorten it. {PRESS_UP}"
+                    )
+                    continue
+                if self.send(text) or self.ask_first:
+                    self.ask_first = False
+                    self.ask_pending_approvals()
+        except KeyboardInterrupt:  # between two prompts: leave as at the prompt
+            self.console.thinking.stop()
+            return self.leave()
+
+    def open_saved(self) -> None:
+        """Show where a saved conversation stopped, close a cut turn, re-ask approvals.
+
+        When a turn of it is running in another window, it is left alone: nothing is
+        closed and nothing is asked here.
+        """
+        self.show_last_exchange()
+        turn = self.claim(BUSY_ON_OPEN)
+        if turn is None:
+            return
+        with turn:
+            notice = turn.close_cut_turn()
+        if notice is not None:
+            self.console.status(notice.text)
+        self.ask_pending_approvals()
+
+    def has_messages(self) -> bool:
+        """Tell whether the current conversation has anything saved."""
+        return self.conversation.has_messages()
+
+    def resume_command(self) -> str:
+        """Return the command that resumes the current conversation."""
+        parts = [
+            "travel-assistant",
+            "chat",
+            "--passenger-id",
+            self.thread.passenger_id,
+            "--thread-id",
+            self.thread.thread_id,
+            *self.resume_options,
+        ]
+        return " ".join(shlex.quote(part) for part in parts)
+
+    def leave(self) -> int:
+        """Say how to come back, and leave."""
+        if not self.has_messages():
+            self.console.status(
+                "Nothing to resume: this conversation has no message. Your earlier "
+                "conversations are listed by: "
+                + sessions_command(self.resume_options, self.thread.passenger_id)
+            )
+        else:
+            self.console.status(
+                f"Conversation saved. Resume it with: {self.resume_command()}", wrap=False
+            )
+        return EXIT_OK
+
+    # Slash commands ---------------------------------------------------------------------
+
+    def command(self, text: str) -> bool:
+        """Run a slash command; return ``False`` when the customer leaves."""
+        name, _, rest = text.partition(" ")
+        name = name.lower()
+        if name in ("/exit", "/quit"):
+            return False
+        if name == "/help":
+            self.console.status(HELP_TEXT)
+        elif name == "/new":
+            self.conversation = self.conversations.get(
+                Thread(str(uuid.uuid4()), self.thread.passenger_id)
+            )
+            self.console.status(f"New conversation {self.thread.thread_id}.")
+        elif name == "/sessions":
+            self.list_sessions()
+        elif name == "/switch":
+            self.switch(rest.strip())
+        elif name == "/history":
+            for record in self.conversation.history():
+                show_record(self.console, record)
+        elif name == "/details":
+            show_details(self.console, self.conversation.details())
+        else:
+            self.console.error(f"Unknown command {name}. Type /help for the list.")
+        return True
+
+    def list_sessions(self) -> None:
+        """List the passenger's saved conversations, numbered for ``/switch``."""
+        self.listed = self.conversations.records(self.thread.passenger_id)
+        if not self.listed:
+            self.console.status("No saved conversations yet.")
+            return
+        headers, rows, wrap = session_table(
+            self.conversations, self.listed, numbered=True, passenger_column=False
+        )
+        self.console.table(headers, rows, err=True, wrap=wrap)
+        self.console.status("Switch to one with /switch N.")
+
+    def switch(self, which: str) -> None:
+        """Switch to the conversation numbered ``which`` in ``/sessions`` (or its id)."""
+        records = self.listed or self.conversations.records(self.thread.passenger_id)
+        chosen = None
+        if which.isdigit() and 1 <= int(which) <= len(records):
+            chosen = records[int(which) - 1]
+        elif which:
+            chosen = next((r for r in records if r.thread_id == which), None)
+        if chosen is None:
+            self.console.error(
+                f"No conversation {which or '(none given)'} to switch to: "
+                "type /sessions, then /switch N with a number from the list."
+            )
+            return
+        if chosen.thread_id == self.thread.thread_id:
+            self.console.status("That is this conversation.")
+            return
+        self.conversation = self.conversations.get(
+            Thread(chosen.thread_id, self.thread.passenger_id)
+        )
+        self.open_saved()
+
+    def show_last_exchange(self, *, header: bool = True) -> None:
+        """Show the last customer message and what followed it."""
+        if header:
+            self.console.status(f"Resuming session {self.thread.thread_id}. The last exchange:")
+        for record in self.conversation.last_exchange():
+            show_record(self.console, record)
+
+    # Turns and approvals ------------------------------------------------------------------
+
+    def claim(self, not_sent: str) -> Turn | None:
+        """Take the conversation for a turn, or say why not and what became of the input."""
+        try:
+            return self.conversation.claim(BUSY_WAIT_SECONDS)
+        except TurnRefusedError as refused:
+            self.console.error(f"{refused.failure.text} {not_sent}")
+            return None
+
+    def play(self, outcomes: Callable[[threading.Event], Iterable[Outcome]]) -> bool:
+        """Draw a turn's outcomes while Ctrl-C cancels it; return whether it ran to its end."""
+        cancel = threading.Event()
+        view = TurnView(self.console)
+        ended = False
+        with ctrl_c_cancels(
+            cancel, self.console.err, self.resume_command(), self.console.thinking.cancelling
+        ):
+            try:
+                for outcome in outcomes(cancel):
+                    view.show(outcome)
+                    ended = isinstance(outcome, TurnEnd)
+                    if isinstance(outcome, TurnFailure) and outcome.kind == "pending_first":
+                        self.ask_first = True
+            finally:
+                view.end()
+        return ended
+
+    def send(self, text: str) -> bool:
+        """Send a message; return whether its turn ran to its end."""
+        turn = self.claim(BUSY_MESSAGE_NOT_SENT)
+        if turn is None:
+            return False
+        with turn:
+            return self.play(lambda cancel: turn.send(text, cancel=cancel))
+
+    def ask_pending_approvals(self) -> None:
+        """Ask the customer about every pending sensitive action, until none is left."""
+        while self.conversation.waiting():
+            # Calls done before a crash need no answer, but the run must go on to report them.
+            approvals = self.conversation.approvals()
+            answers = ask_answers(self.console, self.prompter.answer, approvals)
+            turn = self.claim(BUSY_DECISION_NOT_SENT)
+            if turn is None:
+                return
+            with turn:
+                if approvals:
+                    try:
+                        turn.check(answers)
+                    except DecisionsError:
+                        # Another window decided them, or dropped them with a message.
+                        self.console.error(f"{words.DECIDED_ELSEWHERE} The last exchange:")
+                        self.show_last_exchange(header=False)
+                        return
+                if not self.play(partial(_resolve, turn, answers)):
+                    return
+
+
+def _resolve(
+    turn: Turn, answers: Mapping[str, Answer], cancel: threading.Event
+) -> Iterator[Outcome]:
+    return turn.resolve(answers, cancel=cancel)
