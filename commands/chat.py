@@ -1,0 +1,206 @@
+"""``travel-assistant chat``: open the databases and the model, then talk (``terminal.chat``)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shlex
+import sys
+import uuid
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from commands.common import (
+    EXIT_USAGE,
+    CliError,
+    Overrides,
+    canonical_passenger_id,
+    check_endpoint,
+    conversations_location,
+    db_location,
+    db_named,
+    default_model_factory,
+    home_dir,
+    open_store,
+    open_travel_db,
+    password_note,
+    prepared,
+    resume_options_of,
+    server_problem,
+)
+from terminal import Console
+from terminal.prompter import Prompter, sessions_command
+
+if TYPE_CHECKING:
+    from conversations.store import ConversationStore
+
+
+def history_file(home: Path, passenger_id: str) -> Path:
+    """Return the passenger's input-history file, private to the user (0600 in a 0700 folder).
+
+    One file per passenger, so that on a shared desk terminal one customer's questions
+    never come back under Up in another customer's session.
+    """
+    folder = home / "history"
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    folder.chmod(0o700)
+    name = re.sub(r"[^0-9A-Za-z]+", "_", passenger_id).strip("_") or "unknown"
+    path = folder / name
+    os.close(os.open(path, os.O_CREAT | os.O_WRONLY | os.O_APPEND, 0o600))
+    path.chmod(0o600)
+    return path
+
+
+def _make_prompter(home: Path, passenger_id: str, overrides: Overrides) -> Prompter:
+    from prompt_toolkit import PromptSession
+    from prompt_toolkit.history import DummyHistory, FileHistory
+    from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+
+    if overrides.pt_input is None and not sys.stdin.isatty():
+        # Piped input: read plain lines, so scripts can drive the chat.
+        def read_line(message: str) -> str:
+            raw = sys.stdin.buffer.readline()
+            if not raw:
+                raise EOFError
+            # Bytes that are not UTF-8 become "?" rather than an exception.
+            return raw.decode("utf-8", "replace").rstrip("\r\n")
+
+        return Prompter(read_line, read_line)
+
+    keys = KeyBindings()
+
+    @keys.add("c-c")
+    def _clear_or_leave(event: KeyPressEvent) -> None:
+        # Ctrl-C clears a half-typed line; at an empty prompt it leaves.
+        buffer = event.app.current_buffer
+        if buffer.text:
+            buffer.reset()
+        else:
+            event.app.exit(exception=KeyboardInterrupt, style="class:aborting")
+
+    messages: PromptSession[str] = PromptSession(
+        history=FileHistory(str(history_file(home, passenger_id))),
+        key_bindings=keys,
+        input=overrides.pt_input,
+        output=overrides.pt_output,
+    )
+    # Approval answers and reasons are never kept: they are not messages to recall.
+    answers: PromptSession[str] = PromptSession(
+        history=DummyHistory(), input=overrides.pt_input, output=overrides.pt_output
+    )
+    return Prompter(lambda text: messages.prompt(text), lambda text: answers.prompt(text))
+
+
+def open_chat_db(args: argparse.Namespace, console: Console, overrides: Overrides) -> Any:
+    """Open the travel database; one named by --db (or the environment) must exist."""
+    from sqlalchemy.exc import OperationalError
+
+    from db.engine import Database
+    from locations import database_missing
+
+    location = db_location(args)
+    named = db_named(args)
+    build = (
+        "Build it with: travel-assistant db init --db "
+        f"{shlex.quote(location.for_command())} (or add --create-db to build it now)."
+    )
+    if named and not args.create_db:
+        if location.path is not None and not location.path.exists():
+            raise CliError(f"No travel database at {location.shown()}. {build}", EXIT_USAGE)
+        if location.path is None:
+            probe = Database.from_url(location.sqlalchemy_url())
+            try:
+                empty = not probe.has_schema()
+            except OperationalError as error:
+                if not database_missing(getattr(error, "orig", None) or error):
+                    raise CliError(server_problem(location, error), EXIT_USAGE) from error
+                empty = True
+            finally:
+                probe.dispose()
+            if empty:
+                raise CliError(f"No travel database at {location.shown()}. {build}", EXIT_USAGE)
+    return open_travel_db(
+        location, console, clock=overrides.clock, create_database=bool(args.create_db)
+    )
+
+
+def cmd_chat(args: argparse.Namespace, console: Console, overrides: Overrides) -> int:
+    """Run ``travel-assistant chat``."""
+    passenger_id = canonical_passenger_id(args.passenger_id)
+    if not passenger_id:
+        raise CliError(
+            "--passenger-id is empty. Pass your passenger id, e.g. '3442 587242'.", EXIT_USAGE
+        )
+    factory = overrides.model_factory or partial(default_model_factory, max_tokens=args.max_tokens)
+    models = factory(args.model)  # fails here, before the first prompt, without an endpoint
+    if overrides.model_factory is None and overrides.check_endpoint and not args.no_check:
+        check_endpoint(args.model)
+    conversations = conversations_location(args)
+    database = open_chat_db(args, console, overrides)
+    try:
+        with open_store(conversations) as store:
+            return _chat(args, console, overrides, passenger_id, models, database, store)
+    finally:
+        database.dispose()
+
+
+def _chat(
+    args: argparse.Namespace,
+    console: Console,
+    overrides: Overrides,
+    passenger_id: str,
+    models: Any,
+    database: Any,
+    store: ConversationStore,
+) -> int:
+    from conversations.assistant import Thread, TravelAssistant
+    from conversations.protocol import Conversations
+    from terminal.chat import ChatSession
+
+    registry = store.registry
+    assistant = prepared(TravelAssistant.build(models, store.saver, db=database))
+    if not assistant.check_passenger(passenger_id):
+        raise CliError(
+            f"No passenger with id {passenger_id!r} in {db_location(args).shown()}. "
+            "Check the id on your ticket (it looks like '3442 587242').",
+            EXIT_USAGE,
+        )
+    resumed = False
+    if args.thread_id:
+        record = registry.get(args.thread_id)
+        if record is None:
+            raise CliError(
+                f"No saved session {args.thread_id!r}. List them with: "
+                + sessions_command(resume_options_of(args), passenger_id),
+                EXIT_USAGE,
+            )
+        if record.passenger_id != passenger_id:
+            raise CliError(
+                f"Session {args.thread_id!r} belongs to another passenger; "
+                "start a new one without --thread-id.",
+                EXIT_USAGE,
+            )
+        thread = Thread(args.thread_id, passenger_id)
+        resumed = True
+    elif args.continue_latest and (latest := registry.list(passenger_id, limit=1)):
+        thread = Thread(latest[0].thread_id, passenger_id)
+        resumed = True
+    else:
+        if args.continue_latest:
+            console.status("No saved conversation to continue: starting a new one.")
+        thread = Thread(str(uuid.uuid4()), passenger_id)
+    prompter = _make_prompter(home_dir(args), passenger_id, overrides)
+    session = ChatSession(
+        Conversations(assistant, registry, store.locks),
+        thread,
+        console,
+        prompter,
+        resume_options=resume_options_of(args),
+    )
+    code = session.run(resumed)
+    note = password_note(args)
+    if note and session.has_messages():
+        console.status(note)
+    return code

@@ -1,0 +1,304 @@
+"""What every command shares: exit codes, expected errors, where the databases are, the model."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from terminal import Console
+
+if TYPE_CHECKING:
+    from langchain_core.language_models import BaseChatModel
+
+    from conversations.assistant import TravelAssistant
+    from conversations.store import ConversationStore
+    from locations import Location
+
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+# The time limit of one trial of ``eval`` (seconds): a few minutes of a slow local model.
+
+
+ModelFactory = Callable[[str | None], "Mapping[str, BaseChatModel] | BaseChatModel"]
+
+
+class CliError(Exception):
+    """An expected failure: printed as one line, exit code ``code``."""
+
+    def __init__(self, message: str, code: int = EXIT_ERROR) -> None:
+        """Carry ``message`` and the exit ``code``."""
+        super().__init__(message)
+        self.code = code
+
+
+def home_dir(args: argparse.Namespace) -> Path:
+    """Return the folder of the program's files (``--home``, its variable, or the default)."""
+    from db.engine import app_home
+
+    home: Path = args.home.expanduser() if args.home else app_home()
+    return home
+
+
+HOME_ENV = "TRAVEL_ASSISTANT_HOME"
+DB_ENV = "TRAVEL_ASSISTANT_DB"
+CONVERSATIONS_ENV = "TRAVEL_ASSISTANT_CONVERSATIONS"
+
+
+def location_of(text: str | Path, option: str) -> Location:
+    """Read a path or URL given with ``option``; a bad one is a usage error."""
+    from locations import Location, LocationError
+
+    try:
+        location = Location.parse(text)
+        location.check_driver()
+    except LocationError as error:
+        raise CliError(f"{option}: {error}", EXIT_USAGE) from error
+    return location
+
+
+def db_location(args: argparse.Namespace) -> Location:
+    """Return the travel database: ``--db``, ``$TRAVEL_ASSISTANT_DB`` or the home's file."""
+    if getattr(args, "db", None):
+        return location_of(args.db, "--db")
+    env = os.environ.get(DB_ENV)
+    if env:
+        return location_of(env, DB_ENV)
+    return location_of(home_dir(args) / "travel.sqlite", "--home")
+
+
+def db_named(args: argparse.Namespace) -> bool:
+    """Tell whether the user named the travel database (rather than the home's default)."""
+    return bool(getattr(args, "db", None) or os.environ.get(DB_ENV))
+
+
+def conversations_location(args: argparse.Namespace) -> Location:
+    """Return where conversations are kept (``--conversations``, its variable, the home)."""
+    if getattr(args, "conversations", None):
+        return location_of(args.conversations, "--conversations")
+    env = os.environ.get(CONVERSATIONS_ENV)
+    if env:
+        return location_of(env, CONVERSATIONS_ENV)
+    return location_of(home_dir(args) / "sessions.sqlite", "--home")
+
+
+def server_problem(location: Location, error: Exception) -> str:
+    """Say why the server database at ``location`` cannot be used (from a SQLAlchemy error)."""
+    from locations import describe_connect_error
+
+    return describe_connect_error(location, getattr(error, "orig", None) or error)
+
+
+def open_travel_db(
+    where: Location | Path | str,
+    console: Console,
+    *,
+    build_if_missing: bool = True,
+    create_database: bool = False,
+    clock: Any = None,
+) -> Any:
+    """Open the travel database at a path or URL, building it on first use.
+
+    ``create_database`` also creates a PostgreSQL database the server does not have.
+    """
+    from sqlalchemy.exc import DatabaseError, OperationalError
+
+    from db.engine import Database
+    from db.generate import ensure_database
+    from locations import database_missing
+
+    location = where if not isinstance(where, Path | str) else location_of(where, "--db")
+    shown = location.shown()
+    if location.path is not None:
+        if location.path.is_dir():
+            raise CliError(
+                f"{location.path} is a folder, not a database file. Pass a file path with --db."
+            )
+        if build_if_missing:
+            location.path.parent.mkdir(parents=True, exist_ok=True)
+    url = location.sqlalchemy_url()
+    database = Database.from_url(url, clock=clock) if clock else Database.from_url(url)
+    try:
+        try:
+            has_schema = database.has_schema()
+        except OperationalError as error:
+            missing = database_missing(getattr(error, "orig", None) or error)
+            if location.path is not None or not (missing and create_database):
+                raise
+            create_server_database(location, console)
+            has_schema = False
+        if not has_schema:
+            if not build_if_missing:
+                raise CliError(
+                    f"No travel database at {shown}. Build it with: travel-assistant db init"
+                )
+            console.status(f"Building the travel database at {shown} (first use; a few seconds)...")
+            ensure_database(database)
+    except OperationalError as error:
+        if location.path is None:
+            database.dispose()
+            raise CliError(server_problem(location, error), EXIT_USAGE) from error
+        raise CliError(
+            f"{shown} cannot be read as a travel database ({error.orig}). "
+            "Rebuild it with: travel-assistant db init --force"
+        ) from error
+    except DatabaseError as error:
+        raise CliError(
+            f"{shown} cannot be read as a travel database ({error.orig}). "
+            "Rebuild it with: travel-assistant db init --force"
+        ) from error
+    return database
+
+
+def create_server_database(location: Location, console: Console) -> None:
+    """Create the PostgreSQL database ``location`` names (``--create-db``)."""
+    from locations import LocationError, create_postgres_database
+
+    if location.backend != "postgresql":
+        raise CliError(f"Create the database {location.shown()} first.", EXIT_USAGE)
+    try:
+        create_postgres_database(location)
+    except LocationError as error:
+        raise CliError(str(error), EXIT_USAGE) from error
+    name = location.url.database if location.url is not None else location.shown()
+    console.status(f"Created the PostgreSQL database {name}.")
+
+
+def open_store(location: Location) -> ConversationStore:
+    """Open where conversations are kept: the checkpoints, the registry and the turn locks."""
+    from conversations.store import ConversationStore, ConversationStoreError
+    from locations import LocationError
+
+    try:
+        return ConversationStore.open(location)
+    except (LocationError, ConversationStoreError) as error:
+        raise CliError(str(error), EXIT_USAGE) from error
+
+
+def default_model_factory(
+    model: str | None, max_tokens: int | None = None
+) -> Mapping[str, BaseChatModel]:
+    """Build the chat models from the environment, ``--model`` and ``--max-tokens``."""
+    from assistants.models import ModelConfigError, ModelSettings, build_chat_models
+
+    try:
+        return build_chat_models(ModelSettings.from_env(model, max_tokens=max_tokens))
+    except ModelConfigError as error:
+        raise CliError(str(error), EXIT_USAGE) from error
+
+
+def check_endpoint(model: str | None) -> None:
+    """Fail early, naming the fix, when the model endpoint cannot be reached."""
+    import openai
+
+    from assistants.models import ModelSettings
+
+    settings = ModelSettings.from_env(model)
+    client = openai.OpenAI(
+        api_key=settings.api_key or "not-needed",
+        base_url=settings.base_url,
+        timeout=5.0,
+        max_retries=0,
+    )
+    where = settings.base_url or "the OpenAI API"
+    try:
+        client.models.list()
+    except openai.AuthenticationError as error:
+        raise CliError(f"{where} rejected the key: check OPENAI_API_KEY.", EXIT_USAGE) from error
+    except openai.APIConnectionError as error:
+        raise CliError(
+            f"Cannot reach {where}: check OPENAI_BASE_URL and that the server is running "
+            "(or pass --no-check).",
+            EXIT_USAGE,
+        ) from error
+    except openai.APIStatusError:
+        pass  # some servers do not list models; the chat itself will tell
+
+
+def canonical_passenger_id(raw: str) -> str:
+    """Return a passenger id as the database writes it: ``3442587242`` -> ``3442 587242``."""
+    collapsed = " ".join(raw.split())
+    compact = collapsed.replace(" ", "")
+    if compact.isdigit() and len(compact) == 10:
+        return f"{compact[:4]} {compact[4:]}"
+    return collapsed
+
+
+@dataclass
+class Overrides:
+    """What tests inject: models, terminal input and output, and the console."""
+
+    model_factory: ModelFactory | None = None
+    pt_input: Any = None
+    pt_output: Any = None
+    console: Console | None = None
+    check_endpoint: bool = True
+    clock: Any = None
+
+
+def resume_options_of(args: argparse.Namespace) -> list[str]:
+    """Return the options a resume command must repeat to find the same files.
+
+    A URL keeps its form; a password in it is shown as ``***`` (see ``password_note``).
+    """
+    options: list[str] = []
+    if args.home or os.environ.get(HOME_ENV):
+        options += ["--home", str(home_dir(args).absolute())]
+    # A choice made by an environment variable is written out too: the command must work
+    # from another shell, where the variable may not be set.
+    for option, variable, given in (
+        ("--db", DB_ENV, getattr(args, "db", None)),
+        ("--conversations", CONVERSATIONS_ENV, getattr(args, "conversations", None)),
+    ):
+        value = given or os.environ.get(variable)
+        if value:
+            options += [option, location_of(value, option if given else variable).for_command()]
+    return options
+
+
+def password_note(args: argparse.Namespace) -> str:
+    """Return what to say when an option on the command line holds a password, or ""."""
+    named = [
+        (option, variable)
+        for option, variable, value in (
+            ("--db", DB_ENV, getattr(args, "db", None)),
+            ("--conversations", CONVERSATIONS_ENV, getattr(args, "conversations", None)),
+        )
+        if value and location_of(value, option).has_password
+    ]
+    if not named:
+        return ""
+    options = " and ".join(option for option, _ in named)
+    variables = " and ".join(f"${variable}" for _, variable in named)
+    return (
+        f"The password in {options} is shown as ***. Rather than typing it on the command "
+        f"line, where other users of this machine can see it, set {variables} to the URL "
+        "and leave the option out, or leave the password out of the URL and set $PGPASSWORD."
+    )
+
+
+def read_reference_files(read: Callable[[], None]) -> None:
+    """Run ``read`` (a policy load, an assistant's ``prepare``); a missing file stops here."""
+    try:
+        read()
+    except (OSError, ValueError) as error:
+        raise CliError(str(error), EXIT_ERROR) from error
+
+
+def prepared(assistant: TravelAssistant) -> TravelAssistant:
+    """Return ``assistant`` with its reference files read; a missing one stops here."""
+    read_reference_files(assistant.prepare)
+    return assistant
+
+
+def open_existing_store(args: argparse.Namespace) -> ConversationStore | None:
+    """Open where conversations are kept, or return ``None`` when no file is there yet."""
+    location = conversations_location(args)
+    if location.path is not None and not location.path.exists():
+        return None
+    return open_store(location)

@@ -1,0 +1,279 @@
+"""``travel-assistant eval``: run the scenario suite against a real model."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+from commands.common import (
+    EXIT_ERROR,
+    EXIT_OK,
+    EXIT_USAGE,
+    CliError,
+    Overrides,
+    db_location,
+    db_named,
+    default_model_factory,
+    read_reference_files,
+)
+from terminal import Console
+
+if TYPE_CHECKING:
+    pass
+
+
+DEFAULT_EVAL_SECONDS = 600.0
+
+
+class _EvalProgress:
+    """What ``eval`` shows while it runs: one line per trial, and on a terminal a bar.
+
+    The bar advances per trial and shows the scenario and customer message under way and
+    the pass rate so far; a real model takes minutes per scenario, so silence would look
+    like a hang.
+    """
+
+    def __init__(self, console: Console, total: int) -> None:
+        from rich.console import Console as RichConsole
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
+        self.console = console
+        self.total = total
+        self.finished = self.passed = 0
+        self.current = ""
+        terminal = RichConsole(file=console.err, no_color=not console.color)
+        self.live = terminal.is_terminal
+        self.bar = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[rate]}"),
+            TimeElapsedColumn(),
+            console=terminal,
+            disable=not self.live,
+        )
+        self.task = self.bar.add_task("eval", total=total, rate="")
+
+    def __enter__(self) -> _EvalProgress:
+        self.bar.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.bar.stop()
+
+    def _line(self, text: str) -> None:
+        if self.live:
+            self.bar.console.print(text, markup=False, highlight=False, style="dim")
+        else:
+            self.console.status(text)
+
+    def begin(self, scenario: str, trial: int) -> None:
+        """A trial starts."""
+        self.current = f"{scenario} trial {trial}"
+        self.bar.update(self.task, description=self.current)
+        if not self.live:
+            self._line(f"{self.current}: running ({self.finished + 1} of {self.total})")
+
+    def turn(self, index: int) -> None:
+        """The customer sends message ``index`` (from 0) of the current trial."""
+        self.bar.update(self.task, description=f"{self.current}, message {index + 1}")
+
+    def end(self, passed: bool, verdict: str) -> None:
+        """The current trial ended with ``verdict``."""
+        self.finished += 1
+        self.passed += passed
+        rate = f"pass {self.passed}/{self.finished} ({self.passed / self.finished:.0%})"
+        self.bar.update(self.task, advance=1, rate=rate)
+        self._line(f"{self.current}: {verdict}")
+
+
+def _open_records(path: Path | None) -> TextIO | None:
+    if path is None:
+        return None
+    try:
+        path.expanduser().parent.mkdir(parents=True, exist_ok=True)
+        return path.expanduser().open("a", encoding="utf-8")
+    except OSError as error:
+        raise CliError(f"Cannot write the trial records to {path}: {error}.", EXIT_USAGE) from error
+
+
+@contextmanager
+def _eval_template(server: str | None, folder: Path) -> Iterator[Path | str]:
+    """Yield where eval builds its scenario database: a file, or a temporary database."""
+    if server is None:
+        yield folder / "template.sqlite"
+        return
+    from db.copies import temporary_database
+
+    with temporary_database(server, "eval_template") as url:
+        yield url
+
+
+def cmd_eval(args: argparse.Namespace, console: Console, overrides: Overrides) -> int:
+    """Run ``travel-assistant eval``: the scenarios against a real model.
+
+    Each trial has a time limit; a provider error or the time limit ends that trial as
+    an error and the suite goes on. With ``--jsonl`` every trial is appended to a file
+    as soon as it ends, so nothing is lost when the run is stopped.
+    """
+    import json
+    import statistics
+    import tempfile
+    import time
+    from datetime import UTC, datetime
+
+    from langchain_core.language_models import BaseChatModel
+
+    import evaluation
+    from db.engine import Database
+    from db.generate import build_database
+    from tools.policies import PolicyIndex
+
+    if args.trials < 1:
+        raise CliError("--trials must be at least 1.", EXIT_USAGE)
+    try:
+        scenarios = evaluation.select_scenarios(
+            evaluation.load_scenarios(), args.scenario or (), args.category or ()
+        )
+    except evaluation.ScenarioError as error:
+        raise CliError(str(error), EXIT_USAGE) from error
+    # The trials need the scenarios' own data, so each runs on a fresh copy of it: in
+    # temporary SQLite files, or, when --db names a PostgreSQL database, in temporary
+    # databases on that server (made from a template built for the run, dropped after).
+    server: str | None = None
+    if db_named(args):
+        named = db_location(args)
+        named.check_driver()  # a URL without its driver is refused, as everywhere
+        if named.backend == "postgresql":
+            server = named.sqlalchemy_url()
+        where = "on its PostgreSQL server" if server else "in temporary files"
+        console.status(
+            f"eval runs every trial on its own copy of the scenario database, {where}; "
+            f"{named.shown()} itself is neither read nor changed."
+        )
+    if args.list:
+        for scenario in scenarios:
+            console.say(f"{scenario.id:<40} {scenario.category:<12} {scenario.description}")
+        return EXIT_OK
+    factory = overrides.model_factory or partial(default_model_factory, max_tokens=args.max_tokens)
+    models = factory(args.model)  # names what to set when no endpoint is configured
+    # Every trial's crew reads the default policy: a missing file stops the run here.
+    read_reference_files(PolicyIndex().load)
+    customer_models = factory(args.customer_model or args.model)
+    customer_model = (
+        customer_models
+        if isinstance(customer_models, BaseChatModel)
+        else customer_models["primary_assistant"]
+    )
+    model_name = args.model or os.environ.get("TRAVEL_ASSISTANT_MODEL") or "gpt-4o-mini"
+    price = evaluation.PRICES_PER_MILLION.get(model_name)
+    if args.price_in is not None and args.price_out is not None:
+        price = (args.price_in, args.price_out)
+    records = _open_records(args.jsonl)
+    run_context = {
+        "run": datetime.now(UTC).isoformat(timespec="seconds"),
+        "model": model_name,
+        "customer_model": args.customer_model or model_name,
+        "max_tokens": args.max_tokens,
+    }
+    by_category: dict[str, dict[str, list[bool]]] = {}
+    latencies: list[float] = []
+    errors = 0
+    spent = evaluation.Usage(0, 0)
+    try:
+        with (
+            tempfile.TemporaryDirectory() as folder,
+            _eval_template(server, Path(folder)) as template,
+            _EvalProgress(console, len(scenarios) * args.trials) as progress,
+        ):
+            seed_db = (
+                Database.from_url(str(template), clock=overrides.clock)
+                if overrides.clock
+                else Database.from_url(str(template))
+            )
+            build_database(seed_db, seed=evaluation.SCENARIO_SEED)
+            clock = seed_db.clock
+            seed_db.dispose()
+            for scenario in scenarios:
+                for trial in range(1, args.trials + 1):
+                    progress.begin(scenario.id, trial)
+                    started = time.monotonic()
+                    work = Path(folder) / f"{scenario.id}-{trial}"
+                    work.mkdir()
+                    try:
+                        result = evaluation.run_scenario(
+                            scenario,
+                            template,
+                            clock,
+                            work,
+                            lambda _db: models,
+                            customer=evaluation.simulated_customer(scenario, customer_model),
+                            seconds=args.time_limit,
+                            on_turn=progress.turn,
+                        )
+                    except Exception as error:  # a bug in one trial must not lose the others
+                        if args.debug:
+                            traceback.print_exc()
+                        result = evaluation.ScenarioResult(
+                            scenario,
+                            (),
+                            evaluation.Transcript(),
+                            error=f"{type(error).__name__}: {error}",
+                        )
+                    errors += result.error is not None
+                    by_category.setdefault(scenario.category, {}).setdefault(
+                        scenario.id, []
+                    ).append(result.passed)
+                    latencies += result.transcript.latencies
+                    used = evaluation.Usage.of(result.transcript.messages)
+                    spent = evaluation.Usage(
+                        spent.input_tokens + used.input_tokens,
+                        spent.output_tokens + used.output_tokens,
+                    )
+                    if records is not None:
+                        record = evaluation.trial_record(
+                            result,
+                            trial,
+                            **run_context,
+                            seconds=round(time.monotonic() - started, 3),
+                        )
+                        records.write(json.dumps(record, ensure_ascii=False) + "\n")
+                        records.flush()
+                    verdict = "pass" if result.passed else "FAIL: " + "; ".join(result.reasons)
+                    progress.end(result.passed, verdict)
+    finally:
+        if records is not None:
+            records.close()
+    for line in evaluation.summarise(by_category, args.trials):
+        console.say(line)
+    cost = spent.cost(price)
+    estimate = f"USD {cost:.4f}" if cost is not None else "n/a (pass --price-in/--price-out)"
+    console.say(
+        f"tokens: {spent.input_tokens} in, {spent.output_tokens} out; cost estimate: {estimate}"
+    )
+    if latencies:
+        console.say(
+            f"latency per customer message: median {statistics.median(latencies):.2f} s, "
+            f"p95 {evaluation.percentile(latencies, 0.95):.2f} s"
+        )
+    if args.jsonl:
+        console.status(f"Trial records appended to {args.jsonl}.")
+    if errors:
+        console.error(
+            f"{errors} of {len(scenarios) * args.trials} trials ended in an error (see above); "
+            "they count as failed."
+        )
+        return EXIT_ERROR
+    return EXIT_OK

@@ -1,0 +1,122 @@
+"""``travel-assistant serve`` and ``token``: the HTTP service and its passengers' tokens."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from typing import TYPE_CHECKING, Any
+
+from commands.chat import open_chat_db
+from commands.common import (
+    EXIT_OK,
+    EXIT_USAGE,
+    CliError,
+    Overrides,
+    canonical_passenger_id,
+    check_endpoint,
+    conversations_location,
+    db_location,
+    db_named,
+    default_model_factory,
+    home_dir,
+    open_store,
+    open_travel_db,
+    prepared,
+)
+from terminal import Console
+
+if TYPE_CHECKING:
+    pass
+
+
+def _signer(args: argparse.Namespace) -> Any:
+    from server.auth import SecretError, TokenSigner, load_secret
+
+    try:
+        return TokenSigner(load_secret(home_dir(args)))
+    except SecretError as error:
+        raise CliError(str(error), EXIT_USAGE) from error
+
+
+def cmd_serve(args: argparse.Namespace, console: Console, overrides: Overrides) -> int:
+    """Run ``travel-assistant serve``: the HTTP API and the web chat, until Ctrl-C."""
+    from conversations.assistant import TravelAssistant
+    from server.app import create_app, serve
+    from server.service import ConversationService
+
+    if not 1 <= args.port <= 65535:
+        raise CliError("--port must be between 1 and 65535.", EXIT_USAGE)
+    factory = overrides.model_factory or default_model_factory
+    models = factory(args.model)
+    if overrides.model_factory is None and overrides.check_endpoint and not args.no_check:
+        check_endpoint(args.model)
+    signer = _signer(args)
+    conversations = conversations_location(args)
+    database = open_chat_db(args, console, overrides)
+    try:
+        with open_store(conversations) as store:
+            # Several workers (here or on other machines) over one PostgreSQL store take
+            # turns on a conversation through its lock.
+            service = ConversationService.over_store(
+                prepared(TravelAssistant.build(models, store.saver, db=database)), store
+            )
+            if args.host not in ("127.0.0.1", "localhost", "::1"):
+                console.status(
+                    "Listening beyond this machine: put the service behind HTTPS, since "
+                    "tokens travel in every request."
+                )
+            console.status(
+                f"The web chat: http://{args.host}:{args.port}/ (Ctrl-C stops). "
+                "Get a token with: travel-assistant token --passenger-id ID"
+            )
+            serve(create_app(service, signer), args.host, args.port)
+    finally:
+        database.dispose()
+    return EXIT_OK
+
+
+def cmd_token(args: argparse.Namespace, console: Console, overrides: Overrides) -> int:
+    """Run ``travel-assistant token``: print a passenger's token on stdout."""
+    from datetime import timedelta
+
+    from db.passengers import passenger_exists
+    from server.auth import MAX_LIFETIME
+
+    passenger_id = canonical_passenger_id(args.passenger_id)
+    if not passenger_id:
+        raise CliError("--passenger-id is empty, e.g. --passenger-id '3442 587242'.", EXIT_USAGE)
+    lifetime = timedelta(hours=args.hours)
+    if not timedelta(minutes=1) <= lifetime <= MAX_LIFETIME:
+        raise CliError(
+            f"--hours must be between 1/60 and {MAX_LIFETIME.days * 24} hours.", EXIT_USAGE
+        )
+    location = db_location(args)
+    # A database named by --db (or the environment) must exist, as for chat: a token for
+    # a database built on the spot by a typo would name a passenger nobody booked.
+    named = db_named(args)
+    if named and location.path is not None and not location.path.exists():
+        raise CliError(
+            f"No travel database at {location.shown()}. Build it with: travel-assistant db "
+            f"init --db {shlex.quote(location.for_command())}",
+            EXIT_USAGE,
+        )
+    database = open_travel_db(location, console, build_if_missing=not named, clock=overrides.clock)
+    try:
+        with database.session() as session:
+            known = passenger_exists(session, passenger_id)
+    finally:
+        database.dispose()
+    if not known:
+        raise CliError(
+            f"No passenger with id {passenger_id!r} in {location.shown()}. "
+            "Check the id on the ticket (it looks like '3442 587242').",
+            EXIT_USAGE,
+        )
+    token = _signer(args).issue(passenger_id, lifetime)
+    console.say(token)
+    console.status(
+        f"Token for passenger {passenger_id}, valid for {args.hours:g} hours. Send it as "
+        "'Authorization: Bearer <token>', paste it on the web chat page, or open "
+        "http://127.0.0.1:8000/#token=<token>."
+    )
+    return EXIT_OK
