@@ -78,8 +78,8 @@ from tests.support import crash_child, exhaustive, forkserver, postgres
 from tests.support.conversation_stores import postgres_unreachable
 from tests.support.crash_child import CRASH_POINTS, NOT_KILLED, Case
 from tests.support.scripted import ScriptedChatModel, say
+from tests.support.tools import WRITE_TABLES, lx0112
 from tests.unit.cli_support import chat
-from tests.unit.tools_support import WRITE_TABLES, lx0112
 
 CALL_ID = "call-write-1"
 REPLY = "Here is where things stand."

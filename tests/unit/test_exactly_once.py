@@ -38,7 +38,7 @@ from db.writes import NO_THREAD, arguments_digest, find_stored_result, key_part
 from tests.conftest import FIXED_NOW
 from tests.support.scripted import ScriptedChatModel, say
 from tests.support.scripted import call as scripted_call
-from tests.unit.tools_support import call, dump, error_text, payload, run_one
+from tests.support.tools import call, dump, error_text, payload, run_one
 from tools.hotels import make_hotel_tools
 
 

@@ -44,7 +44,7 @@ from db.writes import record_payment
 from graph import build_graph
 from tests.conftest import FIXED_NOW
 from tests.support.scripted import ScriptedChatModel, call, say
-from tests.unit.tools_support import add_flight, dump
+from tests.support.tools import add_flight, dump
 
 NOW = FIXED_NOW
 TODAY = NOW.date()

@@ -46,7 +46,7 @@ from db.passengers import passenger_summary
 from db.rules import FARE_RULES, FREE_WINDOW_HOURS_AFTER_BOOKING
 from tests.conftest import FIXED_NOW
 from tests.support.scripted import ScriptedChatModel, say
-from tests.unit.tools_support import add_flight, dump
+from tests.support.tools import add_flight, dump
 
 NOW = FIXED_NOW
 TODAY = NOW.date()
@@ -58,7 +58,7 @@ def day(offset: int) -> str:
 
 
 class Watcher:
-    """Snapshots that change whenever anything is committed (``tools_support.dump``)."""
+    """Snapshots that change whenever anything is committed (``tests.support.tools.dump``)."""
 
     def __init__(self, db: Database) -> None:
         self.db = db
