@@ -75,11 +75,12 @@ from db.models import (
 from db.writes import key_part
 from tests.conftest import FIXED_NOW
 from tests.support import crash_child, exhaustive, forkserver, postgres
+from tests.support.assistants import build_assistant
+from tests.support.cli import chat
 from tests.support.conversation_stores import postgres_unreachable
 from tests.support.crash_child import CRASH_POINTS, NOT_KILLED, Case
 from tests.support.scripted import ScriptedChatModel, say
 from tests.support.tools import WRITE_TABLES, lx0112
-from tests.unit.cli_support import chat
 
 CALL_ID = "call-write-1"
 REPLY = "Here is where things stand."
@@ -361,7 +362,7 @@ def opened(staged: Staged) -> Iterator[tuple[TravelAssistant, ScriptedChatModel]
     with ExitStack() as stack:
         stack.callback(database.dispose)
         saver = stack.enter_context(_saver(staged.store))
-        yield TravelAssistant.build(model, saver, db=database, retry_policy=None), model
+        yield build_assistant(database, model, saver, retry_policy=None), model
 
 
 def _saver(store: str) -> AbstractContextManager[BaseCheckpointSaver[Any]]:

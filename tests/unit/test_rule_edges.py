@@ -13,7 +13,6 @@ from datetime import date, timedelta
 from typing import Any
 
 import pytest
-from langgraph.checkpoint.memory import InMemorySaver
 from sqlalchemy import select, update
 
 from db import car_rentals, excursions, flights, hotels
@@ -388,10 +387,10 @@ def test_user_info_of_the_first_node_includes_every_reservation_kind(
     from langchain_core.messages import HumanMessage
     from langchain_core.runnables import RunnableConfig
 
-    from graph import build_graph
+    from tests.support.assistants import build_assistant
 
     model = ScriptedChatModel(script=[say("Hello!"), say("Hello again!")])
-    graph = build_graph(model, InMemorySaver(), db=travel_db)
+    graph = build_assistant(travel_db, model).graph
     config: RunnableConfig = {
         "configurable": {"thread_id": "rule-edges", "passenger_id": FIXTURE_PASSENGER_ID}
     }
