@@ -1,7 +1,9 @@
-"""Fixtures the process and server tests share."""
+"""Fixtures the process and server tests share: the databases a program in a terminal reads."""
 
 from __future__ import annotations
 
+import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,3 +21,19 @@ def real_clock_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     laid out days around the moment it was built.
     """
     return built_once(tmp_path_factory, "real-clock", lambda path: build_sqlite(path, seed=42))
+
+
+@pytest.fixture(scope="module")
+def built_db(real_clock_db: Path) -> Path:
+    """A travel database built at the real clock (the program reads the real time)."""
+    return real_clock_db  # built once per run (above); tests copy it
+
+
+@pytest.fixture
+def files(built_db: Path, tmp_path: Path) -> Iterator[tuple[Path, Path]]:
+    """A home folder and a private copy of the database, outside the home."""
+    home = tmp_path / "home"
+    db = tmp_path / "data" / "travel.sqlite"
+    db.parent.mkdir()
+    shutil.copyfile(built_db, db)
+    yield home, db

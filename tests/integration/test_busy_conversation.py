@@ -17,7 +17,6 @@ PostgreSQL (skipped, saying why, when the server cannot be reached):
 
 from __future__ import annotations
 
-import shutil
 import signal
 import threading
 import time
@@ -27,37 +26,18 @@ from typing import Any
 
 import pytest
 
-from tests.integration.test_terminal_chat import (
-    change_script,
-    chat_args,
-    spawn,
-    ticket_flight,
-)
 from tests.support import exhaustive
+from tests.support.cli import chat_args, run
 from tests.support.conversation_stores import scratch_conversations
 from tests.support.fake_openai import FakeOpenAI, Reply
-from tests.unit.cli_support import run
+from tests.support.flights import ticket_flight
+from tests.support.terminal import PASSENGER_ID, change_script, spawn
 
 pexpect = pytest.importorskip("pexpect")
 
 # The longest a scripted reply holds its turn open (the test releases it sooner).
 HOLD_SECONDS = 60
 BUSY = "busy in another window, terminal or server"
-
-
-@pytest.fixture(scope="module")
-def built_db(real_clock_db: Path) -> Path:
-    """A travel database built at the real clock (the program reads the real time)."""
-    return real_clock_db  # built once per run (tests/integration/conftest.py); tests copy it
-
-
-@pytest.fixture
-def files(built_db: Path, tmp_path: Path) -> tuple[Path, Path]:
-    home = tmp_path / "home"
-    db = tmp_path / "data" / "travel.sqlite"
-    db.parent.mkdir()
-    shutil.copyfile(built_db, db)
-    return home, db
 
 
 # On PostgreSQL it is exhaustive (tests/support/exhaustive.py): the store's lock across
@@ -107,8 +87,8 @@ def test_busy_conversation_second_terminal_waits_its_turn_and_survives_a_sigkill
         try:
             # Both start at once (each start takes seconds); the second then switches to
             # the first one's conversation, as a customer with two windows would.
-            first = spawn(server, chat_args(home, db, *conversations))
-            second = spawn(server, chat_args(home, db, *conversations))
+            first = spawn(server, chat_args(db, PASSENGER_ID, *conversations, home=home))
+            second = spawn(server, chat_args(db, PASSENGER_ID, *conversations, home=home))
             first.expect(r"Session (\S+) for passenger")
             thread = first.match.group(1)
             first.expect("you>")
@@ -166,8 +146,8 @@ def test_busy_conversation_two_terminals_at_one_approval(files: tuple[Path, Path
     home, db = files
     script, new_flight = change_script(db, "I will move you to tomorrow's flight.")
     with FakeOpenAI(script) as server:
-        first = spawn(server, chat_args(home, db))
-        second = spawn(server, chat_args(home, db))
+        first = spawn(server, chat_args(db, PASSENGER_ID, home=home))
+        second = spawn(server, chat_args(db, PASSENGER_ID, home=home))
         first.expect(r"Session (\S+) for passenger")
         thread = first.match.group(1)
         first.send("Please move my flight to tomorrow\r")

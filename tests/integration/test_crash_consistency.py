@@ -75,10 +75,12 @@ from db.models import (
 from db.writes import key_part
 from tests.conftest import FIXED_NOW
 from tests.support import crash_child, exhaustive, forkserver, postgres
+from tests.support.assistants import build_assistant
+from tests.support.cli import chat
+from tests.support.conversation_stores import postgres_unreachable
 from tests.support.crash_child import CRASH_POINTS, NOT_KILLED, Case
 from tests.support.scripted import ScriptedChatModel, say
-from tests.unit.cli_support import chat
-from tests.unit.tools_support import WRITE_TABLES, lx0112
+from tests.support.tools import WRITE_TABLES, lx0112
 
 CALL_ID = "call-write-1"
 REPLY = "Here is where things stand."
@@ -360,7 +362,7 @@ def opened(staged: Staged) -> Iterator[tuple[TravelAssistant, ScriptedChatModel]
     with ExitStack() as stack:
         stack.callback(database.dispose)
         saver = stack.enter_context(_saver(staged.store))
-        yield TravelAssistant.build(model, saver, db=database, retry_policy=None), model
+        yield build_assistant(database, model, saver, retry_policy=None), model
 
 
 def _saver(store: str) -> AbstractContextManager[BaseCheckpointSaver[Any]]:
@@ -638,16 +640,6 @@ def test_the_terminal_reports_a_write_done_before_the_crash(
 # Conversations on PostgreSQL -------------------------------------------------------------
 
 
-def _postgres_unreachable() -> str | None:
-    import psycopg
-
-    try:
-        with psycopg.connect(_libpq(postgres.server_url()), connect_timeout=3):
-            return None
-    except psycopg.OperationalError as error:
-        return f"PostgreSQL at {postgres.server_url()} is unreachable ({error}); start it"
-
-
 def _libpq(url: str) -> str:
     return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
 
@@ -655,7 +647,7 @@ def _libpq(url: str) -> str:
 @pytest.fixture(scope="module")
 def postgres_store() -> Iterator[str]:
     """A scratch PostgreSQL database for the checkpoints, shared by the module's cases."""
-    reason = _postgres_unreachable()
+    reason = postgres_unreachable()
     if reason is not None:
         pytest.skip(reason)
     from langgraph.checkpoint.postgres import PostgresSaver

@@ -8,16 +8,14 @@ import re
 import signal
 import subprocess
 import sys
-from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from sqlalchemy import select
 
 from db.engine import Database
-from db.fixtures import FIXTURE_FLIGHT_NO, FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO
-from db.models import Flight, TicketFlight
+from db.fixtures import FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO
 from tests.support.fake_openai import FakeOpenAI, Reply, customer_text
+from tests.support.flights import ticket_flight, tomorrow_flight
 
 pexpect = pytest.importorskip("pexpect")
 
@@ -39,28 +37,6 @@ def env_for(home: Path, base_url: str) -> dict[str, str]:
         NO_COLOR="1",
     )
     return env
-
-
-def ticket_flight(database: Database) -> int:
-    with database.session() as session:
-        return session.scalars(
-            select(TicketFlight.flight_id).where(TicketFlight.ticket_no == FIXTURE_TICKET_NO)
-        ).one()
-
-
-def tomorrow_flight(database: Database) -> int:
-    with database.session() as session:
-        current = session.get(Flight, ticket_flight(database))
-        assert current is not None
-        # The next LX0112: it keeps its local time, so not always 24 h later in UTC.
-        return session.scalars(
-            select(Flight.flight_id)
-            .where(
-                Flight.flight_no == FIXTURE_FLIGHT_NO,
-                Flight.scheduled_departure >= current.scheduled_departure + timedelta(hours=12),
-            )
-            .order_by(Flight.scheduled_departure)
-        ).first()
 
 
 def test_e2e_delegation_approval_and_resume(tmp_path: Path) -> None:

@@ -35,12 +35,13 @@ from sqlalchemy.engine import make_url
 
 from conversations.store import ConversationStore
 from db.fixtures import FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO
-from tests.integration.test_terminal_chat import PROGRAM, change_script, spawn, ticket_flight
 from tests.support import postgres
+from tests.support.cli import run
 from tests.support.conversation_stores import postgres_unreachable
 from tests.support.fake_openai import FakeOpenAI, Reply, customer_text
+from tests.support.flights import ticket_flight
+from tests.support.terminal import PROGRAM, change_script, spawn
 from tests.support.web import free_port, parse_sse
-from tests.unit.cli_support import run
 
 pexpect = pytest.importorskip("pexpect")
 
@@ -97,7 +98,7 @@ def test_postgres_cli_chat_approve_leave_resume_decline_and_sessions(
 ) -> None:
     travel, conversations = stores
     home = tmp_path / "home"
-    script, new_flight = change_script(travel, "I will move you to tomorrow's flight.")  # type: ignore[arg-type]
+    script, new_flight = change_script(travel, "I will move you to tomorrow's flight.")
     script += [
         Reply(
             text="I can cancel it.",
@@ -118,7 +119,7 @@ def test_postgres_cli_chat_approve_leave_resume_decline_and_sessions(
         first.expect(pexpect.EOF)
         first.close()
         assert first.exitstatus == 0
-        assert ticket_flight(travel) == new_flight  # type: ignore[arg-type]
+        assert ticket_flight(travel) == new_flight
         text = first.logfile_read.text
         command = shlex.split(text.split("Resume it with: ")[1].splitlines()[0])
         assert command[command.index("--db") + 1] == travel
@@ -140,7 +141,7 @@ def test_postgres_cli_chat_approve_leave_resume_decline_and_sessions(
         second.expect(pexpect.EOF)
         second.close()
         assert second.exitstatus == 0
-    assert ticket_flight(travel) == new_flight  # type: ignore[arg-type]  # still there
+    assert ticket_flight(travel) == new_flight  # still there
     last = server.requests[-1]["messages"]
     assert any(m["role"] == "tool" and DECLINE_REASON in str(m["content"]) for m in last)
     assert [customer_text(m["content"]) for m in last if m["role"] == "user"] == [

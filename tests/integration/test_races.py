@@ -41,8 +41,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Select, create_engine, func, select
-from sqlalchemy.exc import OperationalError
+from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session
 
 from db.clock import fixed_clock
@@ -69,6 +68,7 @@ from db.models import (
 )
 from tests.conftest import FIXED_NOW
 from tests.support import forkserver, postgres
+from tests.support.conversation_stores import postgres_unreachable
 from tests.support.race_child import Call, Forget, Job, Outcome, Unready, serve
 
 RACERS = 6
@@ -165,26 +165,10 @@ def racers() -> Iterator[Racers]:
 # One database per engine ---------------------------------------------------------------
 
 
-def _postgres_unreachable() -> str | None:
-    """Say why the test server cannot be used, or ``None`` when it answers."""
-    engine = create_engine(postgres.server_url(), connect_args={"connect_timeout": 3})
-    try:
-        with engine.connect():
-            return None
-    except OperationalError as error:
-        cause = str(error.orig).strip().splitlines()[0] if str(error.orig).strip() else "no answer"
-        return (
-            f"PostgreSQL at {engine.url.render_as_string()} is unreachable ({cause}); start "
-            f"it, or set {postgres.SERVER_ENV} to a server, to run the PostgreSQL races"
-        )
-    finally:
-        engine.dispose()
-
-
 @pytest.fixture(scope="module")
 def postgres_template(request: pytest.FixtureRequest) -> Iterator[str]:
     """The name of a built PostgreSQL database to copy: the run's own, or one built here."""
-    reason = _postgres_unreachable()
+    reason = postgres_unreachable()
     if reason is not None:
         pytest.skip(reason)
     if request.config.getoption("--engine") == "postgresql":

@@ -10,7 +10,6 @@ a connection dropped mid-stream, a stream that never ends. Each test drives
 
 from __future__ import annotations
 
-import io
 import threading
 import time
 from collections.abc import Iterator
@@ -20,17 +19,13 @@ from typing import Any
 import openai
 import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
-from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import RetryPolicy
-from prompt_toolkit.input import create_pipe_input
-from prompt_toolkit.output import DummyOutput
 from sqlalchemy import select
 
 from assistants.assistant import is_cut_off
 from assistants.models import ModelSettings, build_chat_models
 from assistants.prompts import CUT_OFF_ACTION_NOTE, CUT_OFF_NOTE
 from assistants.providers import describe_provider_error, is_transient_provider_error, time_limit
-from cli import Console, Overrides, main
 from conversations.assistant import (
     ModelProviderError,
     Thread,
@@ -39,11 +34,11 @@ from conversations.assistant import (
     TurnCancelledError,
     is_cancel_note,
 )
-from db.clock import fixed_clock
 from db.engine import Database
 from db.fixtures import FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO
 from db.models import Ticket
-from tests.conftest import FIXED_NOW
+from tests.support.assistants import build_assistant
+from tests.support.cli import chat, chat_args
 from tests.support.fake_openai import (
     Drop,
     Endless,
@@ -78,7 +73,7 @@ def settings(server: FakeOpenAI, **env: str) -> ModelSettings:
 
 def assistant_for(server: FakeOpenAI, db: Database, **env: str) -> TravelAssistant:
     models = build_chat_models(settings(server, **env))
-    return TravelAssistant.build(models, InMemorySaver(), db=db, retry_policy=TWO_QUICK_ATTEMPTS)
+    return build_assistant(db, models, retry_policy=TWO_QUICK_ATTEMPTS)
 
 
 def streamed(events: Iterator[Any]) -> str:
@@ -251,25 +246,18 @@ def test_the_terminal_shows_why_and_does_not_promise_a_retry_will_work(
     with FakeOpenAI([Fail(401, "Invalid API key provided: test-key")]) as server:
         monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
         monkeypatch.setenv("OPENAI_API_KEY", "test-key")
-        out, err = io.StringIO(), io.StringIO()
-        with create_pipe_input() as pipe:
-            pipe.send_text("Hello\n")
-            pipe.close()
-            overrides = Overrides(
-                pt_input=pipe,
-                pt_output=DummyOutput(),
-                console=Console(out=out, err=err),
-                clock=fixed_clock(FIXED_NOW),
-            )
-            argv = ["--home", str(tmp_path / "app"), "chat", "--passenger-id"]
-            argv += [FIXTURE_PASSENGER_ID, "--db", str(db_path), "--max-tokens", "77"]
-            code = main(argv, overrides)
-    assert code == 0, err.getvalue()
+        result = chat(
+            chat_args(db_path, FIXTURE_PASSENGER_ID, "--max-tokens", "77"),
+            ["Hello"],
+            None,
+            tmp_path / "app",
+        )
+    assert result.code == 0, result.err
     assert (
         "The model server rejected the API key (HTTP 401): Invalid API key provided: test-key. "
         "Sending it again will not help: check OPENAI_API_KEY. Your conversation is saved."
-    ) in err.getvalue()
-    assert "send your message again" not in err.getvalue()
+    ) in result.err
+    assert "send your message again" not in result.err
     assert server.requests[0]["max_tokens"] == 77
 
 

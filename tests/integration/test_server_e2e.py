@@ -26,6 +26,7 @@ from db.engine import Database
 from db.fixtures import FIXTURE_PASSENGER_ID
 from server.auth import SECRET_FILE
 from tests.support.fake_openai import FakeOpenAI, Reply
+from tests.support.flights import ticket_flight
 from tests.support.web import (
     DECLINE_REASON,
     FLIGHT_REQUEST,
@@ -41,7 +42,6 @@ from tests.support.web import (
     hotel_bookings,
     parse_sse,
     plan_trip,
-    ticket_flight,
 )
 
 

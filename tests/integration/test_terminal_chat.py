@@ -10,128 +10,21 @@ Markdown reply is rendered; leaving prints a resume line that repeats ``--home``
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
-import shutil
 import signal
-import sys
 import time
-from collections.abc import Iterator
-from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
-from sqlalchemy import select
 
-from db.engine import Database
-from db.fixtures import FIXTURE_FLIGHT_NO, FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO
-from db.models import Flight, TicketFlight
+from db.fixtures import FIXTURE_PASSENGER_ID
+from tests.support.cli import chat_args
 from tests.support.fake_openai import FakeOpenAI, Reply, customer_text
+from tests.support.flights import ticket_flight
+from tests.support.terminal import PASSENGER_ID, TerminalLog, change_script, roles, spawn
 
 pexpect = pytest.importorskip("pexpect")
-
-_STYLES = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
-ESCAPES = re.compile(rf"{_STYLES.pattern}|\r")  # styles, and the carriage returns too
-PROGRAM = Path(sys.executable).parent / "travel-assistant"
-
-
-@pytest.fixture(scope="module")
-def built_db(real_clock_db: Path) -> Path:
-    """A travel database built at the real clock (the program reads the real time)."""
-    return real_clock_db  # built once per run (tests/integration/conftest.py); tests copy it
-
-
-@pytest.fixture
-def files(built_db: Path, tmp_path: Path) -> Iterator[tuple[Path, Path]]:
-    """A home folder and a private copy of the database, outside the home."""
-    home = tmp_path / "home"
-    db = tmp_path / "data" / "travel.sqlite"
-    db.parent.mkdir()
-    shutil.copyfile(built_db, db)
-    yield home, db
-
-
-def spawn(server: FakeOpenAI, args: list[str], *, columns: int = 100, color: bool = True) -> Any:
-    env = {
-        k: v for k, v in os.environ.items() if not k.startswith(("OPENAI", "TAVILY", "NO_COLOR"))
-    }
-    env.update(
-        OPENAI_BASE_URL=server.base_url,
-        OPENAI_API_KEY="test-key",
-        TRAVEL_ASSISTANT_MODEL="scripted",
-        PROMPT_TOOLKIT_NO_CPR="1",
-        TERM="xterm-256color",
-    )
-    if not color:
-        env["NO_COLOR"] = "1"
-    child = pexpect.spawn(
-        str(PROGRAM),
-        args,
-        env=env,
-        encoding="utf-8",
-        timeout=20,
-        dimensions=(40, columns),
-        preexec_fn=_default_signals,
-    )
-    child.logfile_read = _Log()
-    return child
-
-
-def _default_signals() -> None:
-    """Give the program the signals' default actions, as a terminal starting it does.
-
-    Dispositions set to "ignore" are inherited: under ``nohup``, or started in the
-    background by a script, the test run ignores SIGHUP (or SIGINT), and so would the
-    program, which then outlives the terminal it lost.
-    """
-    for number in (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT):
-        signal.signal(number, signal.SIG_DFL)
-
-
-class _Log:
-    """Everything the terminal received."""
-
-    def __init__(self) -> None:
-        self.parts: list[str] = []
-
-    def write(self, text: str) -> None:
-        self.parts.append(text)
-
-    def flush(self) -> None:
-        return
-
-    @property
-    def text(self) -> str:
-        return ESCAPES.sub("", "".join(self.parts))
-
-    @property
-    def raw(self) -> str:
-        return "".join(self.parts)
-
-    @property
-    def drawn_lines(self) -> list[str]:
-        """Each line as drawn: a carriage return starts the line again (a redraw)."""
-        return re.split(r"[\r\n]", _STYLES.sub("", self.raw))
-
-
-def chat_args(home: Path, db: Path, *extra: str) -> list[str]:
-    # The global options after the command, and the passenger id without its space.
-    return [
-        "chat",
-        "--passenger-id",
-        FIXTURE_PASSENGER_ID.replace(" ", ""),
-        "--home",
-        str(home),
-        "--db",
-        str(db),
-        *extra,
-    ]
-
-
-def roles(request: dict[str, Any]) -> list[str]:
-    return [m["role"] for m in request["messages"] if m["role"] != "system"]
 
 
 def test_terminal_ctrl_c_cancels_the_turn_and_the_chat_goes_on(
@@ -141,7 +34,7 @@ def test_terminal_ctrl_c_cancels_the_turn_and_the_chat_goes_on(
     long_reply = " ".join(f"word{i}" for i in range(300))
     script = [Reply(text=long_reply), Reply(text="I am **still here**:\n\n- ask me\n- anything")]
     with FakeOpenAI(script, chunk_delay=0.05) as server:
-        child = spawn(server, chat_args(home, db))
+        child = spawn(server, chat_args(db, PASSENGER_ID, home=home))
         child.expect("you>")
         child.send("cancel my ticket")
         child.sendcontrol("c")  # a half-typed line: cleared, nothing sent
@@ -164,7 +57,7 @@ def test_terminal_ctrl_c_cancels_the_turn_and_the_chat_goes_on(
         child.expect(pexpect.EOF)
         child.close()
     assert child.exitstatus == 0
-    log: _Log = child.logfile_read
+    log: TerminalLog = child.logfile_read
     command = shlex.split(log.text.split("Resume it with: ")[1].splitlines()[0])
     assert "Traceback" not in log.text
     assert "word100" not in log.text  # the stream stopped
@@ -176,54 +69,6 @@ def test_terminal_ctrl_c_cancels_the_turn_and_the_chat_goes_on(
     assert command[command.index("--passenger-id") + 1] == FIXTURE_PASSENGER_ID
 
 
-def tomorrow_flight(db: Path) -> int:
-    database = Database.from_url(str(db))
-    try:
-        with database.session() as session:
-            segment = session.scalars(
-                select(TicketFlight).where(TicketFlight.ticket_no == FIXTURE_TICKET_NO)
-            ).one()
-            current = session.get(Flight, segment.flight_id)
-            assert current is not None
-            flight_id: int = session.scalars(
-                select(Flight.flight_id)
-                .where(
-                    Flight.flight_no == FIXTURE_FLIGHT_NO,
-                    Flight.scheduled_departure >= current.scheduled_departure + timedelta(hours=12),
-                )
-                .order_by(Flight.scheduled_departure)
-            ).first()
-            return flight_id
-    finally:
-        database.dispose()
-
-
-def ticket_flight(db: Path) -> int:
-    database = Database.from_url(str(db))
-    try:
-        with database.session() as session:
-            flight_id: int = session.scalars(
-                select(TicketFlight.flight_id).where(TicketFlight.ticket_no == FIXTURE_TICKET_NO)
-            ).one()
-            return flight_id
-    finally:
-        database.dispose()
-
-
-def change_script(db: Path, reply: str) -> tuple[list[Reply], int]:
-    """A hand-over, a change of the fixture ticket to tomorrow, an answer; and the flight."""
-    new_flight = tomorrow_flight(db)
-    change = (
-        "update_ticket_to_new_flight",
-        {"ticket_no": FIXTURE_TICKET_NO, "new_flight_id": new_flight},
-    )
-    return [
-        Reply(tool_calls=[("ToFlightBookingAssistant", {"request": "fly tomorrow"})]),
-        Reply(text=reply, tool_calls=[change]),
-        Reply(text="Done: your ticket is on tomorrow's flight."),
-    ], new_flight
-
-
 def test_terminal_at_60_columns_everything_fits(files: tuple[Path, Path]) -> None:
     home, db = files
     reply = (
@@ -232,7 +77,7 @@ def test_terminal_at_60_columns_everything_fits(files: tuple[Path, Path]) -> Non
     )
     script, new_flight = change_script(db, reply)
     with FakeOpenAI(script) as server:
-        child = spawn(server, chat_args(home, db), columns=60, color=False)
+        child = spawn(server, chat_args(db, PASSENGER_ID, home=home), columns=60, color=False)
         child.expect("you>")
         child.send("Please move my flight to tomorrow\r")
         child.expect("Approve this action")
@@ -242,7 +87,7 @@ def test_terminal_at_60_columns_everything_fits(files: tuple[Path, Path]) -> Non
         child.send("exit\r")
         child.expect(pexpect.EOF)
         child.close()
-    log: _Log = child.logfile_read
+    log: TerminalLog = child.logfile_read
     lines = log.text.split("\n")
     box = lines[
         next(i for i, line in enumerate(lines) if line.startswith("╭")) : next(
@@ -272,7 +117,7 @@ def test_terminal_lost_terminal_leaves_the_action_pending(files: tuple[Path, Pat
     before = ticket_flight(db)
     script, new_flight = change_script(db, "I will move you to tomorrow's flight.")
     with FakeOpenAI(script) as server:
-        first = spawn(server, chat_args(home, db))
+        first = spawn(server, chat_args(db, PASSENGER_ID, home=home))
         first.expect("you>")
         first.send("Please move my flight to tomorrow\r")
         first.expect("Approve this action")
@@ -281,7 +126,7 @@ def test_terminal_lost_terminal_leaves_the_action_pending(files: tuple[Path, Pat
         first.close()
         assert ticket_flight(db) == before  # not run
 
-        second = spawn(server, chat_args(home, db, "--continue"))
+        second = spawn(server, chat_args(db, PASSENGER_ID, "--continue", home=home))
         second.expect("Please move my flight to tomorrow")  # the last exchange
         second.expect("Approval needed")  # asked again
         second.expect("Approve this action")
@@ -303,7 +148,7 @@ def test_terminal_missing_policy_file_stops_at_start_up(
     empty.mkdir()
     monkeypatch.setenv("TRAVEL_ASSISTANT_DATA", str(empty))  # no policy.md in it
     with FakeOpenAI([]) as server:
-        child = spawn(server, chat_args(home, db), color=False)
+        child = spawn(server, chat_args(db, PASSENGER_ID, home=home), color=False)
         child.expect(pexpect.EOF)
         child.close()
     text = " ".join(child.logfile_read.text.split())  # as one line, however it wrapped

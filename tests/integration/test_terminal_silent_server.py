@@ -12,12 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_terminal_chat import _Log, built_db, chat_args, files, roles, spawn
+from tests.support.cli import chat_args
 from tests.support.fake_openai import FakeOpenAI, Reply, Silent
+from tests.support.terminal import PASSENGER_ID, TerminalLog, roles, spawn
 
 pexpect = pytest.importorskip("pexpect")
-
-__all__ = ["built_db", "files"]  # the fixtures this module borrows
 
 
 def test_terminal_ctrl_c_while_the_server_is_silent_cancels_at_once(
@@ -26,7 +25,7 @@ def test_terminal_ctrl_c_while_the_server_is_silent_cancels_at_once(
     home, db = files
     script = [Silent(Reply(text="Too late."), seconds=6), Reply(text="Here I am now.")]
     with FakeOpenAI(script) as server:
-        child = spawn(server, chat_args(home, db))
+        child = spawn(server, chat_args(db, PASSENGER_ID, home=home))
         child.expect("you>")
         child.send("hello\r")
         child.expect("Thinking")
@@ -46,7 +45,7 @@ def test_terminal_ctrl_c_while_the_server_is_silent_cancels_at_once(
         child.close()
     assert waited < 2, f"Ctrl-C took {waited:.1f} s against a silent server"
     assert child.exitstatus == 0
-    log: _Log = child.logfile_read
+    log: TerminalLog = child.logfile_read
     assert "Traceback" not in log.text
     assert "Too late" not in log.text
     assert roles(server.requests[-1]) == ["user", "assistant", "user"]

@@ -17,6 +17,7 @@ import pytest
 
 from db.engine import Database
 from db.fixtures import FIXTURE_PASSENGER_ID
+from tests.support.flights import ticket_flight
 from tests.support.scripted import ScriptedChatModel
 from tests.support.web import (
     DECLINE_REASON,
@@ -28,7 +29,6 @@ from tests.support.web import (
     flight_then_hotel_script,
     hotel_bookings,
     plan_trip,
-    ticket_flight,
 )
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"

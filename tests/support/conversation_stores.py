@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from sqlalchemy.engine import make_url
 
 from tests.support import postgres
 
@@ -22,15 +23,17 @@ def postgres_unreachable() -> str | None:
     try:
         import psycopg
     except ImportError:
-        return 'psycopg is not installed (pip install -e ".[postgres]")'
+        # The default run needs only the ``dev`` extra: without the driver, skip.
+        return 'psycopg is not installed: pip install -e ".[postgres]" to run the PostgreSQL tests'
     url = postgres.server_url()
     try:
         with psycopg.connect(postgres._libpq(url), connect_timeout=3):
             return None
     except psycopg.Error as error:
         cause = str(error).strip().splitlines()[0] if str(error).strip() else "no answer"
+        shown = make_url(url).render_as_string()  # the password hidden
         return (
-            f"PostgreSQL is unreachable ({cause}); start it, or set "
+            f"PostgreSQL at {shown} is unreachable ({cause}); start it, or set "
             f"{postgres.SERVER_ENV} to a server, to run the PostgreSQL tests"
         )
 

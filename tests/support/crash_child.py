@@ -179,9 +179,10 @@ def run(case: Case) -> None:
         log = os.open(case.log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         os.dup2(log, 2)
         os.close(log)
-    from conversations.assistant import Decision, Thread, TravelAssistant
+    from conversations.assistant import Decision, Thread
     from db.clock import fixed_clock
     from db.engine import Database
+    from tests.support.assistants import build_assistant
     from tests.support.scripted import ScriptedChatModel
 
     calls: list[Callable[[list[BaseMessage]], AIMessage] | AIMessage] = [
@@ -192,7 +193,7 @@ def run(case: Case) -> None:
     model = ScriptedChatModel(script=list(calls))
     database = Database.from_url(case.db_url, clock=fixed_clock(case.now))
     with _store(case) as saver:
-        assistant = TravelAssistant.build(model, saver, db=database, retry_policy=None)
+        assistant = build_assistant(database, model, saver, retry_policy=None)
         thread = Thread(case.thread_id, case.passenger_id)
         list(assistant.send(thread, case.text))
         pending = assistant.pending_actions(thread)

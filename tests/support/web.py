@@ -26,7 +26,6 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.checkpoint.sqlite import SqliteSaver
 from sqlalchemy import select
 
-from conversations.assistant import TravelAssistant
 from conversations.sessions import SessionRegistry
 from db.engine import Database
 from db.fixtures import FIXTURE_FLIGHT_NO, FIXTURE_TICKET_NO
@@ -35,6 +34,7 @@ from evaluation import Resolver
 from server.app import create_app
 from server.auth import TokenSigner
 from server.service import ConversationService
+from tests.support.assistants import build_assistant
 from tests.support.scripted import ScriptedChatModel, call, say
 
 SECRET = "test-secret-" + "x" * 40
@@ -48,7 +48,7 @@ def build_service(
     sessions_path.parent.mkdir(parents=True, exist_ok=True)
     saver = SqliteSaver(sqlite3.connect(sessions_path, check_same_thread=False))
     saver.setup()
-    assistant = TravelAssistant.build(model, saver, db=db, **build)
+    assistant = build_assistant(db, model, saver, **build)
     return ConversationService(assistant, SessionRegistry.open(sessions_path))
 
 
@@ -211,14 +211,6 @@ class EchoModel(ScriptedChatModel):
         last = next((m for m in reversed(messages) if isinstance(m, HumanMessage)), None)
         text = str(last.content)[:40] if last is not None else ""
         return AIMessage(content=f"Noted: {text}")
-
-
-def ticket_flight(db: Database) -> int:
-    """Return the flight the fixture ticket is on now."""
-    with db.session() as session:
-        return session.scalars(
-            select(TicketFlight.flight_id).where(TicketFlight.ticket_no == FIXTURE_TICKET_NO)
-        ).one()
 
 
 def stream_events(lines: Iterator[str]) -> list[Event]:

@@ -80,7 +80,6 @@ def test_the_window_keeps_a_long_current_turn_whole() -> None:
 
 import pytest  # noqa: E402
 from langchain_openai import ChatOpenAI  # noqa: E402
-from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
 
 from assistants import context  # noqa: E402
 from assistants.assistant import (  # noqa: E402
@@ -92,11 +91,12 @@ from assistants.assistant import (  # noqa: E402
 from assistants.context import REQUEST_OVERHEAD, tools_tokens  # noqa: E402
 from assistants.prompts import CUT_OFF_ACTION_NOTE, CUT_OFF_NOTE  # noqa: E402
 from assistants.specialists import build_crew  # noqa: E402
-from conversations.assistant import Decision, Thread, TravelAssistant  # noqa: E402
+from conversations.assistant import Decision, Thread  # noqa: E402
 from db.clock import fixed_clock  # noqa: E402
 from db.engine import Database  # noqa: E402
 from db.fixtures import FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO  # noqa: E402
 from tests.conftest import FIXED_NOW  # noqa: E402
+from tests.support.assistants import build_assistant  # noqa: E402
 from tests.support.scripted import ScriptedChatModel, say  # noqa: E402
 from tests.support.strict_chat import check  # noqa: E402
 
@@ -119,10 +119,6 @@ def cut(text: str, name: str = "", args: str = "") -> AIMessage:
     return AIMessage(
         content=text, invalid_tool_calls=calls, response_metadata={"finish_reason": "length"}
     )
-
-
-def graph_for(model: ScriptedChatModel, db: Database) -> TravelAssistant:
-    return TravelAssistant.build(model, InMemorySaver(), db=db, retry_policy=None)
 
 
 def test_mark_cut_off_keeps_the_text_drops_the_calls_and_says_so() -> None:
@@ -151,7 +147,7 @@ def test_mark_cut_off_keeps_the_text_drops_the_calls_and_says_so() -> None:
 
 def test_a_reply_cut_at_the_limit_is_kept_with_a_note(travel_db: Database) -> None:
     model = ScriptedChatModel(script=[cut("Within twenty-four hours of booking you")])
-    assistant = graph_for(model, travel_db)
+    assistant = build_assistant(travel_db, model, retry_policy=None)
     list(assistant.send(THREAD, "Can I cancel for free?"))
     last = assistant.messages(THREAD)[-1]
     assert last.content == f"Within twenty-four hours of booking you\n\n{CUT_OFF_NOTE}"
@@ -167,7 +163,7 @@ def test_a_tool_call_cut_at_the_limit_never_runs(travel_db: Database) -> None:
             cut("Cancelling now.", "cancel_ticket", '{"ticket_no": "' + FIXTURE_TICKET_NO[:8]),
         ]
     )
-    assistant = graph_for(model, travel_db)
+    assistant = build_assistant(travel_db, model, retry_policy=None)
     list(assistant.send(THREAD, "Cancel my ticket"))
     assert assistant.pending_actions(THREAD) == []
     messages = assistant.messages(THREAD)
@@ -180,7 +176,7 @@ def test_a_tool_call_cut_at_the_limit_never_runs(travel_db: Database) -> None:
 
 def test_asking_again_goes_into_the_system_prompt(travel_db: Database) -> None:
     model = ScriptedChatModel(script=[say(""), say("Hello!")])
-    assistant = graph_for(model, travel_db)
+    assistant = build_assistant(travel_db, model, retry_policy=None)
     list(assistant.send(THREAD, "hi"))
     first, second = model.received
     assert second[1:] == first[1:]  # the same conversation, no extra customer message
@@ -190,7 +186,7 @@ def test_asking_again_goes_into_the_system_prompt(travel_db: Database) -> None:
 
 def test_requests_fit_the_models_context_window(travel_db: Database) -> None:
     model = SmallWindow()
-    assistant = graph_for(model, travel_db)
+    assistant = build_assistant(travel_db, model, retry_policy=None)
     for index in range(25):
         model.extend(say(f"Answer {index}: " + "lorem ipsum dolor sit amet " * 20))
         list(assistant.send(THREAD, f"Question {index}: " + "please tell me more " * 20))
@@ -250,7 +246,7 @@ def test_the_request_after_an_answered_approval_is_valid(
             say("Done."),
         ]
     )
-    assistant = graph_for(model, travel_db)
+    assistant = build_assistant(travel_db, model, retry_policy=None)
     list(assistant.send(THREAD, "Cancel my ticket"))
     list(assistant.resolve(THREAD, {cancel["id"]: Decision(approve)}))
     assert all(not check(request) for request in model.received)
@@ -260,7 +256,7 @@ def test_the_window_moves_in_blocks_of_turns_so_the_prompt_start_repeats(
     travel_db: Database,
 ) -> None:
     model = SmallWindow()
-    assistant = graph_for(model, travel_db)
+    assistant = build_assistant(travel_db, model, retry_policy=None)
     for index in range(30):  # a window holds about ten of these turns
         model.extend(say(f"Answer {index}: " + "lorem ipsum dolor sit amet " * 6))
         list(assistant.send(THREAD, f"Question {index}: " + "please tell me more " * 6))

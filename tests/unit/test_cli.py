@@ -4,63 +4,22 @@ from __future__ import annotations
 
 import io
 import sqlite3
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from langgraph.checkpoint.sqlite import SqliteSaver
-from prompt_toolkit.input import create_pipe_input
-from prompt_toolkit.output import DummyOutput
-from sqlalchemy import select
 
 from cli import Console, Overrides, main
-from conversations.assistant import Thread, TravelAssistant
+from conversations.assistant import Thread
 from conversations.sessions import SessionRegistry
 from db.clock import fixed_clock
 from db.engine import Database
-from db.fixtures import FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO, FLOWN_PASSENGER_ID
-from db.models import TicketFlight
-from graph import build_graph
+from db.fixtures import FIXTURE_PASSENGER_ID, FLOWN_PASSENGER_ID
 from tests.conftest import FIXED_NOW
+from tests.support.assistants import build_assistant
+from tests.support.cli import chat, chat_args
+from tests.support.flights import change_call, ticket_flight
 from tests.support.scripted import ScriptedChatModel, call, say
-from tests.unit.test_graph import change_call
-
-
-@dataclass
-class Result:
-    code: int
-    out: str
-    err: str
-
-
-def chat(argv: list[str], lines: list[str], model: ScriptedChatModel | None, home: Path) -> Result:
-    out, err = io.StringIO(), io.StringIO()
-    with create_pipe_input() as pipe:
-        pipe.send_text("".join(line + "\n" for line in lines))
-        pipe.close()  # the end of the script is the end of input (Ctrl-D)
-        overrides = Overrides(
-            model_factory=(lambda _name: model) if model is not None else None,
-            pt_input=pipe,
-            pt_output=DummyOutput(),
-            console=Console(out=out, err=err),
-            clock=fixed_clock(FIXED_NOW),
-        )
-        code = main(["--home", str(home), *argv], overrides)
-    return Result(code, out.getvalue(), err.getvalue())
-
-
-def chat_args(db_path: Path, passenger: str = FIXTURE_PASSENGER_ID, *extra: str) -> list[str]:
-    return ["chat", "--passenger-id", passenger, "--db", str(db_path), *extra]
-
-
-def segment_flight(db_path: Path) -> int:
-    database = Database.from_url(str(db_path))
-    with database.session() as session:
-        flight_id = session.scalars(
-            select(TicketFlight.flight_id).where(TicketFlight.ticket_no == FIXTURE_TICKET_NO)
-        ).one()
-    database.dispose()
-    return flight_id
 
 
 def test_cli_full_conversation_approve_and_deny(
@@ -92,7 +51,7 @@ def test_cli_full_conversation_approve_and_deny(
     assert "Your flight is changed." in result.out
     assert "Approval needed" in result.out
     assert "assistant (flights)> " in result.out
-    assert segment_flight(db_path) == first["args"]["new_flight_id"]
+    assert ticket_flight(db_path) == first["args"]["new_flight_id"]
     denial = [m for m in model.received[-1] if getattr(m, "tool_call_id", None) == second["id"]]
     assert denial and "too late in the week" in str(denial[0].content)
     assert "--thread-id" in result.err
@@ -107,10 +66,10 @@ def test_cli_eof_at_approval_denies(
         say("", change),
         say("Nothing was changed."),
     )
-    before = segment_flight(db_path)
+    before = ticket_flight(db_path)
     result = chat(chat_args(db_path), ["move my flight"], model, home)
     assert result.code == 0
-    assert segment_flight(db_path) == before
+    assert ticket_flight(db_path) == before
     assert "declined" in result.err
 
 
@@ -128,7 +87,7 @@ def test_cli_resume_asks_pending_approval_again(
     first = ScriptedChatModel(
         script=[say("", call("ToFlightBookingAssistant", {"request": "m"})), say("", change)]
     )
-    api = TravelAssistant(build_graph(first, saver, db=fixed_db), fixed_db)
+    api = build_assistant(fixed_db, first, saver)
     list(api.send(Thread("t-9", FIXTURE_PASSENGER_ID), "move my flight"))
     connection.close()
 
@@ -139,7 +98,7 @@ def test_cli_resume_asks_pending_approval_again(
     assert result.code == 0, result.err
     assert "you> move my flight" in result.out  # the last exchange is shown
     assert "Approval needed" in result.out
-    assert segment_flight(db_path) == change["args"]["new_flight_id"]
+    assert ticket_flight(db_path) == change["args"]["new_flight_id"]
     assert "Done, you fly tomorrow." in result.out
 
 

@@ -2,28 +2,23 @@
 
 The README promises that Enter (an empty answer) declines, like ``n``, Ctrl-D or
 anything that is not ``y``/``yes``. Driven through ``cli.main([...])`` with piped input
-and a scripted model, as in ``test_cli.py`` (the minimum of its setup is repeated here).
+and a scripted model, as in ``test_cli.py`` (``tests.support.cli.chat``).
 """
 
 from __future__ import annotations
 
-import io
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from langchain_core.messages import ToolMessage
-from prompt_toolkit.input import create_pipe_input
-from prompt_toolkit.output import DummyOutput
 from sqlalchemy import select
 
-from cli import Console, Overrides, main
-from db.clock import fixed_clock
 from db.engine import Database
-from db.fixtures import FIXTURE_FLIGHT_NO, FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO
+from db.fixtures import FIXTURE_FLIGHT_NO, FIXTURE_TICKET_NO
 from db.models import Flight, Payment, TicketFlight
-from tests.conftest import FIXED_NOW
+from tests.support.cli import chat, chat_args
 from tests.support.scripted import ScriptedChatModel, call, say
 
 APPROVAL_PROMPT = "Approve this action? [y/N] "
@@ -32,22 +27,10 @@ REASON_PROMPT = "Why not?"
 
 def run_chat(db_path: Path, home: Path, model: ScriptedChatModel, lines: list[str]) -> str:
     """Run ``travel-assistant chat`` on piped ``lines``; return stderr (exit code 0)."""
-    out, err = io.StringIO(), io.StringIO()
-    with create_pipe_input() as pipe:
-        pipe.send_text("".join(line + "\n" for line in lines))
-        pipe.close()
-        overrides = Overrides(
-            model_factory=lambda _name: model,
-            pt_input=pipe,
-            pt_output=DummyOutput(),
-            console=Console(out=out, err=err),
-            clock=fixed_clock(FIXED_NOW),
-        )
-        argv = ["--home", str(home), "chat", "--passenger-id", FIXTURE_PASSENGER_ID]
-        code = main([*argv, "--db", str(db_path)], overrides)
-    assert code == 0, err.getvalue()
-    assert "Approval needed" in out.getvalue()
-    return err.getvalue()
+    result = chat(chat_args(db_path), lines, model, home)
+    assert result.code == 0, result.err
+    assert "Approval needed" in result.out
+    return result.err
 
 
 def ticket_state(db_path: Path) -> tuple[list[int], int]:

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import signal
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
-from langgraph.checkpoint.memory import InMemorySaver
 
 from assistants.approvals import facts_of
 from conversations.assistant import (
@@ -31,20 +31,18 @@ from conversations.assistant import (
 )
 from db.engine import Database
 from db.fixtures import FIXTURE_PASSENGER_ID
-from graph import build_graph
+from tests.support.assistants import build_assistant
+from tests.support.cli import chat, chat_args, leave_pending_approval
+from tests.support.flights import change_call, ticket_flight
 from tests.support.scripted import ScriptedChatModel, call, say
-from tests.unit.cli_support import chat, chat_args
-from tests.unit.test_cli import segment_flight
-from tests.unit.test_cli_sessions import leave_pending_approval
-from tests.unit.test_graph import change_call
 
 THREAD = Thread("t-cancel", FIXTURE_PASSENGER_ID)
 LONG_REPLY = " ".join(f"word{i}" for i in range(200))
 
 
 @pytest.fixture
-def api(model: ScriptedChatModel, fixed_db: Database) -> TravelAssistant:
-    return TravelAssistant(build_graph(model, InMemorySaver(), db=fixed_db), fixed_db)
+def api(make_assistant: Callable[..., TravelAssistant], fixed_db: Database) -> TravelAssistant:
+    return make_assistant(db=fixed_db)
 
 
 def cancelling(event: threading.Event, reply: AIMessage) -> Any:
@@ -151,12 +149,12 @@ def test_cancel_before_an_approved_write_does_not_write(
     model.extend(say("", call("ToFlightBookingAssistant", {"request": "m"})), say("", change))
     list(api.send(THREAD, "move my flight"))
     [action] = api.pending_actions(THREAD)
-    before = segment_flight(db_path)
+    before = ticket_flight(db_path)
     cancel = threading.Event()
     cancel.set()  # Ctrl-C as the customer pressed y
     with pytest.raises(TurnCancelledError):
         list(api.resolve(THREAD, {action.tool_call_id: Decision(True)}, cancel=cancel))
-    assert segment_flight(db_path) == before
+    assert ticket_flight(db_path) == before
     assert api.pending_actions(THREAD) == []
     answer = next(
         m
@@ -224,7 +222,7 @@ def test_cli_resume_after_a_process_died_mid_turn(
 
     connection = sqlite3.connect(home / "sessions.sqlite", check_same_thread=False)
     crashing = ScriptedChatModel(script=[RuntimeError("the process died")])
-    api = TravelAssistant(build_graph(crashing, SqliteSaver(connection), db=fixed_db), fixed_db)
+    api = build_assistant(fixed_db, crashing, SqliteSaver(connection))
     thread = Thread(thread_id, FIXTURE_PASSENGER_ID)
     with pytest.raises(RuntimeError):
         list(api.send(thread, "hello?"))

@@ -17,10 +17,9 @@ from db.engine import Database
 from db.fixtures import FIXTURE_TICKET_NO, FULL_FLIGHT_DAY_OFFSET
 from db.models import Flight
 from tests.conftest import FIXED_NOW
+from tests.support.cli import chat, chat_args
+from tests.support.flights import change_call, fixture_segment, ticket_flight
 from tests.support.scripted import ScriptedChatModel, call, say
-from tests.unit.cli_support import chat, chat_args
-from tests.unit.test_cli import segment_flight
-from tests.unit.test_graph import change_call, fixture_segment
 
 MODEL_WORDS = (
     "search_flights",
@@ -53,7 +52,7 @@ def test_cli_refused_action_is_explained_not_asked(
         say("Moving you.", full),
         say("That flight is full; shall I look at other days?"),
     )
-    before = segment_flight(db_path)
+    before = ticket_flight(db_path)
     result = chat(chat_args(db_path), ["move me to that flight", "exit"], model, home)
     assert result.code == 0, result.err
     shown = result.out + result.err
@@ -62,7 +61,7 @@ def test_cli_refused_action_is_explained_not_asked(
     assert "no Economy seat left" in result.out  # the reason, in plain words
     for words in MODEL_WORDS:
         assert words not in shown, words
-    assert segment_flight(db_path) == before
+    assert ticket_flight(db_path) == before
     told = answer_for(model, full["id"])
     assert told.status == "error"
     assert "was not asked to approve it" in str(told.content)
@@ -165,4 +164,4 @@ def test_cli_approved_action_that_fails_is_reported_in_customer_words(
     shown = result.out + result.err
     for words in MODEL_WORDS:
         assert words not in shown, words
-    assert segment_flight(db_path) == first["args"]["new_flight_id"]
+    assert ticket_flight(db_path) == first["args"]["new_flight_id"]

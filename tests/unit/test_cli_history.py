@@ -15,14 +15,14 @@ from pathlib import Path
 from langchain_core.messages import ToolMessage
 
 from assistants.approvals import facts_of
-from conversations.assistant import Thread, TravelAssistant
+from conversations.assistant import Thread
 from conversations.store import sqlite_checkpointer
 from db.engine import Database
 from db.fixtures import FIXTURE_PASSENGER_ID, FLOWN_PASSENGER_ID
+from tests.support.assistants import build_assistant
+from tests.support.cli import chat, chat_args, customer_messages, thread_of
+from tests.support.flights import change_call
 from tests.support.scripted import ScriptedChatModel, call, say
-from tests.unit.cli_support import chat, chat_args, customer_messages
-from tests.unit.test_cli_sessions import thread_of
-from tests.unit.test_graph import change_call
 
 
 def history_files(home: Path) -> dict[str, str]:
@@ -129,8 +129,8 @@ def test_cli_history_shows_each_approval_with_amount_and_reason(
     # customer saw, as the HTTP API's history reads it.
     connection = sqlite3.connect(home / "sessions.sqlite", check_same_thread=False)
     try:
-        reader = TravelAssistant.build(
-            ScriptedChatModel(script=[]), sqlite_checkpointer(connection), db=fixed_db
+        reader = build_assistant(
+            fixed_db, ScriptedChatModel(script=[]), sqlite_checkpointer(connection)
         )
         thread = Thread(thread_of(result.err), FIXTURE_PASSENGER_ID)
         decided = [

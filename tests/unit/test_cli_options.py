@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from db.fixtures import FIXTURE_PASSENGER_ID
+from tests.support.cli import chat, chat_args, run
 from tests.support.scripted import ScriptedChatModel, say
-from tests.unit.cli_support import chat, chat_args, run
 
 
 def test_cli_global_options_after_the_command(

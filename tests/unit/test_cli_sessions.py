@@ -9,24 +9,24 @@ with ``/switch N`` and ``sessions delete ID``. Through ``cli.main([...])``.
 from __future__ import annotations
 
 import shlex
-import sqlite3
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from langgraph.checkpoint.sqlite import SqliteSaver
 
-from conversations.assistant import Thread, TravelAssistant
-from conversations.sessions import SessionRegistry
 from db.engine import Database
 from db.fixtures import FIXTURE_PASSENGER_ID, FLOWN_PASSENGER_ID
-from graph import build_graph
-from tests.conftest import FIXED_NOW
-from tests.support.scripted import ScriptedChatModel, call, say
-from tests.unit.cli_support import chat, chat_args, customer_messages, resume_line, run
-from tests.unit.test_graph import change_call
+from tests.support.cli import (
+    chat,
+    chat_args,
+    customer_messages,
+    leave_pending_approval,
+    resume_line,
+    run,
+    thread_of,
+)
+from tests.support.scripted import ScriptedChatModel, say
 
 
 @pytest.fixture
@@ -37,31 +37,6 @@ def tokyo(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
     monkeypatch.undo()
     time.tzset()
-
-
-def leave_pending_approval(home: Path, db: Database, text: str) -> str:
-    """Save a conversation stopped at an approval, as a killed terminal leaves it."""
-    home.mkdir(parents=True, exist_ok=True)
-    connection = sqlite3.connect(home / "sessions.sqlite", check_same_thread=False)
-    saver = SqliteSaver(connection)
-    saver.setup()
-    thread = Thread(str(uuid.uuid4()), FIXTURE_PASSENGER_ID)
-    SessionRegistry(connection).touch(thread.thread_id, thread.passenger_id, FIXED_NOW, text)
-    model = ScriptedChatModel(
-        script=[
-            say("", call("ToFlightBookingAssistant", {"request": "m"})),
-            say("", change_call(db)),
-        ]
-    )
-    api = TravelAssistant(build_graph(model, saver, db=db), db)
-    list(api.send(thread, text))
-    assert api.pending_actions(thread)
-    connection.close()
-    return thread.thread_id
-
-
-def thread_of(err: str) -> str:
-    return resume_line(err).split("--thread-id ")[1].split()[0]
 
 
 def test_cli_resume_line_repeats_home_and_db_and_works(

@@ -20,25 +20,24 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import select
 from sqlalchemy.engine import make_url
 
 from cli import Console
-from conversations.assistant import Thread, TravelAssistant
+from conversations.assistant import Thread
 from conversations.protocol import Conversations
 from conversations.store import ConversationBusyError, ConversationStore
 from db.engine import Database
-from db.fixtures import FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO
-from db.models import TicketFlight
+from db.fixtures import FIXTURE_PASSENGER_ID
 from locations import INSTALL_POSTGRES
 from terminal.chat import ChatSession
 from terminal.prompter import Prompter
 from tests.conftest import FIXED_NOW
 from tests.support import postgres
+from tests.support.assistants import build_assistant
+from tests.support.cli import chat, chat_args, customer_messages, resume_line, run, thread_of
 from tests.support.conversation_stores import require_postgres
+from tests.support.flights import change_call, ticket_flight
 from tests.support.scripted import ScriptedChatModel, call, say
-from tests.unit.cli_support import chat, chat_args, customer_messages, resume_line, run
-from tests.unit.test_graph import change_call
 
 
 @pytest.fixture
@@ -46,22 +45,6 @@ def pg_conversations() -> Iterator[str]:
     require_postgres()
     with postgres.scratch_database() as url:
         yield url
-
-
-def segment_flight(db_path: Path) -> int:
-    database = Database.from_url(str(db_path))
-    try:
-        with database.session() as session:
-            flight_id: int = session.scalars(
-                select(TicketFlight.flight_id).where(TicketFlight.ticket_no == FIXTURE_TICKET_NO)
-            ).one()
-            return flight_id
-    finally:
-        database.dispose()
-
-
-def thread_of(err: str) -> str:
-    return resume_line(err).split("--thread-id ")[1].split()[0]
 
 
 # --- conversations in PostgreSQL ---------------------------------------------------------
@@ -86,7 +69,7 @@ def test_cli_conversations_in_postgres_chat_resume_continue_sessions(
     first = chat(argv, ["I want to fly tomorrow instead", "y", "exit"], model, home)
     assert first.code == 0, first.err
     assert "Your flight is changed." in first.out
-    assert segment_flight(db_path) == change["args"]["new_flight_id"]
+    assert ticket_flight(db_path) == change["args"]["new_flight_id"]
     command = shlex.split(resume_line(first.err))
     assert command[command.index("--conversations") + 1] == pg_conversations
     thread = thread_of(first.err)
@@ -287,7 +270,7 @@ def test_cli_a_window_opened_on_a_busy_conversation_asks_its_pending_action_firs
         say("Moving you.", change),
         say("Fine, I left your flight as it is."),
     )
-    assistant = TravelAssistant.build(model, store.saver, db=fixed_db, retry_policy=None)
+    assistant = build_assistant(fixed_db, model, store.saver, retry_policy=None)
     list(assistant.send(thread, "move my flight"))  # the other window's turn
     assert assistant.pending_actions(thread)
     typed = iter(["what about tomorrow?", "exit"])

@@ -45,7 +45,7 @@ from db.rules import (
     MIN_HOURS_BEFORE_DEPARTURE_FOR_CHANGE,
 )
 from tests.conftest import FIXED_NOW
-from tests.unit.tools_support import add_flight, dump, full_flight, lx0112
+from tests.support.tools import add_flight, dump, full_flight, lx0112
 
 NOW = FIXED_NOW
 

@@ -18,7 +18,7 @@ from db.models import Hotel, HotelBooking, Payment, ToolCallRecord
 from db.values import local_time, money, parse_date, parse_time_bound
 from db.writes import NO_THREAD, record_payment, run_once
 from tests.conftest import FIXED_NOW
-from tests.unit.tools_support import dump
+from tests.support.tools import dump
 
 NOW = FIXED_NOW
 
@@ -279,7 +279,7 @@ def test_duplicate_deliveries_at_once_answer_with_the_stored_result(
 def test_the_tests_dump_sees_any_committed_change_and_no_rolled_back_one(
     travel_db: Database,
 ) -> None:
-    # ``tools_support.dump`` is how every "refused and wrote nothing" test looks.
+    # ``tests.support.tools.dump`` is how every "refused and wrote nothing" test looks.
     before = dump(travel_db)
     assert dump(travel_db) == before
     with pytest.raises(RuntimeError), travel_db.transaction() as session:

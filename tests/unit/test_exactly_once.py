@@ -24,7 +24,6 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import BaseTool
-from langgraph.checkpoint.memory import InMemorySaver
 from sqlalchemy import func, inspect, select, text
 
 import db.writes
@@ -36,9 +35,10 @@ from db.fixtures import BUSINESS_PASSENGER_ID, FIXTURE_HOTEL_BOOKING_ID, FIXTURE
 from db.models import Hotel, HotelBooking, ToolCallRecord
 from db.writes import NO_THREAD, arguments_digest, find_stored_result, key_part
 from tests.conftest import FIXED_NOW
+from tests.support.assistants import build_assistant
 from tests.support.scripted import ScriptedChatModel, say
 from tests.support.scripted import call as scripted_call
-from tests.unit.tools_support import call, dump, error_text, payload, run_one
+from tests.support.tools import call, dump, error_text, payload, run_one
 from tools.hotels import make_hotel_tools
 
 
@@ -313,7 +313,7 @@ def _assistant_at_approval(
     model = ScriptedChatModel(
         script=[say("", hand_over), say("", scripted_call("book_hotel", stay, call_id)), *replies]
     )
-    assistant = TravelAssistant.build(model, InMemorySaver(), db=db, retry_policy=None)
+    assistant = build_assistant(db, model, retry_policy=None)
     list(assistant.send(CRASHED, "Book me that hotel."))
     assert [a.tool_call_id for a in assistant.pending_actions(CRASHED)] == [call_id]
     return assistant, model

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sqlite3
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -14,10 +14,9 @@ import httpx
 import openai
 import pytest
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage, ToolMessage
-from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import RetryPolicy
-from sqlalchemy import select, text
+from sqlalchemy import text
 
 from assistants.approvals import APPROVALS_KEY, APPROVE_ALL, facts_of, was_executed
 from assistants.assistant import STEP_RESERVE
@@ -31,9 +30,10 @@ from db.fixtures import (
     FIXTURE_TICKET_NO,
     FLOWN_PASSENGER_ID,
 )
-from db.models import Flight, TicketFlight
-from graph import build_graph, draw_mermaid
+from graph import draw_mermaid
 from tests.conftest import FIXED_NOW
+from tests.support.assistants import build_assistant
+from tests.support.flights import change_call, fixture_segment
 from tests.support.scripted import ScriptedChatModel, call, say
 
 SNAPSHOT = Path(__file__).parent / "snapshots" / "graph.mmd"
@@ -42,9 +42,8 @@ NO_RETRY_DELAY = RetryPolicy(initial_interval=0.0, backoff_factor=1.0, jitter=Fa
 
 
 @pytest.fixture
-def assistant(model: ScriptedChatModel, travel_db: Database) -> TravelAssistant:
-    graph = build_graph(model, InMemorySaver(), db=travel_db, retry_policy=NO_RETRY_DELAY)
-    return TravelAssistant(graph, travel_db)
+def assistant(make_assistant: Callable[..., TravelAssistant]) -> TravelAssistant:
+    return make_assistant(retry_policy=NO_RETRY_DELAY)
 
 
 def run(events: Iterator[Any]) -> list[Any]:
@@ -75,36 +74,6 @@ def system_prompt(received: list[Any]) -> str:
     first = received[0]
     assert isinstance(first, SystemMessage)
     return str(first.content)
-
-
-def fixture_segment(db: Database) -> TicketFlight:
-    with db.session() as session:
-        return session.scalars(
-            select(TicketFlight).where(TicketFlight.ticket_no == FIXTURE_TICKET_NO)
-        ).one()
-
-
-def later_fixture_flight(db: Database, days: int = 1) -> Flight:
-    """The LX0112 flight ``days`` days after the fixture passenger's flight."""
-    segment = fixture_segment(db)
-    with db.session() as session:
-        current = session.get(Flight, segment.flight_id)
-        assert current is not None
-        return session.scalars(
-            select(Flight).where(
-                Flight.flight_no == FIXTURE_FLIGHT_NO,
-                Flight.scheduled_departure == current.scheduled_departure + timedelta(days=days),
-            )
-        ).one()
-
-
-def change_call(db: Database, days: int = 1) -> dict[str, Any]:
-    """A call moving the fixture ticket to the LX0112 ``days`` days later."""
-    flight = later_fixture_flight(db, days)
-    return call(
-        "update_ticket_to_new_flight",
-        {"ticket_no": FIXTURE_TICKET_NO, "new_flight_id": flight.flight_id},
-    )
 
 
 # --- the primary assistant -----------------------------------------------------------------
@@ -470,9 +439,7 @@ def test_graph_offers_web_search_when_tavily_key_is_set(
     monkeypatch.setattr(tavily, "TavilyClient", FakeTavily)
     monkeypatch.setenv("TAVILY_API_KEY", "tvly-test-key")
     model = ScriptedChatModel()
-    assistant = TravelAssistant.build(
-        model, InMemorySaver(), db=travel_db, retry_policy=NO_RETRY_DELAY
-    )
+    assistant = build_assistant(travel_db, model, retry_policy=NO_RETRY_DELAY)
     web = call("tavily_search", {"query": "Basel weather tomorrow"})
     model.extend(say("", web), say("Sunny."))
     run(assistant.send(THREAD, "What's the weather in Basel?"))
@@ -483,7 +450,7 @@ def test_graph_offers_web_search_when_tavily_key_is_set(
 
 def test_graph_offers_no_web_search_without_tavily_key(travel_db: Database) -> None:
     model = ScriptedChatModel()
-    TravelAssistant.build(model, InMemorySaver(), db=travel_db)
+    build_assistant(travel_db, model)
     assert model.bound_tools and all("tavily_search" not in names for names in model.bound_tools)
 
 
@@ -580,8 +547,9 @@ def test_graph_malformed_tool_call_is_asked_again(
 
 
 def test_graph_step_limit_ends_politely(model: ScriptedChatModel, travel_db: Database) -> None:
-    graph = build_graph(model, InMemorySaver(), db=travel_db, retry_policy=NO_RETRY_DELAY)
-    assistant = TravelAssistant(graph, travel_db, recursion_limit=STEP_RESERVE + 4)
+    assistant = build_assistant(
+        travel_db, model, retry_policy=NO_RETRY_DELAY, recursion_limit=STEP_RESERVE + 4
+    )
     model.extend(
         *(say("", call("search_flights", {"departure_airport": "CDG"})) for _ in range(10))
     )
@@ -624,22 +592,16 @@ def test_graph_resume_pending_approval_from_new_saver(
     model: ScriptedChatModel, travel_db: Database, tmp_path: Path
 ) -> None:
     path = tmp_path / "checkpoints.sqlite"
-    first = TravelAssistant(
-        build_graph(
-            model, SqliteSaver(sqlite3.connect(path, check_same_thread=False)), db=travel_db
-        ),
-        travel_db,
+    first = build_assistant(
+        travel_db, model, SqliteSaver(sqlite3.connect(path, check_same_thread=False))
     )
     change = change_call(travel_db)
     enter_flights(first, model, change)
     assert first.pending_actions(THREAD)
 
     later = ScriptedChatModel(script=[say("Your flight is changed.")])
-    second = TravelAssistant(
-        build_graph(
-            later, SqliteSaver(sqlite3.connect(path, check_same_thread=False)), db=travel_db
-        ),
-        travel_db,
+    second = build_assistant(
+        travel_db, later, SqliteSaver(sqlite3.connect(path, check_same_thread=False))
     )
     assert [p.tool_call_id for p in second.pending_actions(THREAD)] == [change["id"]]
     assert second.active_assistant(THREAD) == "update_flight"

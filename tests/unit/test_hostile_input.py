@@ -38,7 +38,7 @@ from db.fixtures import (
     FIXTURE_TICKET_NO,
 )
 from tests.conftest import FIXED_NOW
-from tests.unit.tools_support import call, dump, run_calls, run_one
+from tests.support.tools import call, dump, run_calls, run_one
 from tools.common import storable_tool_calls
 
 # "At most about 300 characters": what the model or the customer reads of an error.

@@ -15,12 +15,11 @@ from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
-from langgraph.checkpoint.memory import InMemorySaver
 from sqlalchemy import select, update
 
 from assistants.nodes import leave_skill
 from assistants.state import update_dialog_stack
-from conversations.assistant import Thread, TravelAssistant
+from conversations.assistant import Thread
 from db import car_rentals, excursions, flights, hotels
 from db.engine import Database
 from db.errors import RuleViolationError, UnavailableError
@@ -41,10 +40,10 @@ from db.rules import (
 )
 from db.values import start_of_day
 from db.writes import record_payment
-from graph import build_graph
 from tests.conftest import FIXED_NOW
+from tests.support.assistants import build_assistant
 from tests.support.scripted import ScriptedChatModel, call, say
-from tests.unit.tools_support import add_flight, dump
+from tests.support.tools import add_flight, dump
 
 NOW = FIXED_NOW
 TODAY = NOW.date()
@@ -298,7 +297,7 @@ def test_graph_parallel_complete_or_escalate_calls_are_all_answered(
     travel_db: Database,
 ) -> None:
     model = ScriptedChatModel()
-    assistant = TravelAssistant(build_graph(model, InMemorySaver(), db=travel_db), travel_db)
+    assistant = build_assistant(travel_db, model)
     thread = Thread("gaps-leave", FIXTURE_PASSENGER_ID)
     first = call("CompleteOrEscalate", {"cancel": True, "reason": "done"})
     second = call("CompleteOrEscalate", {"cancel": True, "reason": "also done"})

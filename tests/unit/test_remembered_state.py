@@ -20,6 +20,7 @@ from conversations.remembered_state import RememberingSqliteSaver
 from conversations.store import sqlite_checkpointer
 from db.engine import Database
 from db.fixtures import FIXTURE_PASSENGER_ID
+from tests.support.assistants import build_assistant
 from tests.support.scripted import ScriptedChatModel, call, say
 
 
@@ -75,18 +76,18 @@ def test_runs_started_from_the_remembered_state_send_what_runs_that_read_it_send
     thread = Thread("same", FIXTURE_PASSENGER_ID)
     reading = ScriptedChatModel(script=_script())
     plain = SqliteSaver(connect("read.sqlite"), serde=CompressingSerializer())
-    _play(TravelAssistant.build(reading, plain, db=travel_db), thread)
+    _play(build_assistant(travel_db, reading, plain), thread)
 
     remembering = ScriptedChatModel(script=_script())
     saver = sqlite_checkpointer(connect("remembered.sqlite"))
     assert isinstance(saver, RememberingSqliteSaver)
-    assistant = TravelAssistant.build(remembering, saver, db=travel_db)
+    assistant = build_assistant(travel_db, remembering, saver)
     _play(assistant, thread)
 
     # Every run after the first started from memory (four messages and a decision).
     assert saver.remembered_reads == 4
     assert [_shape(r) for r in remembering.received] == [_shape(r) for r in reading.received]
-    fresh = TravelAssistant.build(ScriptedChatModel(script=[]), plain, db=travel_db)
+    fresh = build_assistant(travel_db, ScriptedChatModel(script=[]), plain)
     assert _shape(assistant.messages(thread)) == _shape(fresh.messages(thread))
 
 
@@ -96,11 +97,11 @@ def test_a_newer_checkpoint_from_another_process_is_read_not_remembered(
     thread = Thread("shared", FIXTURE_PASSENGER_ID)
     here_model = ScriptedChatModel(script=[say("First answer."), say("Third answer.")])
     here_saver = sqlite_checkpointer(connect("sessions.sqlite"))
-    here = TravelAssistant.build(here_model, here_saver, db=travel_db)
-    there = TravelAssistant.build(
+    here = build_assistant(travel_db, here_model, here_saver)
+    there = build_assistant(
+        travel_db,
         ScriptedChatModel(script=[say("Second answer.")]),
         sqlite_checkpointer(connect("sessions.sqlite")),
-        db=travel_db,
     )
     list(here.send(thread, "one"))
     list(there.send(thread, "two"))  # another terminal on the same store

@@ -35,6 +35,7 @@ from db.clock import fixed_clock
 from db.engine import Database
 from db.fixtures import FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO
 from tests.conftest import FIXED_NOW
+from tests.support.assistants import build_assistant
 from tests.support.scripted import ScriptedChatModel, call, say
 from tests.support.strict_chat import check
 
@@ -153,9 +154,7 @@ class Player:
 
     def build(self) -> TravelAssistant:
         # No retry policy: a provider error reaches the caller at once.
-        return TravelAssistant.build(
-            self.model, self.saver, db=self.db, crew=self.crew, retry_policy=None
-        )
+        return build_assistant(self.db, self.model, self.saver, crew=self.crew, retry_policy=None)
 
     def run(self, kind: str, start: Any) -> None:
         self.model.script[:] = [*replies(kind), *(say("OK.") for _ in range(FALLBACK))]

@@ -13,7 +13,6 @@ from datetime import date, timedelta
 from typing import Any
 
 import pytest
-from langgraph.checkpoint.memory import InMemorySaver
 from sqlalchemy import select, update
 
 from db import car_rentals, excursions, flights, hotels
@@ -46,7 +45,7 @@ from db.passengers import passenger_summary
 from db.rules import FARE_RULES, FREE_WINDOW_HOURS_AFTER_BOOKING
 from tests.conftest import FIXED_NOW
 from tests.support.scripted import ScriptedChatModel, say
-from tests.unit.tools_support import add_flight, dump
+from tests.support.tools import add_flight, dump
 
 NOW = FIXED_NOW
 TODAY = NOW.date()
@@ -58,7 +57,7 @@ def day(offset: int) -> str:
 
 
 class Watcher:
-    """Snapshots that change whenever anything is committed (``tools_support.dump``)."""
+    """Snapshots that change whenever anything is committed (``tests.support.tools.dump``)."""
 
     def __init__(self, db: Database) -> None:
         self.db = db
@@ -388,10 +387,10 @@ def test_user_info_of_the_first_node_includes_every_reservation_kind(
     from langchain_core.messages import HumanMessage
     from langchain_core.runnables import RunnableConfig
 
-    from graph import build_graph
+    from tests.support.assistants import build_assistant
 
     model = ScriptedChatModel(script=[say("Hello!"), say("Hello again!")])
-    graph = build_graph(model, InMemorySaver(), db=travel_db)
+    graph = build_assistant(travel_db, model).graph
     config: RunnableConfig = {
         "configurable": {"thread_id": "rule-edges", "passenger_id": FIXTURE_PASSENGER_ID}
     }

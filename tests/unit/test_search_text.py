@@ -16,7 +16,7 @@ from db.fixtures import FIXTURE_LOCATION, FIXTURE_PASSENGER_ID
 from db.models import CarRental, Hotel
 from db.values import MAX_SEARCH_CHARS, MAX_SEARCH_WORDS
 from tests.conftest import FIXED_NOW
-from tests.unit.tools_support import error_text, payload, run_one
+from tests.support.tools import error_text, payload, run_one
 
 NOW = FIXED_NOW
 

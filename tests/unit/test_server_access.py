@@ -20,6 +20,7 @@ from db.engine import Database
 from db.fixtures import BUSINESS_PASSENGER_ID, FIXTURE_PASSENGER_ID
 from server.auth import ALGORITHM, AUDIENCE, ISSUER, TokenSigner
 from server.service import ConversationService
+from tests.support.flights import ticket_flight
 from tests.support.scripted import ScriptedChatModel
 from tests.support.web import (
     FLIGHT_REQUEST,
@@ -31,7 +32,6 @@ from tests.support.web import (
     hotel_bookings,
     parse_sse,
     plan_trip,
-    ticket_flight,
 )
 
 PUBLIC = {("get", "/api/v1/health")}

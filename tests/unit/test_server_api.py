@@ -18,6 +18,8 @@ from db.engine import Database
 from db.fixtures import BUSINESS_PASSENGER_ID, FIXTURE_PASSENGER_ID, FULL_FLIGHT_DAY_OFFSET
 from server.schemas import MAX_MESSAGE_CHARS, StreamEvent
 from server.service import ConversationService
+from tests.support.assistants import build_assistant
+from tests.support.flights import change_call, ticket_flight
 from tests.support.scripted import ScriptedChatModel, call, say
 from tests.support.web import (
     DECLINE_REASON,
@@ -31,9 +33,7 @@ from tests.support.web import (
     hotel_bookings,
     parse_sse,
     plan_trip,
-    ticket_flight,
 )
-from tests.unit.test_graph import change_call
 
 EVENTS: TypeAdapter[Any] = TypeAdapter(StreamEvent)
 
@@ -372,12 +372,11 @@ def test_server_refuses_a_turn_running_in_another_process(
     travel_db: Database, model: ScriptedChatModel, tmp_path: Path
 ) -> None:
     """The store's turn lock, held elsewhere (a terminal, another worker), answers 409."""
-    from conversations.assistant import TravelAssistant
     from conversations.store import ConversationStore
 
     path = tmp_path / "sessions.sqlite"
     with ConversationStore.open(path) as store, ConversationStore.open(path) as elsewhere:
-        assistant = TravelAssistant.build(model, store.saver, db=travel_db, retry_policy=None)
+        assistant = build_assistant(travel_db, model, store.saver, retry_policy=None)
         app, signer = build_app(ConversationService.over_store(assistant, store))
         with TestClient(app) as client:
             client.headers.update(auth(signer, FIXTURE_PASSENGER_ID))

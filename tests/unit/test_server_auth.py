@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import os
 import stat
 from datetime import UTC, datetime, timedelta
@@ -10,8 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from cli import Console, Overrides, main
-from db.clock import fixed_clock
 from db.fixtures import FIXTURE_PASSENGER_ID
 from server.auth import (
     SECRET_ENV,
@@ -21,7 +18,7 @@ from server.auth import (
     TokenSigner,
     load_secret,
 )
-from tests.conftest import FIXED_NOW
+from tests.support.cli import run
 
 SECRET = "s" * 40
 
@@ -84,42 +81,36 @@ def test_server_secret_from_the_environment(tmp_path: Path) -> None:
         load_secret(tmp_path, env={SECRET_ENV: "too-short"})
 
 
-def run(argv: list[str]) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    code = main(argv, Overrides(console=Console(out=out, err=err), clock=fixed_clock(FIXED_NOW)))
-    return code, out.getvalue(), err.getvalue()
-
-
 def test_cli_token_prints_a_token_the_service_accepts(db_path: Path, tmp_path: Path) -> None:
     home = tmp_path / "app"
-    code, out, err = run(
+    result = run(
         ["--home", str(home), "--db", str(db_path), "token", "--passenger-id", "3442587242"]
     )
-    assert code == 0, err
-    token = out.strip()
+    assert result.code == 0, result.err
+    token = result.out.strip()
     assert "\n" not in token  # stdout is the token alone: TOKEN=$(travel-assistant token ...)
     claims = TokenSigner(load_secret(home, env={})).verify(token)
     assert claims.passenger_id == FIXTURE_PASSENGER_ID  # written the way the database writes it
-    assert "valid for 24 hours" in err
+    assert "valid for 24 hours" in result.err
 
 
 def test_cli_token_refuses_unknown_passengers_and_bad_lifetimes(
     db_path: Path, tmp_path: Path
 ) -> None:
     base = ["--home", str(tmp_path / "app"), "--db", str(db_path), "token"]
-    code, out, err = run([*base, "--passenger-id", "0000 000000"])
-    assert (code, out) == (2, "")
-    assert "No passenger with id '0000 000000'" in err
-    code, out, err = run([*base, "--passenger-id", FIXTURE_PASSENGER_ID, "--hours", "0"])
-    assert (code, out) == (2, "")
-    assert "--hours" in err
+    result = run([*base, "--passenger-id", "0000 000000"])
+    assert (result.code, result.out) == (2, "")
+    assert "No passenger with id '0000 000000'" in result.err
+    result = run([*base, "--passenger-id", FIXTURE_PASSENGER_ID, "--hours", "0"])
+    assert (result.code, result.out) == (2, "")
+    assert "--hours" in result.err
 
 
 def test_cli_token_with_a_short_secret_names_the_fix(
     db_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(SECRET_ENV, "abc")
-    code, out, err = run(
+    result = run(
         [
             "--home",
             str(tmp_path),
@@ -130,11 +121,11 @@ def test_cli_token_with_a_short_secret_names_the_fix(
             FIXTURE_PASSENGER_ID,
         ]
     )
-    assert (code, out) == (2, "")
-    assert "token_urlsafe" in err
+    assert (result.code, result.out) == (2, "")
+    assert "token_urlsafe" in result.err
 
 
 def test_cli_serve_refuses_a_bad_port(tmp_path: Path) -> None:
-    code, out, err = run(["--home", str(tmp_path), "serve", "--port", "70000"])
-    assert (code, out) == (2, "")
-    assert "--port must be between 1 and 65535" in err
+    result = run(["--home", str(tmp_path), "serve", "--port", "70000"])
+    assert (result.code, result.out) == (2, "")
+    assert "--port must be between 1 and 65535" in result.err

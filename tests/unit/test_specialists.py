@@ -9,18 +9,18 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, SystemMessage
 from langchain_core.tools import tool
-from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import RetryPolicy
 from pydantic import BaseModel, Field
 from sqlalchemy.orm import Session
 
 from assistants.approvals import Amount, facts_of
 from assistants.specialists import SPECIALISTS, Specialist, build_crew
-from conversations.assistant import Decision, Thread, TravelAssistant
+from conversations.assistant import Decision, Thread
 from db.engine import Database
 from db.errors import InvalidInputError
 from db.fixtures import FIXTURE_PASSENGER_ID
 from graph import draw_mermaid
+from tests.support.assistants import build_assistant
 from tests.support.scripted import ScriptedChatModel, call, say
 from tools import DomainTools, Preview
 
@@ -90,9 +90,7 @@ def test_specialists_a_fifth_specialist_runs_end_to_end(travel_db: Database) -> 
     booked: list[int] = []
     crew = build_crew(travel_db, (*SPECIALISTS, lounge_specialist(booked)))
     model = ScriptedChatModel()
-    assistant = TravelAssistant.build(
-        model, InMemorySaver(), db=travel_db, crew=crew, retry_policy=NO_RETRY
-    )
+    assistant = build_assistant(travel_db, model, crew=crew, retry_policy=NO_RETRY)
     hand_over = call("ToLoungeAssistant", {"request": "a lounge in Basel"})
     search = call("search_lounges")
     book = call("book_lounge", {"lounge_id": 1})
@@ -138,6 +136,6 @@ def test_specialists_fifth_specialist_gets_its_four_nodes(travel_db: Database) -
     drawing = draw_mermaid(travel_db, crew)
     for node in ("enter_book_lounge", "book_lounge_safe_tools", "book_lounge_sensitive_tools"):
         assert node in drawing
-    assistant = TravelAssistant.build(ScriptedChatModel(), InMemorySaver(), db=travel_db, crew=crew)
+    assistant = build_assistant(travel_db, crew=crew)
     assert "book_lounge_sensitive_tools" in assistant.graph.interrupt_before_nodes
     assert len(assistant.graph.interrupt_before_nodes) == 5

@@ -29,6 +29,7 @@ from conversations.checkpoint_serde import CompressingSerializer
 from conversations.store import sqlite_checkpointer
 from db.engine import Database
 from db.fixtures import FIXTURE_PASSENGER_ID
+from tests.support.assistants import build_assistant
 from tests.support.scripted import ScriptedChatModel, call, say
 
 
@@ -151,7 +152,7 @@ def test_a_conversation_saved_by_the_previous_layout_resumes(
     connection = sqlite3.connect(path, check_same_thread=False)
     try:
         model = ScriptedChatModel(script=[say("Welcome back.")])
-        assistant = TravelAssistant.build(model, sqlite_checkpointer(connection), db=travel_db)
+        assistant = build_assistant(travel_db, model, sqlite_checkpointer(connection))
         assert [m.content for m in assistant.messages(thread)] == ["hi", "Hello from before."]
         list(assistant.send(thread, "again"))
         assert [m.content for m in assistant.messages(thread)] == [
@@ -187,7 +188,7 @@ def assistant_on(
     connection: sqlite3.Connection, db: Database, model: ScriptedChatModel
 ) -> TravelAssistant:
     """An assistant over the store behind ``connection``, sharing nothing in memory."""
-    return TravelAssistant.build(model, sqlite_checkpointer(connection), db=db)
+    return build_assistant(db, model, sqlite_checkpointer(connection))
 
 
 def test_a_state_is_read_once_per_checkpoint_and_again_when_another_process_wrote(

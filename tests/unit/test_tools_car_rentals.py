@@ -14,7 +14,7 @@ from db.fixtures import BUSINESS_PASSENGER_ID, FIXTURE_CAR_RENTAL_BOOKING_ID, FI
 from db.models import CarRental, CarRentalBooking
 from db.rules import MAX_CAR_RENTAL_DAYS
 from tests.conftest import FIXED_NOW
-from tests.unit.tools_support import dump, error_text, payload, run_one
+from tests.support.tools import dump, error_text, payload, run_one
 from tools.car_rentals import make_car_rental_tools
 
 

@@ -22,7 +22,7 @@ from db.fixtures import (
 from db.models import Flight, Payment, TicketFlight
 from db.rules import FARE_RULES
 from tests.conftest import FIXED_NOW
-from tests.unit.tools_support import (
+from tests.support.tools import (
     add_flight,
     call,
     dump,

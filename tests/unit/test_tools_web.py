@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 import pytest
 import tavily
 
-from tests.unit.tools_support import error_text, payload, run_one
+from tests.support.tools import error_text, payload, run_one
 from tools.web import MAX_RESULTS, make_tavily_tool
 
 
