@@ -46,11 +46,13 @@ from assistants.providers import (
 )
 from assistants.specialists import build_crew
 from conversations.assistant import Thread, TravelAssistant
+from db import reservations
 from db.clock import Clock
 from db.copies import database_copies
+from db.domains import RESERVATION_KINDS
 from db.engine import Database, packaged_data_dir
 from db.fixtures import FIXTURE_FLIGHT_NO, FIXTURE_TICKET_NO
-from db.models import CarRental, Flight, Hotel, TicketFlight, TripRecommendation
+from db.models import Flight, TicketFlight
 
 SCENARIO_DIR = packaged_data_dir() / "scenarios"
 # The seed of the database the scenarios were written against (the tests use it too):
@@ -61,6 +63,8 @@ BOOKKEEPING_TABLES = frozenset({"tool_call_records"})
 # Columns whose values depend on when a write ran, not on what it did.
 VOLATILE_COLUMNS = frozenset({"created_at", "checked_in_at"})
 _PLACEHOLDER = re.compile(r"\{(\w+)(?::([^{}]*))?\}")
+# ``{hotel:NAME}``, ``{car:NAME/TIER}``, ...: one per reservation kind, declared with it.
+_RESERVATION_PLACEHOLDERS = {kind.placeholder: kind for kind in RESERVATION_KINDS}
 
 
 class ScenarioError(ValueError):
@@ -199,18 +203,8 @@ class Resolver:
                     )
                     .order_by(Flight.scheduled_departure)
                 ).first()
-            elif kind == "hotel":
-                found = session.scalars(select(Hotel.id).where(Hotel.name == argument)).first()
-            elif kind == "car":
-                name, _, car_class = argument.partition("/")
-                query = select(CarRental.id).where(CarRental.name == name)
-                if car_class:
-                    query = query.where(CarRental.price_tier == car_class)
-                found = session.scalars(query).first()
-            elif kind == "excursion":
-                found = session.scalars(
-                    select(TripRecommendation.id).where(TripRecommendation.name == argument)
-                ).first()
+            elif kind in _RESERVATION_PLACEHOLDERS:
+                found = reservations.find_id(session, _RESERVATION_PLACEHOLDERS[kind], argument)
             else:
                 raise ScenarioError(f"unknown placeholder kind {kind!r}")
         if found is None:

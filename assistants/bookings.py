@@ -14,6 +14,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from db.domains import RESERVATION_KINDS
+from db.partners import ReservationKind, shown_name
+
+Kind = ReservationKind[Any, Any]
+
 
 def _when(start: Any, end: Any) -> str:
     return f"{start} to {end}"
@@ -46,32 +51,28 @@ def _section(title: str, rows: Sequence[str]) -> list[str]:
     return [f"{title}:", *rows] if rows else [f"{title}: none"]
 
 
+def _reservation(kind: Kind, row: Mapping[str, Any]) -> str:
+    names = [shown_name(e) for e in kind.summary_columns]
+    title = ", ".join(str(row[name]) for name in names if name != "location")
+    units_key = f"{kind.period.unit}s"
+    units = f" ({row[units_key]} {units_key})" if units_key in row else ""
+    return (
+        f"- booking {row['booking_id']}: {title} ({kind.catalogue_key} "
+        f"{row[kind.catalogue_key]}), {row['location']}, "
+        f"{' to '.join(str(row[name]) for name in kind.date_fields)}{units}, "
+        f"{row['status']}, {row['total']}"
+    )
+
+
 def bookings_text(summary: Mapping[str, Any]) -> str:
     """Return ``summary`` (``db.passengers.passenger_summary``) as the model reads it."""
-    hotels = [
-        f"- booking {h['booking_id']}: {h['hotel_name']} (hotel_id {h['hotel_id']}), "
-        f"{h['location']}, {_when(h['checkin_date'], h['checkout_date'])} "
-        f"({h['nights']} nights), {h['status']}, {h['total']}"
-        for h in summary.get("hotel_reservations", [])
-    ]
-    cars = [
-        f"- booking {c['booking_id']}: {c['company']}, {c['car_class']} (rental_id "
-        f"{c['rental_id']}), {c['location']}, {_when(c['start_date'], c['end_date'])} "
-        f"({c['days']} days), {c['status']}, {c['total']}"
-        for c in summary.get("car_rental_reservations", [])
-    ]
-    excursions = [
-        f"- booking {e['booking_id']}: {e['name']} (recommendation_id "
-        f"{e['recommendation_id']}), {e['location']}, {e['date']}, {e['status']}, {e['total']}"
-        for e in summary.get("excursion_reservations", [])
-    ]
     lines = [
         f"{summary['name']} (passenger {summary['passenger_id']})",
         *_tickets(summary.get("tickets", [])),
-        *_section("Hotels", hotels),
-        *_section("Car rentals", cars),
-        *_section("Excursions", excursions),
     ]
+    for kind in RESERVATION_KINDS:
+        rows = [_reservation(kind, row) for row in summary.get(kind.summary_key, [])]
+        lines += _section(kind.summary_title, rows)
     return "\n".join(lines)
 
 

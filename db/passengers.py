@@ -15,23 +15,18 @@ from typing import Any, Protocol
 from sqlalchemy import Connection, bindparam, select
 from sqlalchemy.orm import Session, aliased
 
-from db.errors import NotFoundError
+from db import reservations
+from db.domains import RESERVATION_KINDS
 from db.models import (
     Airport,
     BoardingPass,
     Booking,
-    CarRental,
-    CarRentalBooking,
-    ExcursionBooking,
     Flight,
-    Hotel,
-    HotelBooking,
     Passenger,
     Ticket,
     TicketFlight,
-    TripRecommendation,
 )
-from db.values import iso_date, local_time, money, utc_time
+from db.values import local_time, money, utc_time
 
 # Flight statuses that mean the aircraft has left.
 DEPARTED_STATUSES = ("Departed", "Arrived")
@@ -40,29 +35,6 @@ DEPARTED_STATUSES = ("Departed", "Arrived")
 def passenger_exists(session: Session, passenger_id: str) -> bool:
     """Tell whether a passenger with this id exists."""
     return session.get(Passenger, passenger_id) is not None
-
-
-def require_passenger(session: Session, passenger_id: str) -> Passenger:
-    """Return the passenger, or raise ``NotFoundError`` naming the id.
-
-    Args:
-        session: An open session.
-        passenger_id: The configured passenger id.
-
-    Raises:
-        NotFoundError: No passenger has this id.
-    """
-    passenger = session.get(Passenger, passenger_id)
-    if passenger is None:
-        raise _no_such_passenger(passenger_id)
-    return passenger
-
-
-def _no_such_passenger(passenger_id: str) -> NotFoundError:
-    return NotFoundError(
-        f"No passenger with id {passenger_id} exists. Check the passenger id the "
-        "conversation was started with."
-    )
 
 
 class FlightTimes(Protocol):
@@ -142,54 +114,6 @@ _TICKETS = (
     .order_by(Flight.scheduled_departure, Ticket.ticket_no)
 )
 
-_HOTEL_RESERVATIONS = (
-    select(
-        HotelBooking.id,
-        HotelBooking.checkin_date,
-        HotelBooking.checkout_date,
-        HotelBooking.status,
-        HotelBooking.total_cents,
-        Hotel.id.label("hotel_id"),
-        Hotel.name,
-        Hotel.location,
-    )
-    .join(Hotel, Hotel.id == HotelBooking.hotel_id)
-    .where(HotelBooking.passenger_id == bindparam("passenger_id"))
-    .order_by(HotelBooking.checkin_date, HotelBooking.id)
-)
-
-_CAR_RESERVATIONS = (
-    select(
-        CarRentalBooking.id,
-        CarRentalBooking.start_date,
-        CarRentalBooking.end_date,
-        CarRentalBooking.status,
-        CarRentalBooking.total_cents,
-        CarRental.id.label("rental_id"),
-        CarRental.name,
-        CarRental.car_class,
-        CarRental.location,
-    )
-    .join(CarRental, CarRental.id == CarRentalBooking.rental_id)
-    .where(CarRentalBooking.passenger_id == bindparam("passenger_id"))
-    .order_by(CarRentalBooking.start_date, CarRentalBooking.id)
-)
-
-_EXCURSION_RESERVATIONS = (
-    select(
-        ExcursionBooking.id,
-        ExcursionBooking.date,
-        ExcursionBooking.status,
-        ExcursionBooking.total_cents,
-        TripRecommendation.id.label("recommendation_id"),
-        TripRecommendation.name,
-        TripRecommendation.location,
-    )
-    .join(TripRecommendation, TripRecommendation.id == ExcursionBooking.recommendation_id)
-    .where(ExcursionBooking.passenger_id == bindparam("passenger_id"))
-    .order_by(ExcursionBooking.date, ExcursionBooking.id)
-)
-
 
 def passenger_summary(session: Reader, passenger_id: str, now: datetime) -> dict[str, Any]:
     """Return everything the passenger holds with the company, ready to be shown.
@@ -216,14 +140,15 @@ def passenger_summary(session: Reader, passenger_id: str, now: datetime) -> dict
     """
     passenger = session.execute(_PASSENGER, {"passenger_id": passenger_id}).first()
     if passenger is None:
-        raise _no_such_passenger(passenger_id)
+        raise reservations.no_such_passenger(passenger_id)
     return {
         "passenger_id": passenger.passenger_id,
         "name": passenger.name,
         "tickets": _tickets(session, passenger_id, now),
-        "hotel_reservations": _hotel_reservations(session, passenger_id),
-        "car_rental_reservations": _car_reservations(session, passenger_id),
-        "excursion_reservations": _excursion_reservations(session, passenger_id),
+        **{
+            kind.summary_key: reservations.summary(session, kind, passenger_id)
+            for kind in RESERVATION_KINDS
+        },
     }
 
 
@@ -265,56 +190,3 @@ def _tickets(session: Reader, passenger_id: str, now: datetime) -> list[dict[str
             }
         )
     return [{**ticket, "segments": segments[number]} for number, ticket in tickets.items()]
-
-
-def _hotel_reservations(session: Reader, passenger_id: str) -> list[dict[str, Any]]:
-    rows = session.execute(_HOTEL_RESERVATIONS, {"passenger_id": passenger_id}).all()
-    return [
-        {
-            "booking_id": row.id,
-            "hotel_id": row.hotel_id,
-            "hotel_name": row.name,
-            "location": row.location,
-            "checkin_date": iso_date(row.checkin_date),
-            "checkout_date": iso_date(row.checkout_date),
-            "nights": (row.checkout_date - row.checkin_date).days,
-            "status": row.status,
-            **money("total", row.total_cents),
-        }
-        for row in rows
-    ]
-
-
-def _car_reservations(session: Reader, passenger_id: str) -> list[dict[str, Any]]:
-    rows = session.execute(_CAR_RESERVATIONS, {"passenger_id": passenger_id}).all()
-    return [
-        {
-            "booking_id": row.id,
-            "rental_id": row.rental_id,
-            "company": row.name,
-            "car_class": row.car_class,
-            "location": row.location,
-            "start_date": iso_date(row.start_date),
-            "end_date": iso_date(row.end_date),
-            "days": (row.end_date - row.start_date).days + 1,
-            "status": row.status,
-            **money("total", row.total_cents),
-        }
-        for row in rows
-    ]
-
-
-def _excursion_reservations(session: Reader, passenger_id: str) -> list[dict[str, Any]]:
-    rows = session.execute(_EXCURSION_RESERVATIONS, {"passenger_id": passenger_id}).all()
-    return [
-        {
-            "booking_id": row.id,
-            "recommendation_id": row.recommendation_id,
-            "name": row.name,
-            "location": row.location,
-            "date": iso_date(row.date),
-            "status": row.status,
-            **money("total", row.total_cents),
-        }
-        for row in rows
-    ]

@@ -125,13 +125,13 @@ def test_judge_fails_on_a_fact_only_the_script_said(template: Path | str) -> Non
 def test_judge_fails_on_an_unexpected_tool_error(
     template: Path | str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from db import hotels
+    from db import reservations
     from db.errors import TravelError
 
     def unavailable(*args: object, **kwargs: object) -> None:
         raise TravelError("service unavailable")
 
-    monkeypatch.setattr(hotels, "search_hotels", unavailable)
+    monkeypatch.setattr(reservations, "search", unavailable)
     happy = next(s for s in SCENARIOS if s.id == "hotel_booking_basel_happy")
     result = run(happy, template)
     assert "unexpected tool error from search_hotels: Error: service unavailable" in (

@@ -7,7 +7,8 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import select, update
 
-from db import car_rentals
+from db import reservations
+from db.car_rentals import CAR_RENTAL
 from db.engine import Database
 from db.errors import (
     InvalidInputError,
@@ -44,7 +45,7 @@ def set_fleet(db: Database, rental_id: int, size: int) -> None:
 
 def book(db: Database, passenger_id: str, rental_id: int, start: str, end: str) -> int:
     with db.transaction() as session:
-        result = car_rentals.book_car_rental(session, passenger_id, rental_id, start, end, NOW)
+        result = reservations.book(session, CAR_RENTAL, passenger_id, rental_id, (start, end), NOW)
     booking_id: int = result["booking_id"]
     return booking_id
 
@@ -52,8 +53,8 @@ def book(db: Database, passenger_id: str, rental_id: int, start: str, end: str) 
 def test_search_car_rentals_prices_a_period_with_both_days_included(travel_db: Database) -> None:
     offer = basel_offer(travel_db)
     with travel_db.session() as session:
-        result = car_rentals.search_car_rentals(
-            session, NOW, location="basel", start_date=day(20), end_date=day(22)
+        result = reservations.search(
+            session, CAR_RENTAL, NOW, location="basel", start_date=day(20), end_date=day(22)
         )
     view = next(v for v in result["car_rentals"] if v["rental_id"] == offer.id)
     assert view["days"] == 3
@@ -64,7 +65,7 @@ def test_search_car_rentals_prices_a_period_with_both_days_included(travel_db: D
 
 def test_search_car_rentals_filters_by_tier(travel_db: Database) -> None:
     with travel_db.session() as session:
-        result = car_rentals.search_car_rentals(session, NOW, price_tier="PREMIUM")
+        result = reservations.search(session, CAR_RENTAL, NOW, price_tier="PREMIUM")
     assert result["car_rentals"]
     assert {v["price_tier"] for v in result["car_rentals"]} == {"Premium"}
 
@@ -74,8 +75,8 @@ def test_search_car_rentals_counts_cars_left(travel_db: Database) -> None:
     set_fleet(travel_db, offer.id, 1)
     book(travel_db, BUSINESS_PASSENGER_ID, offer.id, day(20), day(21))
     with travel_db.session() as session:
-        result = car_rentals.search_car_rentals(
-            session, NOW, name=offer.name, start_date=day(21), end_date=day(23)
+        result = reservations.search(
+            session, CAR_RENTAL, NOW, name=offer.name, start_date=day(21), end_date=day(23)
         )
     view = next(v for v in result["car_rentals"] if v["rental_id"] == offer.id)
     assert view["cars_left"] == 0 and view["available"] is False
@@ -84,8 +85,8 @@ def test_search_car_rentals_counts_cars_left(travel_db: Database) -> None:
 def test_book_car_rental_charges_every_day(travel_db: Database) -> None:
     offer = basel_offer(travel_db)
     with travel_db.transaction() as session:
-        result = car_rentals.book_car_rental(
-            session, BUSINESS_PASSENGER_ID, offer.id, day(20), day(20), NOW
+        result = reservations.book(
+            session, CAR_RENTAL, BUSINESS_PASSENGER_ID, offer.id, (day(20), day(20)), NOW
         )
     assert result["charged_cents"] == offer.daily_rate_cents
     assert result["after"] == {"start_date": day(20), "end_date": day(20)}
@@ -102,7 +103,9 @@ def test_book_car_rental_refuses_when_the_fleet_is_out(travel_db: Database) -> N
     book(travel_db, BUSINESS_PASSENGER_ID, offer.id, day(20), day(25))
     before = dump(travel_db)
     with pytest.raises(UnavailableError, match=day(25)), travel_db.transaction() as session:
-        car_rentals.book_car_rental(session, FIXTURE_PASSENGER_ID, offer.id, day(25), day(27), NOW)
+        reservations.book(
+            session, CAR_RENTAL, FIXTURE_PASSENGER_ID, offer.id, (day(25), day(27)), NOW
+        )
     assert dump(travel_db) == before
 
 
@@ -120,15 +123,15 @@ def test_book_car_rental_rejects_bad_dates(
     travel_db: Database, start: str, end: str, error: type[Exception], fragment: str
 ) -> None:
     with travel_db.session() as session, pytest.raises(error, match=fragment):
-        car_rentals.quote_book_car_rental(
-            session, BUSINESS_PASSENGER_ID, basel_offer(travel_db).id, start, end, NOW
+        reservations.quote_book(
+            session, CAR_RENTAL, BUSINESS_PASSENGER_ID, basel_offer(travel_db).id, (start, end), NOW
         )
 
 
 def test_book_car_rental_rejects_unknown_offer(travel_db: Database) -> None:
     with travel_db.session() as session, pytest.raises(NotFoundError, match="search_car_rentals"):
-        car_rentals.quote_book_car_rental(
-            session, BUSINESS_PASSENGER_ID, 424_242, day(3), day(4), NOW
+        reservations.quote_book(
+            session, CAR_RENTAL, BUSINESS_PASSENGER_ID, 424_242, (day(3), day(4)), NOW
         )
 
 
@@ -136,8 +139,8 @@ def test_update_car_rental_reprices_in_the_free_window(travel_db: Database) -> N
     offer = basel_offer(travel_db)
     booking_id = book(travel_db, BUSINESS_PASSENGER_ID, offer.id, day(20), day(22))
     with travel_db.transaction() as session:
-        result = car_rentals.update_car_rental(
-            session, BUSINESS_PASSENGER_ID, booking_id, None, day(20), NOW
+        result = reservations.update(
+            session, CAR_RENTAL, BUSINESS_PASSENGER_ID, booking_id, (None, day(20)), NOW
         )
     assert result["fee_cents"] == 0
     assert result["refunded_cents"] == 2 * offer.daily_rate_cents
@@ -149,12 +152,12 @@ def test_update_car_rental_late_change_charges_one_day(travel_db: Database) -> N
         booking = session.get(CarRentalBooking, FIXTURE_CAR_RENTAL_BOOKING_ID)
         assert booking is not None
         one_day = booking.total_cents // ((booking.end_date - booking.start_date).days + 1)
-        quote = car_rentals.quote_update_car_rental(
+        quote = reservations.quote_update(
             session,
+            CAR_RENTAL,
             FIXTURE_PASSENGER_ID,
             FIXTURE_CAR_RENTAL_BOOKING_ID,
-            None,
-            (booking.end_date + timedelta(days=1)).isoformat(),
+            (None, (booking.end_date + timedelta(days=1)).isoformat()),
             NOW,
         )
     assert quote.fee_cents == one_day
@@ -163,15 +166,20 @@ def test_update_car_rental_late_change_charges_one_day(travel_db: Database) -> N
 def test_update_car_rental_rejects_reversed_dates(travel_db: Database) -> None:
     booking_id = book(travel_db, BUSINESS_PASSENGER_ID, basel_offer(travel_db).id, day(20), day(22))
     with travel_db.session() as session, pytest.raises(InvalidInputError, match="on or after"):
-        car_rentals.quote_update_car_rental(
-            session, BUSINESS_PASSENGER_ID, booking_id, day(25), None, NOW
+        reservations.quote_update(
+            session, CAR_RENTAL, BUSINESS_PASSENGER_ID, booking_id, (day(25), None), NOW
         )
 
 
 def test_update_car_rental_rejects_someone_elses_reservation(travel_db: Database) -> None:
     with travel_db.session() as session, pytest.raises(OwnershipError, match="does not belong"):
-        car_rentals.quote_update_car_rental(
-            session, BUSINESS_PASSENGER_ID, FIXTURE_CAR_RENTAL_BOOKING_ID, day(10), day(11), NOW
+        reservations.quote_update(
+            session,
+            CAR_RENTAL,
+            BUSINESS_PASSENGER_ID,
+            FIXTURE_CAR_RENTAL_BOOKING_ID,
+            (day(10), day(11)),
+            NOW,
         )
 
 
@@ -182,8 +190,8 @@ def test_cancel_car_rental_late_keeps_one_day(travel_db: Database) -> None:
         total = booking.total_cents
         one_day = total // ((booking.end_date - booking.start_date).days + 1)
     with travel_db.transaction() as session:
-        result = car_rentals.cancel_car_rental(
-            session, FIXTURE_PASSENGER_ID, FIXTURE_CAR_RENTAL_BOOKING_ID, NOW
+        result = reservations.cancel(
+            session, CAR_RENTAL, FIXTURE_PASSENGER_ID, FIXTURE_CAR_RENTAL_BOOKING_ID, NOW
         )
     assert result["fee_cents"] == one_day
     assert result["refunded_cents"] == total - one_day
@@ -196,7 +204,7 @@ def test_cancel_car_rental_in_the_free_window_refunds_everything(travel_db: Data
     offer = basel_offer(travel_db)
     booking_id = book(travel_db, BUSINESS_PASSENGER_ID, offer.id, day(20), day(21))
     with travel_db.transaction() as session:
-        result = car_rentals.cancel_car_rental(session, BUSINESS_PASSENGER_ID, booking_id, NOW)
+        result = reservations.cancel(session, CAR_RENTAL, BUSINESS_PASSENGER_ID, booking_id, NOW)
     assert result["refunded_cents"] == 2 * offer.daily_rate_cents
     assert result["fee_cents"] == 0
 
@@ -204,6 +212,6 @@ def test_cancel_car_rental_in_the_free_window_refunds_everything(travel_db: Data
 def test_cancel_car_rental_rejects_a_started_rental(travel_db: Database) -> None:
     later = NOW + timedelta(days=2)
     with travel_db.session() as session, pytest.raises(RuleViolationError, match="already started"):
-        car_rentals.quote_cancel_car_rental(
-            session, FIXTURE_PASSENGER_ID, FIXTURE_CAR_RENTAL_BOOKING_ID, later
+        reservations.quote_cancel(
+            session, CAR_RENTAL, FIXTURE_PASSENGER_ID, FIXTURE_CAR_RENTAL_BOOKING_ID, later
         )

@@ -8,24 +8,27 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select
 
-from db import car_rentals, excursions, hotels
+from db import reservations
+from db.car_rentals import CAR_RENTAL
 from db.engine import Database
+from db.excursions import EXCURSION
+from db.hotels import HOTEL
 from db.models import CarRental, Hotel, TripRecommendation
 from tests.conftest import FIXED_NOW
 
 Search = Callable[..., dict[str, Any]]
 CASES = [
     pytest.param(
-        lambda s, **kw: hotels.search_hotels(s, FIXED_NOW, **kw), Hotel, "hotels", id="hotels"
+        lambda s, **kw: reservations.search(s, HOTEL, FIXED_NOW, **kw), Hotel, "hotels", id="hotels"
     ),
     pytest.param(
-        lambda s, **kw: car_rentals.search_car_rentals(s, FIXED_NOW, **kw),
+        lambda s, **kw: reservations.search(s, CAR_RENTAL, FIXED_NOW, **kw),
         CarRental,
         "car_rentals",
         id="car_rentals",
     ),
     pytest.param(
-        lambda s, **kw: excursions.search_trip_recommendations(s, **kw),
+        lambda s, **kw: reservations.search(s, EXCURSION, FIXED_NOW, **kw),
         TripRecommendation,
         "trip_recommendations",
         id="excursions",

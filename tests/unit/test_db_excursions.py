@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import select, update
 
-from db import excursions
+from db import reservations
 from db.engine import Database
 from db.errors import (
     InvalidInputError,
@@ -16,6 +16,7 @@ from db.errors import (
     RuleViolationError,
     UnavailableError,
 )
+from db.excursions import EXCURSION
 from db.fixtures import BUSINESS_PASSENGER_ID, FIXTURE_EXCURSION_BOOKING_ID, FIXTURE_PASSENGER_ID
 from db.models import ExcursionBooking, TripRecommendation
 from tests.conftest import FIXED_NOW
@@ -41,16 +42,18 @@ def basel_excursion(db: Database) -> TripRecommendation:
 
 def book(db: Database, passenger_id: str, recommendation_id: int, when: str) -> int:
     with db.transaction() as session:
-        result = excursions.book_excursion(session, passenger_id, recommendation_id, when, NOW)
+        result = reservations.book(
+            session, EXCURSION, passenger_id, recommendation_id, (when,), NOW
+        )
     booking_id: int = result["booking_id"]
     return booking_id
 
 
 def test_search_trip_recommendations_matches_any_keyword(travel_db: Database) -> None:
     with travel_db.session() as session:
-        art = excursions.search_trip_recommendations(session, keywords="museum")
-        both = excursions.search_trip_recommendations(session, keywords="museum, RIVER")
-        none = excursions.search_trip_recommendations(session, keywords="zzzz, qqqq")
+        art = reservations.search(session, EXCURSION, NOW, keywords="museum")
+        both = reservations.search(session, EXCURSION, NOW, keywords="museum, RIVER")
+        none = reservations.search(session, EXCURSION, NOW, keywords="zzzz, qqqq")
     assert art["trip_recommendations"]
     assert all("museum" in e["keywords"].lower() for e in art["trip_recommendations"])
     art_ids = {e["recommendation_id"] for e in art["trip_recommendations"]}
@@ -62,8 +65,8 @@ def test_search_trip_recommendations_matches_any_keyword(travel_db: Database) ->
 def test_search_trip_recommendations_filters_location_and_name(travel_db: Database) -> None:
     excursion = basel_excursion(travel_db)
     with travel_db.session() as session:
-        result = excursions.search_trip_recommendations(
-            session, location="BASEL", name=excursion.name[:8].lower()
+        result = reservations.search(
+            session, EXCURSION, NOW, location="BASEL", name=excursion.name[:8].lower()
         )
     assert excursion.id in [e["recommendation_id"] for e in result["trip_recommendations"]]
     view = next(e for e in result["trip_recommendations"] if e["recommendation_id"] == excursion.id)
@@ -74,8 +77,8 @@ def test_search_trip_recommendations_filters_location_and_name(travel_db: Databa
 def test_book_excursion_charges_the_price(travel_db: Database) -> None:
     excursion = basel_excursion(travel_db)
     with travel_db.transaction() as session:
-        result = excursions.book_excursion(
-            session, BUSINESS_PASSENGER_ID, excursion.id, day(15), NOW
+        result = reservations.book(
+            session, EXCURSION, BUSINESS_PASSENGER_ID, excursion.id, (day(15),), NOW
         )
     assert result["charged_cents"] == excursion.price_cents
     assert result["after"] == {"date": day(15)}
@@ -92,7 +95,7 @@ def test_book_excursion_refuses_a_full_day(travel_db: Database) -> None:
     book(travel_db, BUSINESS_PASSENGER_ID, excursion.id, day(15))
     before = dump(travel_db)
     with pytest.raises(UnavailableError, match=day(15)), travel_db.transaction() as session:
-        excursions.book_excursion(session, FIXTURE_PASSENGER_ID, excursion.id, day(15), NOW)
+        reservations.book(session, EXCURSION, FIXTURE_PASSENGER_ID, excursion.id, (day(15),), NOW)
     assert dump(travel_db) == before
 
 
@@ -108,22 +111,22 @@ def test_book_excursion_rejects_bad_dates(
     travel_db: Database, when: str, error: type[Exception], fragment: str
 ) -> None:
     with travel_db.session() as session, pytest.raises(error, match=fragment):
-        excursions.quote_book_excursion(
-            session, BUSINESS_PASSENGER_ID, basel_excursion(travel_db).id, when, NOW
+        reservations.quote_book(
+            session, EXCURSION, BUSINESS_PASSENGER_ID, basel_excursion(travel_db).id, (when,), NOW
         )
 
 
 def test_book_excursion_rejects_unknown_excursion(travel_db: Database) -> None:
     with travel_db.session() as session, pytest.raises(NotFoundError, match="No excursion"):
-        excursions.quote_book_excursion(session, BUSINESS_PASSENGER_ID, 515_151, day(3), NOW)
+        reservations.quote_book(session, EXCURSION, BUSINESS_PASSENGER_ID, 515_151, (day(3),), NOW)
 
 
 def test_update_excursion_is_free_in_the_window(travel_db: Database) -> None:
     excursion = basel_excursion(travel_db)
     booking_id = book(travel_db, BUSINESS_PASSENGER_ID, excursion.id, day(15))
     with travel_db.transaction() as session:
-        result = excursions.update_excursion(
-            session, BUSINESS_PASSENGER_ID, booking_id, day(16), NOW
+        result = reservations.update(
+            session, EXCURSION, BUSINESS_PASSENGER_ID, booking_id, (day(16),), NOW
         )
     assert result["fee_cents"] == 0
     assert result["charged_cents"] == 0 and result["refunded_cents"] == 0
@@ -136,8 +139,8 @@ def test_update_excursion_late_pays_the_new_day_in_full(travel_db: Database) -> 
         assert booking is not None
         excursion = session.get(TripRecommendation, booking.recommendation_id)
         assert excursion is not None
-        quote = excursions.quote_update_excursion(
-            session, FIXTURE_PASSENGER_ID, FIXTURE_EXCURSION_BOOKING_ID, day(20), NOW
+        quote = reservations.quote_update(
+            session, EXCURSION, FIXTURE_PASSENGER_ID, FIXTURE_EXCURSION_BOOKING_ID, (day(20),), NOW
         )
     assert quote.fee_cents == booking.total_cents
     assert quote.net_cents == excursion.price_cents
@@ -146,20 +149,22 @@ def test_update_excursion_late_pays_the_new_day_in_full(travel_db: Database) -> 
 def test_update_excursion_rejects_the_same_date(travel_db: Database) -> None:
     booking_id = book(travel_db, BUSINESS_PASSENGER_ID, basel_excursion(travel_db).id, day(15))
     with travel_db.session() as session, pytest.raises(InvalidInputError, match="already on"):
-        excursions.quote_update_excursion(session, BUSINESS_PASSENGER_ID, booking_id, day(15), NOW)
+        reservations.quote_update(
+            session, EXCURSION, BUSINESS_PASSENGER_ID, booking_id, (day(15),), NOW
+        )
 
 
 def test_update_excursion_rejects_someone_elses_reservation(travel_db: Database) -> None:
     with travel_db.session() as session, pytest.raises(OwnershipError, match="does not belong"):
-        excursions.quote_update_excursion(
-            session, BUSINESS_PASSENGER_ID, FIXTURE_EXCURSION_BOOKING_ID, day(20), NOW
+        reservations.quote_update(
+            session, EXCURSION, BUSINESS_PASSENGER_ID, FIXTURE_EXCURSION_BOOKING_ID, (day(20),), NOW
         )
 
 
 def test_cancel_excursion_late_refunds_nothing(travel_db: Database) -> None:
     with travel_db.transaction() as session:
-        result = excursions.cancel_excursion(
-            session, FIXTURE_PASSENGER_ID, FIXTURE_EXCURSION_BOOKING_ID, NOW
+        result = reservations.cancel(
+            session, EXCURSION, FIXTURE_PASSENGER_ID, FIXTURE_EXCURSION_BOOKING_ID, NOW
         )
     assert result["refunded_cents"] == 0
     assert result["fee_cents"] > 0
@@ -172,13 +177,13 @@ def test_cancel_excursion_in_the_free_window_refunds_everything(travel_db: Datab
     excursion = basel_excursion(travel_db)
     booking_id = book(travel_db, BUSINESS_PASSENGER_ID, excursion.id, day(15))
     with travel_db.transaction() as session:
-        result = excursions.cancel_excursion(session, BUSINESS_PASSENGER_ID, booking_id, NOW)
+        result = reservations.cancel(session, EXCURSION, BUSINESS_PASSENGER_ID, booking_id, NOW)
     assert result["refunded_cents"] == excursion.price_cents
 
 
 def test_cancel_excursion_rejects_a_past_excursion(travel_db: Database) -> None:
     later = NOW + timedelta(days=5)
     with travel_db.session() as session, pytest.raises(RuleViolationError, match="already started"):
-        excursions.quote_cancel_excursion(
-            session, FIXTURE_PASSENGER_ID, FIXTURE_EXCURSION_BOOKING_ID, later
+        reservations.quote_cancel(
+            session, EXCURSION, FIXTURE_PASSENGER_ID, FIXTURE_EXCURSION_BOOKING_ID, later
         )

@@ -7,7 +7,7 @@ from datetime import date, timedelta
 import pytest
 from sqlalchemy import select
 
-from db import hotels
+from db import reservations
 from db.engine import Database
 from db.errors import (
     InvalidInputError,
@@ -25,6 +25,7 @@ from db.fixtures import (
     FULL_HOTEL_NIGHTS,
     FULL_HOTEL_ROOMS,
 )
+from db.hotels import HOTEL
 from db.models import Hotel, HotelBooking, Payment
 from db.rules import MAX_DAYS_AHEAD, MAX_HOTEL_NIGHTS
 from tests.conftest import FIXED_NOW
@@ -53,7 +54,7 @@ def basel_hotel(db: Database) -> Hotel:
 
 def book(db: Database, passenger_id: str, hotel_id: int, checkin: str, checkout: str) -> int:
     with db.transaction() as session:
-        result = hotels.book_hotel(session, passenger_id, hotel_id, checkin, checkout, NOW)
+        result = reservations.book(session, HOTEL, passenger_id, hotel_id, (checkin, checkout), NOW)
     booking_id: int = result["booking_id"]
     return booking_id
 
@@ -63,7 +64,7 @@ def book(db: Database, passenger_id: str, hotel_id: int, checkin: str, checkout:
 
 def test_search_hotels_matches_location_case_insensitively(travel_db: Database) -> None:
     with travel_db.session() as session:
-        result = hotels.search_hotels(session, NOW, location="bAs")
+        result = reservations.search(session, HOTEL, NOW, location="bAs")
     names = {h["name"] for h in result["hotels"]}
     assert FULL_HOTEL_NAME in names
     assert {h["location"] for h in result["hotels"]} == {"Basel"}
@@ -72,8 +73,8 @@ def test_search_hotels_matches_location_case_insensitively(travel_db: Database) 
 
 def test_search_hotels_filters_by_price_tier_and_name(travel_db: Database) -> None:
     with travel_db.session() as session:
-        luxury = hotels.search_hotels(session, NOW, price_tier="luxury")
-        named = hotels.search_hotels(session, NOW, name="rheinblick")
+        luxury = reservations.search(session, HOTEL, NOW, price_tier="luxury")
+        named = reservations.search(session, HOTEL, NOW, name="rheinblick")
     assert luxury["hotels"] and {h["price_tier"] for h in luxury["hotels"]} == {"Luxury"}
     assert [h["name"] for h in named["hotels"]] == [FULL_HOTEL_NAME]
 
@@ -82,15 +83,17 @@ def test_search_hotels_prices_a_stay_and_counts_rooms_left(travel_db: Database) 
     full = hotel_named(travel_db, FULL_HOTEL_NAME)
     checkin = FULL_HOTEL_CHECKIN_IN_DAYS
     with travel_db.session() as session:
-        busy = hotels.search_hotels(
+        busy = reservations.search(
             session,
+            HOTEL,
             NOW,
             name=FULL_HOTEL_NAME,
             checkin_date=day(checkin),
             checkout_date=day(checkin + FULL_HOTEL_NIGHTS),
         )
-        free = hotels.search_hotels(
+        free = reservations.search(
             session,
+            HOTEL,
             NOW,
             name=FULL_HOTEL_NAME,
             checkin_date=day(checkin + 20),
@@ -106,17 +109,17 @@ def test_search_hotels_prices_a_stay_and_counts_rooms_left(travel_db: Database) 
 
 def test_search_hotels_needs_both_dates(travel_db: Database) -> None:
     with travel_db.session() as session, pytest.raises(InvalidInputError, match="both"):
-        hotels.search_hotels(session, NOW, location="Basel", checkin_date=day(3))
+        reservations.search(session, HOTEL, NOW, location="Basel", checkin_date=day(3))
 
 
 def test_search_hotels_rejects_past_dates(travel_db: Database) -> None:
     with travel_db.session() as session, pytest.raises(InvalidInputError, match="in the past"):
-        hotels.search_hotels(session, NOW, checkin_date=day(-2), checkout_date=day(1))
+        reservations.search(session, HOTEL, NOW, checkin_date=day(-2), checkout_date=day(1))
 
 
 def test_search_hotels_escapes_wildcards(travel_db: Database) -> None:
     with travel_db.session() as session:
-        result = hotels.search_hotels(session, NOW, name="%")
+        result = reservations.search(session, HOTEL, NOW, name="%")
     assert result["hotels"] == []
 
 
@@ -126,7 +129,9 @@ def test_search_hotels_escapes_wildcards(travel_db: Database) -> None:
 def test_book_hotel_charges_the_stay(travel_db: Database) -> None:
     hotel = basel_hotel(travel_db)
     with travel_db.transaction() as session:
-        result = hotels.book_hotel(session, BUSINESS_PASSENGER_ID, hotel.id, day(30), day(33), NOW)
+        result = reservations.book(
+            session, HOTEL, BUSINESS_PASSENGER_ID, hotel.id, (day(30), day(33)), NOW
+        )
     assert result["status"] == "booked"
     assert result["charged_cents"] == 3 * hotel.nightly_rate_cents
     assert result["refunded_cents"] == 0
@@ -152,12 +157,12 @@ def test_book_hotel_refuses_a_full_hotel(travel_db: Database) -> None:
     first_full = day(FULL_HOTEL_CHECKIN_IN_DAYS)
     before = dump(travel_db)
     with pytest.raises(UnavailableError, match=first_full), travel_db.transaction() as session:
-        hotels.book_hotel(
+        reservations.book(
             session,
+            HOTEL,
             BUSINESS_PASSENGER_ID,
             full.id,
-            day(FULL_HOTEL_CHECKIN_IN_DAYS - 1),
-            day(FULL_HOTEL_CHECKIN_IN_DAYS + 1),
+            (day(FULL_HOTEL_CHECKIN_IN_DAYS - 1), day(FULL_HOTEL_CHECKIN_IN_DAYS + 1)),
             NOW,
         )
     assert dump(travel_db) == before
@@ -179,17 +184,24 @@ def test_book_hotel_rejects_bad_dates(
     travel_db: Database, checkin: str, checkout: str, error: type[Exception], fragment: str
 ) -> None:
     with travel_db.session() as session, pytest.raises(error, match=fragment):
-        hotels.quote_book_hotel(
-            session, BUSINESS_PASSENGER_ID, basel_hotel(travel_db).id, checkin, checkout, NOW
+        reservations.quote_book(
+            session,
+            HOTEL,
+            BUSINESS_PASSENGER_ID,
+            basel_hotel(travel_db).id,
+            (checkin, checkout),
+            NOW,
         )
 
 
 def test_book_hotel_rejects_unknown_hotel_and_passenger(travel_db: Database) -> None:
     with travel_db.session() as session:
         with pytest.raises(NotFoundError, match="No hotel with id 999999"):
-            hotels.quote_book_hotel(session, BUSINESS_PASSENGER_ID, 999_999, day(3), day(4), NOW)
+            reservations.quote_book(
+                session, HOTEL, BUSINESS_PASSENGER_ID, 999_999, (day(3), day(4)), NOW
+            )
         with pytest.raises(NotFoundError, match="No passenger"):
-            hotels.quote_book_hotel(session, "0000 000000", 1, day(3), day(4), NOW)
+            reservations.quote_book(session, HOTEL, "0000 000000", 1, (day(3), day(4)), NOW)
 
 
 # Update -------------------------------------------------------------------------------------
@@ -199,7 +211,9 @@ def test_update_hotel_charges_an_extra_night_in_the_free_window(travel_db: Datab
     hotel = basel_hotel(travel_db)
     booking_id = book(travel_db, BUSINESS_PASSENGER_ID, hotel.id, day(30), day(33))
     with travel_db.transaction() as session:
-        result = hotels.update_hotel(session, BUSINESS_PASSENGER_ID, booking_id, None, day(34), NOW)
+        result = reservations.update(
+            session, HOTEL, BUSINESS_PASSENGER_ID, booking_id, (None, day(34)), NOW
+        )
     assert result["fee_cents"] == 0
     assert result["charged_cents"] == hotel.nightly_rate_cents
     assert result["before"] == {"checkin_date": day(30), "checkout_date": day(33)}
@@ -211,7 +225,9 @@ def test_update_hotel_refunds_a_shorter_stay(travel_db: Database) -> None:
     hotel = basel_hotel(travel_db)
     booking_id = book(travel_db, BUSINESS_PASSENGER_ID, hotel.id, day(30), day(33))
     with travel_db.transaction() as session:
-        result = hotels.update_hotel(session, BUSINESS_PASSENGER_ID, booking_id, day(31), None, NOW)
+        result = reservations.update(
+            session, HOTEL, BUSINESS_PASSENGER_ID, booking_id, (day(31), None), NOW
+        )
     assert result["refunded_cents"] == hotel.nightly_rate_cents
     assert result["charged_cents"] == 0
 
@@ -223,8 +239,13 @@ def test_update_hotel_late_change_charges_the_first_night(travel_db: Database) -
         nights = (booking.checkout_date - booking.checkin_date).days
         first_night = booking.total_cents // nights
         new_checkout = (booking.checkout_date + timedelta(days=1)).isoformat()
-        quote = hotels.quote_update_hotel(
-            session, FIXTURE_PASSENGER_ID, FIXTURE_HOTEL_BOOKING_ID, None, new_checkout, NOW
+        quote = reservations.quote_update(
+            session,
+            HOTEL,
+            FIXTURE_PASSENGER_ID,
+            FIXTURE_HOTEL_BOOKING_ID,
+            (None, new_checkout),
+            NOW,
         )
     assert quote.fee_cents == first_night
     assert "first night" in (quote.fee_note or "")
@@ -236,7 +257,9 @@ def test_update_hotel_does_not_count_the_reservation_itself(travel_db: Database)
     for _ in range(FULL_HOTEL_ROOMS - 1):
         book(travel_db, FIXTURE_PASSENGER_ID, full.id, day(40), day(42))
     with travel_db.transaction() as session:
-        result = hotels.update_hotel(session, BUSINESS_PASSENGER_ID, ours, day(41), day(43), NOW)
+        result = reservations.update(
+            session, HOTEL, BUSINESS_PASSENGER_ID, ours, (day(41), day(43)), NOW
+        )
     assert result["status"] == "changed"
 
 
@@ -245,12 +268,12 @@ def test_update_hotel_refuses_full_nights(travel_db: Database) -> None:
     ours = book(travel_db, BUSINESS_PASSENGER_ID, full.id, day(30), day(31))
     before = dump(travel_db)
     with pytest.raises(UnavailableError), travel_db.transaction() as session:
-        hotels.update_hotel(
+        reservations.update(
             session,
+            HOTEL,
             BUSINESS_PASSENGER_ID,
             ours,
-            day(FULL_HOTEL_CHECKIN_IN_DAYS),
-            day(FULL_HOTEL_CHECKIN_IN_DAYS + 1),
+            (day(FULL_HOTEL_CHECKIN_IN_DAYS), day(FULL_HOTEL_CHECKIN_IN_DAYS + 1)),
             NOW,
         )
     assert dump(travel_db) == before
@@ -258,8 +281,8 @@ def test_update_hotel_refuses_full_nights(travel_db: Database) -> None:
 
 def test_update_hotel_rejects_someone_elses_reservation(travel_db: Database) -> None:
     with travel_db.session() as session, pytest.raises(OwnershipError) as raised:
-        hotels.quote_update_hotel(
-            session, BUSINESS_PASSENGER_ID, FIXTURE_HOTEL_BOOKING_ID, None, day(9), NOW
+        reservations.quote_update(
+            session, HOTEL, BUSINESS_PASSENGER_ID, FIXTURE_HOTEL_BOOKING_ID, (None, day(9)), NOW
         )
     assert str(raised.value) == (
         f"Hotel reservation {FIXTURE_HOTEL_BOOKING_ID} does not belong to passenger "
@@ -271,10 +294,12 @@ def test_update_hotel_needs_a_change(travel_db: Database) -> None:
     booking_id = book(travel_db, BUSINESS_PASSENGER_ID, basel_hotel(travel_db).id, day(30), day(33))
     with travel_db.session() as session:
         with pytest.raises(InvalidInputError, match="Give a new"):
-            hotels.quote_update_hotel(session, BUSINESS_PASSENGER_ID, booking_id, None, None, NOW)
+            reservations.quote_update(
+                session, HOTEL, BUSINESS_PASSENGER_ID, booking_id, (None, None), NOW
+            )
         with pytest.raises(InvalidInputError, match="nothing to change"):
-            hotels.quote_update_hotel(
-                session, BUSINESS_PASSENGER_ID, booking_id, day(30), day(33), NOW
+            reservations.quote_update(
+                session, HOTEL, BUSINESS_PASSENGER_ID, booking_id, (day(30), day(33)), NOW
             )
 
 
@@ -284,12 +309,12 @@ def test_update_hotel_rejects_a_started_stay(travel_db: Database) -> None:
         assert booking is not None
         during = NOW + timedelta(days=2)
         with pytest.raises(RuleViolationError, match="already started"):
-            hotels.quote_update_hotel(
+            reservations.quote_update(
                 session,
+                HOTEL,
                 FIXTURE_PASSENGER_ID,
                 FIXTURE_HOTEL_BOOKING_ID,
-                None,
-                (booking.checkout_date + timedelta(days=1)).isoformat(),
+                (None, (booking.checkout_date + timedelta(days=1)).isoformat()),
                 during,
             )
 
@@ -304,7 +329,9 @@ def test_cancel_hotel_late_keeps_the_first_night(travel_db: Database) -> None:
         total = booking.total_cents
         first_night = total // (booking.checkout_date - booking.checkin_date).days
     with travel_db.transaction() as session:
-        result = hotels.cancel_hotel(session, FIXTURE_PASSENGER_ID, FIXTURE_HOTEL_BOOKING_ID, NOW)
+        result = reservations.cancel(
+            session, HOTEL, FIXTURE_PASSENGER_ID, FIXTURE_HOTEL_BOOKING_ID, NOW
+        )
     assert result["status"] == "cancelled"
     assert result["fee_cents"] == first_night
     assert result["refunded_cents"] == total - first_night
@@ -317,7 +344,7 @@ def test_cancel_hotel_in_the_free_window_refunds_everything(travel_db: Database)
     hotel = basel_hotel(travel_db)
     booking_id = book(travel_db, BUSINESS_PASSENGER_ID, hotel.id, day(30), day(32))
     with travel_db.transaction() as session:
-        result = hotels.cancel_hotel(session, BUSINESS_PASSENGER_ID, booking_id, NOW)
+        result = reservations.cancel(session, HOTEL, BUSINESS_PASSENGER_ID, booking_id, NOW)
     assert result["fee_cents"] == 0
     assert result["refunded_cents"] == 2 * hotel.nightly_rate_cents
 
@@ -326,26 +353,30 @@ def test_cancel_hotel_frees_the_room(travel_db: Database) -> None:
     full = hotel_named(travel_db, FULL_HOTEL_NAME)
     ids = [book(travel_db, BUSINESS_PASSENGER_ID, full.id, day(50), day(51)) for _ in range(2)]
     with travel_db.session() as session, pytest.raises(UnavailableError):
-        hotels.quote_book_hotel(session, FIXTURE_PASSENGER_ID, full.id, day(50), day(51), NOW)
+        reservations.quote_book(
+            session, HOTEL, FIXTURE_PASSENGER_ID, full.id, (day(50), day(51)), NOW
+        )
     with travel_db.transaction() as session:
-        hotels.cancel_hotel(session, BUSINESS_PASSENGER_ID, ids[0], NOW)
+        reservations.cancel(session, HOTEL, BUSINESS_PASSENGER_ID, ids[0], NOW)
     assert book(travel_db, FIXTURE_PASSENGER_ID, full.id, day(50), day(51)) > 0
 
 
 def test_cancel_hotel_twice_is_refused(travel_db: Database) -> None:
     with travel_db.transaction() as session:
-        hotels.cancel_hotel(session, FIXTURE_PASSENGER_ID, FIXTURE_HOTEL_BOOKING_ID, NOW)
+        reservations.cancel(session, HOTEL, FIXTURE_PASSENGER_ID, FIXTURE_HOTEL_BOOKING_ID, NOW)
     with travel_db.session() as session, pytest.raises(RuleViolationError, match="already"):
-        hotels.quote_cancel_hotel(session, FIXTURE_PASSENGER_ID, FIXTURE_HOTEL_BOOKING_ID, NOW)
+        reservations.quote_cancel(
+            session, HOTEL, FIXTURE_PASSENGER_ID, FIXTURE_HOTEL_BOOKING_ID, NOW
+        )
 
 
 def test_cancel_hotel_rejects_unknown_reservation(travel_db: Database) -> None:
     with travel_db.session() as session, pytest.raises(NotFoundError, match="No hotel reservation"):
-        hotels.quote_cancel_hotel(session, FIXTURE_PASSENGER_ID, 987_654, NOW)
+        reservations.quote_cancel(session, HOTEL, FIXTURE_PASSENGER_ID, 987_654, NOW)
 
 
 def test_validate_stay_returns_dates(travel_db: Database) -> None:
-    assert hotels.validate_stay(day(1), day(3), NOW) == (
+    assert HOTEL.period.parse((day(1), day(3)), NOW) == (
         date.fromisoformat(day(1)),
         date.fromisoformat(day(3)),
     )

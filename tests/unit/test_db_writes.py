@@ -10,10 +10,11 @@ import pytest
 from sqlalchemy import func, select, update
 
 import db.writes
-from db import hotels
+from db import reservations
 from db.engine import Database
 from db.errors import InvalidInputError, RuleViolationError, TravelError
 from db.fixtures import BUSINESS_PASSENGER_ID, FIXTURE_PASSENGER_ID, FLOWN_PASSENGER_ID
+from db.hotels import HOTEL
 from db.models import Hotel, HotelBooking, Payment, ToolCallRecord
 from db.values import local_time, money, parse_date, parse_time_bound
 from db.writes import NO_THREAD, record_payment, run_once
@@ -126,8 +127,8 @@ def test_concurrent_bookings_of_the_last_room_sell_it_once(travel_db: Database) 
                     tool_name="book_hotel",
                     passenger_id=passenger_id,
                     now=NOW,
-                    write=lambda: hotels.book_hotel(
-                        session, passenger_id, hotel_id, checkin, checkout, NOW
+                    write=lambda: reservations.book(
+                        session, HOTEL, passenger_id, hotel_id, (checkin, checkout), NOW
                     ),
                 )
             outcomes.append("booked")

@@ -29,7 +29,7 @@ from sqlalchemy import func, inspect, select, text
 import db.writes
 from assistants.approvals import facts_of
 from conversations.assistant import Decision, MessageEvent, Thread, TravelAssistant
-from db import hotels as hotel_queries
+from db import reservations
 from db.engine import Database
 from db.fixtures import BUSINESS_PASSENGER_ID, FIXTURE_HOTEL_BOOKING_ID, FIXTURE_PASSENGER_ID
 from db.models import Hotel, HotelBooking, ToolCallRecord
@@ -206,13 +206,13 @@ def test_a_duplicate_that_loses_the_insert_race_answers_with_the_stored_result(
     monkeypatch.setattr(db.writes, "begin_write", lambda session: None)
     monkeypatch.setattr(db.writes, "_wait_for_other_deliveries", lambda session, key: None)
     both_looked = threading.Barrier(2)
-    original: Callable[..., dict[str, Any]] = hotel_queries.book_hotel
+    original: Callable[..., dict[str, Any]] = reservations.book
 
     def book_after_both_looked(*args: Any, **kwargs: Any) -> dict[str, Any]:
         both_looked.wait(timeout=30)
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(hotel_queries, "book_hotel", book_after_both_looked)
+    monkeypatch.setattr(reservations, "book", book_after_both_looked)
     (hotel_id,) = _hotel_ids(travel_db, 1)
     before = _bookings(travel_db)
     answers = _deliver_twice_at_once(travel_db, tools, _stay(hotel_id))

@@ -20,15 +20,18 @@ from sqlalchemy import select, update
 from assistants.nodes import leave_skill
 from assistants.state import update_dialog_stack
 from conversations.assistant import Thread
-from db import car_rentals, excursions, flights, hotels
+from db import flights, reservations
+from db.car_rentals import CAR_RENTAL
 from db.engine import Database
 from db.errors import RuleViolationError, UnavailableError
+from db.excursions import EXCURSION
 from db.fixtures import (
     BUSINESS_PASSENGER_ID,
     FIXTURE_PASSENGER_ID,
     FIXTURE_ROUTE,
     FIXTURE_TICKET_NO,
 )
+from db.hotels import HOTEL
 from db.models import CarRental, Hotel, HotelBooking, Payment, TripRecommendation
 from db.rules import (
     CAR_FREE_CANCEL_HOURS,
@@ -99,17 +102,22 @@ def test_ticket_change_accepts_a_flight_leaving_exactly_the_minimum_hours_ahead(
 def test_hotel_stay_of_exactly_the_maximum_nights_is_bookable(travel_db: Database) -> None:
     hotel = largest_basel(travel_db, Hotel, Hotel.rooms)
     with travel_db.session() as session:
-        quote = hotels.quote_book_hotel(
-            session, BUSINESS_PASSENGER_ID, hotel.id, day(100), day(100 + MAX_HOTEL_NIGHTS), NOW
+        quote = reservations.quote_book(
+            session,
+            HOTEL,
+            BUSINESS_PASSENGER_ID,
+            hotel.id,
+            (day(100), day(100 + MAX_HOTEL_NIGHTS)),
+            NOW,
         )
         assert quote.new_total_cents == MAX_HOTEL_NIGHTS * hotel.nightly_rate_cents
         with pytest.raises(RuleViolationError, match="too long"):
-            hotels.quote_book_hotel(
+            reservations.quote_book(
                 session,
+                HOTEL,
                 BUSINESS_PASSENGER_ID,
                 hotel.id,
-                day(100),
-                day(101 + MAX_HOTEL_NIGHTS),
+                (day(100), day(101 + MAX_HOTEL_NIGHTS)),
                 NOW,
             )
 
@@ -118,17 +126,17 @@ def test_car_rental_of_exactly_the_maximum_days_is_bookable(travel_db: Database)
     offer = largest_basel(travel_db, CarRental, CarRental.fleet_size)
     last_day = day(100 + MAX_CAR_RENTAL_DAYS - 1)
     with travel_db.session() as session:
-        quote = car_rentals.quote_book_car_rental(
-            session, BUSINESS_PASSENGER_ID, offer.id, day(100), last_day, NOW
+        quote = reservations.quote_book(
+            session, CAR_RENTAL, BUSINESS_PASSENGER_ID, offer.id, (day(100), last_day), NOW
         )
         assert quote.new_total_cents == MAX_CAR_RENTAL_DAYS * offer.daily_rate_cents
         with pytest.raises(RuleViolationError, match="too long"):
-            car_rentals.quote_book_car_rental(
+            reservations.quote_book(
                 session,
+                CAR_RENTAL,
                 BUSINESS_PASSENGER_ID,
                 offer.id,
-                day(100),
-                day(100 + MAX_CAR_RENTAL_DAYS),
+                (day(100), day(100 + MAX_CAR_RENTAL_DAYS)),
                 NOW,
             )
 
@@ -140,7 +148,9 @@ def _book_hotel(db: Database, start: str) -> tuple[int, int]:
     hotel = largest_basel(db, Hotel, Hotel.rooms)
     stop = (date.fromisoformat(start) + timedelta(days=2)).isoformat()
     with db.transaction() as session:
-        booked = hotels.book_hotel(session, BUSINESS_PASSENGER_ID, hotel.id, start, stop, NOW)
+        booked = reservations.book(
+            session, HOTEL, BUSINESS_PASSENGER_ID, hotel.id, (start, stop), NOW
+        )
     # Late, the first of the two nights is kept.
     return booked["booking_id"], booked["total_cents"] // 2
 
@@ -149,8 +159,8 @@ def _book_car(db: Database, start: str) -> tuple[int, int]:
     offer = largest_basel(db, CarRental, CarRental.fleet_size)
     end = (date.fromisoformat(start) + timedelta(days=2)).isoformat()
     with db.transaction() as session:
-        booked = car_rentals.book_car_rental(
-            session, BUSINESS_PASSENGER_ID, offer.id, start, end, NOW
+        booked = reservations.book(
+            session, CAR_RENTAL, BUSINESS_PASSENGER_ID, offer.id, (start, end), NOW
         )
     # Late, one of the three days is kept.
     return booked["booking_id"], booked["total_cents"] // 3
@@ -159,28 +169,25 @@ def _book_car(db: Database, start: str) -> tuple[int, int]:
 def _book_excursion(db: Database, start: str) -> tuple[int, int]:
     excursion = largest_basel(db, TripRecommendation, TripRecommendation.capacity_per_day)
     with db.transaction() as session:
-        booked = excursions.book_excursion(session, BUSINESS_PASSENGER_ID, excursion.id, start, NOW)
+        booked = reservations.book(
+            session, EXCURSION, BUSINESS_PASSENGER_ID, excursion.id, (start,), NOW
+        )
     # Late, nothing is refunded.
     return booked["booking_id"], booked["total_cents"]
 
 
 KINDS = [
-    pytest.param(_book_hotel, hotels.quote_cancel_hotel, HOTEL_FREE_CANCEL_HOURS, id="hotel"),
-    pytest.param(_book_car, car_rentals.quote_cancel_car_rental, CAR_FREE_CANCEL_HOURS, id="car"),
-    pytest.param(
-        _book_excursion,
-        excursions.quote_cancel_excursion,
-        EXCURSION_FREE_CANCEL_HOURS,
-        id="excursion",
-    ),
+    pytest.param(_book_hotel, HOTEL, HOTEL_FREE_CANCEL_HOURS, id="hotel"),
+    pytest.param(_book_car, CAR_RENTAL, CAR_FREE_CANCEL_HOURS, id="car"),
+    pytest.param(_book_excursion, EXCURSION, EXCURSION_FREE_CANCEL_HOURS, id="excursion"),
 ]
 
 
-@pytest.mark.parametrize(("book", "quote_cancel", "free_hours"), KINDS)
+@pytest.mark.parametrize(("book", "kind", "free_hours"), KINDS)
 def test_reservation_cancellation_is_free_until_its_kinds_window_closes(
     travel_db: Database,
     book: Callable[[Database, str], tuple[int, int]],
-    quote_cancel: Callable[..., Any],
+    kind: Any,
     free_hours: int,
 ) -> None:
     start = day(20)
@@ -188,8 +195,12 @@ def test_reservation_cancellation_is_free_until_its_kinds_window_closes(
     assert late_fee > 0
     deadline = start_of_day(date.fromisoformat(start)) - timedelta(hours=free_hours)
     with travel_db.session() as session:
-        at_deadline = quote_cancel(session, BUSINESS_PASSENGER_ID, booking_id, deadline)
-        after = quote_cancel(session, BUSINESS_PASSENGER_ID, booking_id, deadline + ONE_MINUTE)
+        at_deadline = reservations.quote_cancel(
+            session, kind, BUSINESS_PASSENGER_ID, booking_id, deadline
+        )
+        after = reservations.quote_cancel(
+            session, kind, BUSINESS_PASSENGER_ID, booking_id, deadline + ONE_MINUTE
+        )
     assert at_deadline.fee_cents == 0, at_deadline.fee_note
     assert after.fee_cents == late_fee, after.fee_note
 
@@ -198,22 +209,22 @@ def test_reservation_cancellation_is_free_until_its_kinds_window_closes(
 
 
 @pytest.mark.parametrize(
-    ("book", "prefix", "cancel"),
+    ("book", "prefix", "kind"),
     [
-        pytest.param(_book_hotel, "hotel", hotels.cancel_hotel, id="hotel"),
-        pytest.param(_book_car, "car", car_rentals.cancel_car_rental, id="car"),
-        pytest.param(_book_excursion, "excursion", excursions.cancel_excursion, id="excursion"),
+        pytest.param(_book_hotel, "hotel", HOTEL, id="hotel"),
+        pytest.param(_book_car, "car", CAR_RENTAL, id="car"),
+        pytest.param(_book_excursion, "excursion", EXCURSION, id="excursion"),
     ],
 )
 def test_reservation_cancellation_records_one_refund_of_the_amount_returned(
     travel_db: Database,
     book: Callable[[Database, str], tuple[int, int]],
     prefix: str,
-    cancel: Callable[..., dict[str, Any]],
+    kind: Any,
 ) -> None:
     booking_id, _ = book(travel_db, day(20))
     with travel_db.transaction() as session:
-        result = cancel(session, BUSINESS_PASSENGER_ID, booking_id, NOW)
+        result = reservations.cancel(session, kind, BUSINESS_PASSENGER_ID, booking_id, NOW)
     assert result["refunded_cents"] > 0
     with travel_db.session() as session:
         amounts = list(
@@ -233,13 +244,17 @@ def test_car_rental_booking_refuses_a_sold_out_later_day(travel_db: Database) ->
     offer = largest_basel(travel_db, CarRental, CarRental.fleet_size)
     with travel_db.transaction() as session:
         session.execute(update(CarRental).where(CarRental.id == offer.id).values(fleet_size=1))
-        car_rentals.book_car_rental(session, FIXTURE_PASSENGER_ID, offer.id, day(22), day(23), NOW)
+        reservations.book(
+            session, CAR_RENTAL, FIXTURE_PASSENGER_ID, offer.id, (day(22), day(23)), NOW
+        )
     before = dump(travel_db)
     with (
         pytest.raises(UnavailableError, match=f"no car left on {day(22)}"),
         travel_db.transaction() as session,
     ):
-        car_rentals.book_car_rental(session, BUSINESS_PASSENGER_ID, offer.id, day(21), day(22), NOW)
+        reservations.book(
+            session, CAR_RENTAL, BUSINESS_PASSENGER_ID, offer.id, (day(21), day(22)), NOW
+        )
     assert dump(travel_db) == before
 
 
@@ -252,7 +267,7 @@ def test_write_transaction_leaves_nothing_behind_when_the_write_fails_halfway(
     hotel = largest_basel(travel_db, Hotel, Hotel.rooms)
     before = dump(travel_db)
     with pytest.raises(RuleViolationError, match="second step"), travel_db.transaction() as s:
-        hotels.book_hotel(s, BUSINESS_PASSENGER_ID, hotel.id, day(30), day(31), NOW)
+        reservations.book(s, HOTEL, BUSINESS_PASSENGER_ID, hotel.id, (day(30), day(31)), NOW)
         record_payment(
             s,
             passenger_id=BUSINESS_PASSENGER_ID,

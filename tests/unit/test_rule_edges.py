@@ -15,9 +15,11 @@ from typing import Any
 import pytest
 from sqlalchemy import select, update
 
-from db import car_rentals, excursions, flights, hotels
+from db import flights, reservations
+from db.car_rentals import CAR_RENTAL
 from db.engine import Database
 from db.errors import RuleViolationError, UnavailableError
+from db.excursions import EXCURSION
 from db.fixtures import (
     BUSINESS_PASSENGER_ID,
     FIXTURE_CAR_RENTAL_BOOKING_ID,
@@ -29,6 +31,7 @@ from db.fixtures import (
     FIXTURE_ROUTE,
     FIXTURE_TICKET_NO,
 )
+from db.hotels import HOTEL
 from db.models import (
     Booking,
     CarRental,
@@ -143,8 +146,8 @@ def smallest_fleet_offer(db: Database) -> CarRental:
 
 def cars_left(db: Database, offer: CarRental, start: str, end: str) -> int:
     with db.session() as session:
-        result = car_rentals.search_car_rentals(
-            session, NOW, name=offer.name, start_date=start, end_date=end, limit=50
+        result = reservations.search(
+            session, CAR_RENTAL, NOW, name=offer.name, start_date=start, end_date=end, limit=50
         )
     view = next(v for v in result["car_rentals"] if v["rental_id"] == offer.id)
     left: int = view["cars_left"]
@@ -157,7 +160,7 @@ def sell_out_cars(db: Database, offer: CarRental, start: str, end: str) -> None:
     assert 0 < left <= offer.fleet_size
     for passenger_id in other_passengers(db, left):
         with db.transaction() as session:
-            car_rentals.book_car_rental(session, passenger_id, offer.id, start, end, NOW)
+            reservations.book(session, CAR_RENTAL, passenger_id, offer.id, (start, end), NOW)
     assert cars_left(db, offer, start, end) == 0
 
 
@@ -180,8 +183,8 @@ def test_update_car_rental_refuses_sold_out_days_and_changes_nothing(
 ) -> None:
     offer = smallest_fleet_offer(travel_db)
     with travel_db.transaction() as session:
-        booked = car_rentals.book_car_rental(
-            session, BUSINESS_PASSENGER_ID, offer.id, day(42), day(43), NOW
+        booked = reservations.book(
+            session, CAR_RENTAL, BUSINESS_PASSENGER_ID, offer.id, (day(42), day(43)), NOW
         )
     booking_id: int = booked["booking_id"]
     sell_out_cars(travel_db, offer, day(44), day(45))
@@ -191,8 +194,8 @@ def test_update_car_rental_refuses_sold_out_days_and_changes_nothing(
         pytest.raises(UnavailableError, match=f"no car left on {day(44)}"),
         travel_db.transaction() as session,
     ):
-        car_rentals.update_car_rental(
-            session, BUSINESS_PASSENGER_ID, booking_id, new_start, new_end, NOW
+        reservations.update(
+            session, CAR_RENTAL, BUSINESS_PASSENGER_ID, booking_id, (new_start, new_end), NOW
         )
     assert watcher.snapshot() == before
     assert car_booking_row(travel_db, booking_id) == row
@@ -210,13 +213,15 @@ def smallest_excursion(db: Database) -> TripRecommendation:
 def sell_out_excursion(db: Database, excursion: TripRecommendation, when: str) -> None:
     """Book other passengers' places until ``excursion`` is full on ``when``."""
     with db.session() as session:
-        left = excursions.places_left(session, excursion, date.fromisoformat(when))
+        left = reservations.available(session, EXCURSION, excursion, (date.fromisoformat(when),))
     assert 0 < left <= excursion.capacity_per_day
     for passenger_id in other_passengers(db, left):
         with db.transaction() as session:
-            excursions.book_excursion(session, passenger_id, excursion.id, when, NOW)
+            reservations.book(session, EXCURSION, passenger_id, excursion.id, (when,), NOW)
     with db.session() as session:
-        assert excursions.places_left(session, excursion, date.fromisoformat(when)) == 0
+        assert (
+            reservations.available(session, EXCURSION, excursion, (date.fromisoformat(when),)) == 0
+        )
 
 
 def test_update_excursion_refuses_a_full_day_and_changes_nothing(
@@ -224,8 +229,8 @@ def test_update_excursion_refuses_a_full_day_and_changes_nothing(
 ) -> None:
     excursion = smallest_excursion(travel_db)
     with travel_db.transaction() as session:
-        booked = excursions.book_excursion(
-            session, BUSINESS_PASSENGER_ID, excursion.id, day(40), NOW
+        booked = reservations.book(
+            session, EXCURSION, BUSINESS_PASSENGER_ID, excursion.id, (day(40),), NOW
         )
     booking_id: int = booked["booking_id"]
     sell_out_excursion(travel_db, excursion, day(44))
@@ -234,7 +239,7 @@ def test_update_excursion_refuses_a_full_day_and_changes_nothing(
         pytest.raises(UnavailableError, match=f"no place left on {day(44)}"),
         travel_db.transaction() as session,
     ):
-        excursions.update_excursion(session, BUSINESS_PASSENGER_ID, booking_id, day(44), NOW)
+        reservations.update(session, EXCURSION, BUSINESS_PASSENGER_ID, booking_id, (day(44),), NOW)
     assert watcher.snapshot() == before
     with travel_db.session() as session:
         booking = session.get(ExcursionBooking, booking_id)
@@ -353,7 +358,9 @@ def book_basel_hotel(db: Database) -> int:
             select(Hotel.id).where(Hotel.location == "Basel").order_by(Hotel.id).limit(1)
         ).one()
     with db.transaction() as session:
-        result = hotels.book_hotel(session, FIXTURE_PASSENGER_ID, hotel_id, day(20), day(22), NOW)
+        result = reservations.book(
+            session, HOTEL, FIXTURE_PASSENGER_ID, hotel_id, (day(20), day(22)), NOW
+        )
     booking_id: int = result["booking_id"]
     assert booking_id != FIXTURE_HOTEL_BOOKING_ID
     return booking_id

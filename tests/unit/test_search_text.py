@@ -9,10 +9,13 @@ import pytest
 from langchain_core.tools import BaseTool
 
 from assistants.specialists import build_crew
-from db import car_rentals, excursions, flights, hotels
+from db import flights, reservations
+from db.car_rentals import CAR_RENTAL
 from db.engine import Database
 from db.errors import InvalidInputError
+from db.excursions import EXCURSION
 from db.fixtures import FIXTURE_LOCATION, FIXTURE_PASSENGER_ID
+from db.hotels import HOTEL
 from db.models import CarRental, Hotel
 from db.values import MAX_SEARCH_CHARS, MAX_SEARCH_WORDS
 from tests.conftest import FIXED_NOW
@@ -145,9 +148,9 @@ def test_the_queries_refuse_long_text_themselves(travel_db: Database) -> None:
     long = "a" * 100_000
     with travel_db.session() as session:
         for search in (
-            lambda: hotels.search_hotels(session, NOW, location=long),
-            lambda: car_rentals.search_car_rentals(session, NOW, name=long),
-            lambda: excursions.search_trip_recommendations(session, keywords=long),
+            lambda: reservations.search(session, HOTEL, NOW, location=long),
+            lambda: reservations.search(session, CAR_RENTAL, NOW, name=long),
+            lambda: reservations.search(session, EXCURSION, NOW, keywords=long),
             lambda: flights.search_flights(session, NOW, arrival_airport=long),
         ):
             with pytest.raises(InvalidInputError, match="too long"):
