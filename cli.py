@@ -24,7 +24,6 @@ command is a module of ``commands``, and the chat itself lives in ``terminal``.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import traceback
 from collections.abc import Iterator, Sequence
@@ -38,6 +37,7 @@ from commands.eval import DEFAULT_EVAL_SECONDS, cmd_eval
 from commands.graph import cmd_graph
 from commands.serve import cmd_serve, cmd_token
 from commands.sessions import cmd_sessions
+from settings import Settings
 from terminal import Console
 
 # LangChain is imported where it is used, so that --help and argument errors are fast.
@@ -271,9 +271,6 @@ def _add_server_commands(commands: Any) -> None:
 def main(argv: Sequence[str] | None = None, overrides: Overrides | None = None) -> int:
     """Run the program with ``argv``; return the exit code."""
     overrides = overrides or Overrides()
-    console = overrides.console or Console(
-        color=sys.stderr.isatty() and not os.environ.get("NO_COLOR")
-    )
     parser = build_parser()
     args = parser.parse_args(argv)
     env_file = Path.cwd() / ".env"
@@ -281,6 +278,11 @@ def main(argv: Sequence[str] | None = None, overrides: Overrides | None = None) 
         from dotenv import load_dotenv
 
         load_dotenv(env_file, override=False)
+    # Read once, here; the commands take what they need from it (commands.common.settings_of).
+    args.settings = settings = Settings.read()
+    console = overrides.console or Console(
+        color=sys.stderr.isatty() and not settings.env.get("NO_COLOR"), plain=settings.plain
+    )
     try:
         if args.command == "chat":
             return cmd_chat(args, console, overrides)

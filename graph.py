@@ -19,7 +19,6 @@ and the caller resumes it with a decision per pending call (``assistants.approva
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, Literal, cast
@@ -137,7 +136,8 @@ def build_graph(
             is only useful for drawing the graph.
         db: The travel database the tools and ``fetch_user_info`` read.
         crew: The specialists with their tools; by default every row of
-            ``SPECIALISTS`` over ``db``, with web search when ``TAVILY_API_KEY`` is set.
+            ``SPECIALISTS`` over ``db``, without web search (pass a crew built with a
+            Tavily key for it).
         retry_policy: How failed model calls are retried; ``None`` disables retries.
 
     Returns:
@@ -146,7 +146,7 @@ def build_graph(
     Raises:
         GraphConfigError: A model is missing or the crew is wired inconsistently.
     """
-    crew = crew or build_crew(db, tavily_api_key=os.environ.get("TAVILY_API_KEY"))
+    crew = crew or build_crew(db)
     validate_crew(crew)
 
     builder = StateGraph(State)

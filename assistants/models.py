@@ -14,7 +14,6 @@ the prompt is trimmed to the server's context window
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -91,8 +90,8 @@ class ModelSettings:
     @classmethod
     def from_env(
         cls,
+        env: Mapping[str, str],
         model: str | None = None,
-        env: Mapping[str, str] | None = None,
         specialists: Sequence[Specialist] = SPECIALISTS,
         *,
         max_tokens: int | None = None,
@@ -112,7 +111,6 @@ class ModelSettings:
         Raises:
             ModelConfigError: A limit is not a positive number.
         """
-        env = os.environ if env is None else env
         names = assistant_names(specialists)
         overrides = {name: env[_env_key(name)] for name in names if env.get(_env_key(name))}
         token_overrides: dict[str, int] = {}

@@ -42,7 +42,7 @@ from tools import (
     make_flight_tools,
     make_hotel_tools,
 )
-from tools.policies import PolicyIndex, make_lookup_policy_tool
+from tools.policies import POLICY_FILE_NAME, PolicyIndex, make_lookup_policy_tool
 
 CallKind = Literal["safe", "sensitive", "routing", "unknown"]
 # A graph node named from a row of ``SPECIALISTS`` (the specialist itself, its entry and
@@ -293,7 +293,7 @@ def build_crew(
     """
     policy = None
     if primary_tools is None and lookup_policy is None:
-        policy = PolicyIndex()
+        policy = PolicyIndex(db.data_dir / POLICY_FILE_NAME)
         lookup_policy = make_lookup_policy_tool(policy)
     built_primary = (
         tuple(primary_tools)

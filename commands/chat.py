@@ -29,6 +29,7 @@ from commands.common import (
     prepared,
     resume_options_of,
     server_problem,
+    settings_of,
 )
 from terminal import Console
 from terminal.prompter import Prompter, sessions_command
@@ -122,7 +123,11 @@ def open_chat_db(args: argparse.Namespace, console: Console, overrides: Override
             if empty:
                 raise CliError(f"No travel database at {location.shown()}. {build}", EXIT_USAGE)
     return open_travel_db(
-        location, console, clock=overrides.clock, create_database=bool(args.create_db)
+        location,
+        console,
+        clock=overrides.clock,
+        create_database=bool(args.create_db),
+        data_dir=settings_of(args).data_dir,
     )
 
 
@@ -133,10 +138,12 @@ def cmd_chat(args: argparse.Namespace, console: Console, overrides: Overrides) -
         raise CliError(
             "--passenger-id is empty. Pass your passenger id, e.g. '3442 587242'.", EXIT_USAGE
         )
-    factory = overrides.model_factory or partial(default_model_factory, max_tokens=args.max_tokens)
+    factory = overrides.model_factory or partial(
+        default_model_factory, settings_of(args), max_tokens=args.max_tokens
+    )
     models = factory(args.model)  # fails here, before the first prompt, without an endpoint
     if overrides.model_factory is None and overrides.check_endpoint and not args.no_check:
-        check_endpoint(args.model)
+        check_endpoint(settings_of(args), args.model)
     conversations = conversations_location(args)
     database = open_chat_db(args, console, overrides)
     try:
@@ -160,7 +167,11 @@ def _chat(
     from terminal.chat import ChatSession
 
     registry = store.registry
-    assistant = prepared(TravelAssistant.build(models, store.saver, db=database))
+    assistant = prepared(
+        TravelAssistant.build(
+            models, store.saver, db=database, tavily_api_key=settings_of(args).tavily_api_key
+        )
+    )
     if not assistant.check_passenger(passenger_id):
         raise CliError(
             f"No passenger with id {passenger_id!r} in {db_location(args).shown()}. "

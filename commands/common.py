@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from settings import CONVERSATIONS_ENV, DB_ENV, Settings
 from terminal import Console
 
 if TYPE_CHECKING:
@@ -37,17 +37,16 @@ class CliError(Exception):
         self.code = code
 
 
+def settings_of(args: argparse.Namespace) -> Settings:
+    """Return the settings ``cli.main`` read when the command started."""
+    settings = getattr(args, "settings", None)
+    return settings if isinstance(settings, Settings) else Settings.read()
+
+
 def home_dir(args: argparse.Namespace) -> Path:
     """Return the folder of the program's files (``--home``, its variable, or the default)."""
-    from db.engine import app_home
-
-    home: Path = args.home.expanduser() if args.home else app_home()
+    home: Path = args.home.expanduser() if args.home else settings_of(args).home
     return home
-
-
-HOME_ENV = "TRAVEL_ASSISTANT_HOME"
-DB_ENV = "TRAVEL_ASSISTANT_DB"
-CONVERSATIONS_ENV = "TRAVEL_ASSISTANT_CONVERSATIONS"
 
 
 def location_of(text: str | Path, option: str) -> Location:
@@ -66,7 +65,7 @@ def db_location(args: argparse.Namespace) -> Location:
     """Return the travel database: ``--db``, ``$TRAVEL_ASSISTANT_DB`` or the home's file."""
     if getattr(args, "db", None):
         return location_of(args.db, "--db")
-    env = os.environ.get(DB_ENV)
+    env = settings_of(args).db
     if env:
         return location_of(env, DB_ENV)
     return location_of(home_dir(args) / "travel.sqlite", "--home")
@@ -74,14 +73,14 @@ def db_location(args: argparse.Namespace) -> Location:
 
 def db_named(args: argparse.Namespace) -> bool:
     """Tell whether the user named the travel database (rather than the home's default)."""
-    return bool(getattr(args, "db", None) or os.environ.get(DB_ENV))
+    return bool(getattr(args, "db", None) or settings_of(args).db)
 
 
 def conversations_location(args: argparse.Namespace) -> Location:
     """Return where conversations are kept (``--conversations``, its variable, the home)."""
     if getattr(args, "conversations", None):
         return location_of(args.conversations, "--conversations")
-    env = os.environ.get(CONVERSATIONS_ENV)
+    env = settings_of(args).conversations
     if env:
         return location_of(env, CONVERSATIONS_ENV)
     return location_of(home_dir(args) / "sessions.sqlite", "--home")
@@ -101,10 +100,12 @@ def open_travel_db(
     build_if_missing: bool = True,
     create_database: bool = False,
     clock: Any = None,
+    data_dir: Path | None = None,
 ) -> Any:
     """Open the travel database at a path or URL, building it on first use.
 
-    ``create_database`` also creates a PostgreSQL database the server does not have.
+    ``create_database`` also creates a PostgreSQL database the server does not have;
+    ``data_dir`` is the folder of its reference files (``Settings.data_dir``).
     """
     from sqlalchemy.exc import DatabaseError, OperationalError
 
@@ -122,7 +123,11 @@ def open_travel_db(
         if build_if_missing:
             location.path.parent.mkdir(parents=True, exist_ok=True)
     url = location.sqlalchemy_url()
-    database = Database.from_url(url, clock=clock) if clock else Database.from_url(url)
+    database = (
+        Database.from_url(url, clock=clock, data_dir=data_dir)
+        if clock
+        else Database.from_url(url, data_dir=data_dir)
+    )
     try:
         try:
             has_schema = database.has_schema()
@@ -181,31 +186,29 @@ def open_store(location: Location) -> ConversationStore:
 
 
 def default_model_factory(
-    model: str | None, max_tokens: int | None = None
+    settings: Settings, model: str | None, max_tokens: int | None = None
 ) -> Mapping[str, BaseChatModel]:
-    """Build the chat models from the environment, ``--model`` and ``--max-tokens``."""
-    from assistants.models import ModelConfigError, ModelSettings, build_chat_models
+    """Build the chat models from the settings, ``--model`` and ``--max-tokens``."""
+    from assistants.models import ModelConfigError, build_chat_models
 
     try:
-        return build_chat_models(ModelSettings.from_env(model, max_tokens=max_tokens))
+        return build_chat_models(settings.models(model, max_tokens=max_tokens))
     except ModelConfigError as error:
         raise CliError(str(error), EXIT_USAGE) from error
 
 
-def check_endpoint(model: str | None) -> None:
+def check_endpoint(settings: Settings, model: str | None) -> None:
     """Fail early, naming the fix, when the model endpoint cannot be reached."""
     import openai
 
-    from assistants.models import ModelSettings
-
-    settings = ModelSettings.from_env(model)
+    endpoint = settings.models(model)
     client = openai.OpenAI(
-        api_key=settings.api_key or "not-needed",
-        base_url=settings.base_url,
+        api_key=endpoint.api_key or "not-needed",
+        base_url=endpoint.base_url,
         timeout=5.0,
         max_retries=0,
     )
-    where = settings.base_url or "the OpenAI API"
+    where = endpoint.base_url or "the OpenAI API"
     try:
         client.models.list()
     except openai.AuthenticationError as error:
@@ -247,15 +250,21 @@ def resume_options_of(args: argparse.Namespace) -> list[str]:
     A URL keeps its form; a password in it is shown as ``***`` (see ``password_note``).
     """
     options: list[str] = []
-    if args.home or os.environ.get(HOME_ENV):
+    settings = settings_of(args)
+    if args.home or settings.home_given:
         options += ["--home", str(home_dir(args).absolute())]
     # A choice made by an environment variable is written out too: the command must work
     # from another shell, where the variable may not be set.
-    for option, variable, given in (
-        ("--db", DB_ENV, getattr(args, "db", None)),
-        ("--conversations", CONVERSATIONS_ENV, getattr(args, "conversations", None)),
+    for option, variable, given, env in (
+        ("--db", DB_ENV, getattr(args, "db", None), settings.db),
+        (
+            "--conversations",
+            CONVERSATIONS_ENV,
+            getattr(args, "conversations", None),
+            settings.conversations,
+        ),
     ):
-        value = given or os.environ.get(variable)
+        value = given or env
         if value:
             options += [option, location_of(value, option if given else variable).for_command()]
     return options

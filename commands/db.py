@@ -12,6 +12,7 @@ from commands.common import (
     create_server_database,
     db_location,
     server_problem,
+    settings_of,
 )
 from terminal import Console
 
@@ -41,7 +42,7 @@ def cmd_db_init(args: argparse.Namespace, console: Console) -> int:
     console.status(
         f"Building the travel database at {path} (scale {args.scale}, seed {args.seed})..."
     )
-    database = Database.from_url(str(partial))
+    database = Database.from_url(str(partial), data_dir=settings_of(args).data_dir)
     try:
         report = build_database(database, seed=args.seed, scale=args.scale)
     finally:
@@ -63,7 +64,7 @@ def _db_init_server(args: argparse.Namespace, console: Console, location: Locati
     from db.generate import build_database
     from locations import database_missing
 
-    database = Database.from_url(location.sqlalchemy_url())
+    database = Database.from_url(location.sqlalchemy_url(), data_dir=settings_of(args).data_dir)
     try:
         try:
             built = database.has_schema()

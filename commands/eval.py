@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,6 +20,7 @@ from commands.common import (
     db_named,
     default_model_factory,
     read_reference_files,
+    settings_of,
 )
 from terminal import Console
 
@@ -137,9 +137,9 @@ def cmd_eval(args: argparse.Namespace, console: Console, overrides: Overrides) -
     from langchain_core.language_models import BaseChatModel
 
     import evaluation
-    from db.engine import Database
+    from db.engine import Database, reference_data_dir
     from db.generate import build_database
-    from tools.policies import PolicyIndex
+    from tools.policies import POLICY_FILE_NAME, PolicyIndex
 
     if args.trials < 1:
         raise CliError("--trials must be at least 1.", EXIT_USAGE)
@@ -167,17 +167,20 @@ def cmd_eval(args: argparse.Namespace, console: Console, overrides: Overrides) -
         for scenario in scenarios:
             console.say(f"{scenario.id:<40} {scenario.category:<12} {scenario.description}")
         return EXIT_OK
-    factory = overrides.model_factory or partial(default_model_factory, max_tokens=args.max_tokens)
+    factory = overrides.model_factory or partial(
+        default_model_factory, settings_of(args), max_tokens=args.max_tokens
+    )
     models = factory(args.model)  # names what to set when no endpoint is configured
     # Every trial's crew reads the default policy: a missing file stops the run here.
-    read_reference_files(PolicyIndex().load)
+    policy = reference_data_dir(settings_of(args).data_dir) / POLICY_FILE_NAME
+    read_reference_files(PolicyIndex(policy).load)
     customer_models = factory(args.customer_model or args.model)
     customer_model = (
         customer_models
         if isinstance(customer_models, BaseChatModel)
         else customer_models["primary_assistant"]
     )
-    model_name = args.model or os.environ.get("TRAVEL_ASSISTANT_MODEL") or "gpt-4o-mini"
+    model_name = args.model or settings_of(args).models().model
     price = evaluation.PRICES_PER_MILLION.get(model_name)
     if args.price_in is not None and args.price_out is not None:
         price = (args.price_in, args.price_out)

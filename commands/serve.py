@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from commands.chat import open_chat_db
@@ -22,6 +23,7 @@ from commands.common import (
     open_store,
     open_travel_db,
     prepared,
+    settings_of,
 )
 from terminal import Console
 
@@ -33,7 +35,7 @@ def _signer(args: argparse.Namespace) -> Any:
     from server.auth import SecretError, TokenSigner, load_secret
 
     try:
-        return TokenSigner(load_secret(home_dir(args)))
+        return TokenSigner(load_secret(home_dir(args), settings_of(args).env))
     except SecretError as error:
         raise CliError(str(error), EXIT_USAGE) from error
 
@@ -46,10 +48,10 @@ def cmd_serve(args: argparse.Namespace, console: Console, overrides: Overrides) 
 
     if not 1 <= args.port <= 65535:
         raise CliError("--port must be between 1 and 65535.", EXIT_USAGE)
-    factory = overrides.model_factory or default_model_factory
+    factory = overrides.model_factory or partial(default_model_factory, settings_of(args))
     models = factory(args.model)
     if overrides.model_factory is None and overrides.check_endpoint and not args.no_check:
-        check_endpoint(args.model)
+        check_endpoint(settings_of(args), args.model)
     signer = _signer(args)
     conversations = conversations_location(args)
     database = open_chat_db(args, console, overrides)
@@ -58,7 +60,15 @@ def cmd_serve(args: argparse.Namespace, console: Console, overrides: Overrides) 
             # Several workers (here or on other machines) over one PostgreSQL store take
             # turns on a conversation through its lock.
             service = ConversationService.over_store(
-                prepared(TravelAssistant.build(models, store.saver, db=database)), store
+                prepared(
+                    TravelAssistant.build(
+                        models,
+                        store.saver,
+                        db=database,
+                        tavily_api_key=settings_of(args).tavily_api_key,
+                    )
+                ),
+                store,
             )
             if args.host not in ("127.0.0.1", "localhost", "::1"):
                 console.status(
@@ -100,7 +110,13 @@ def cmd_token(args: argparse.Namespace, console: Console, overrides: Overrides) 
             f"init --db {shlex.quote(location.for_command())}",
             EXIT_USAGE,
         )
-    database = open_travel_db(location, console, build_if_missing=not named, clock=overrides.clock)
+    database = open_travel_db(
+        location,
+        console,
+        build_if_missing=not named,
+        clock=overrides.clock,
+        data_dir=settings_of(args).data_dir,
+    )
     try:
         with database.session() as session:
             known = passenger_exists(session, passenger_id)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextvars
 import logging
-import os
 import queue
 import threading
 from collections import OrderedDict
@@ -157,18 +156,18 @@ class TravelAssistant:
         self,
         graph: CompiledStateGraph[Any, Any, Any, Any],
         db: Database,
-        crew: Crew | None = None,
+        crew: Crew,
         *,
         recursion_limit: int = DEFAULT_RECURSION_LIMIT,
     ) -> None:
         """Wrap ``graph`` (from ``build_graph``) over ``db``.
 
-        Pass the ``crew`` the graph was built with when it is not the default one, so
-        previews and call kinds know every specialist's tools.
+        ``crew`` is the one the graph was built with, so previews and call kinds know
+        every specialist's tools (``build`` makes both from one crew).
         """
         self.graph = graph
         self.db = db
-        self.crew = crew or build_crew(db, tavily_api_key=os.environ.get("TAVILY_API_KEY"))
+        self.crew = crew
         self.recursion_limit = recursion_limit
         # Each sensitive tool by name, and the specialist that owns it.
         self._sensitive_tools = {t.name: t for m in self.crew.members for t in m.tools.sensitive}
@@ -185,11 +184,16 @@ class TravelAssistant:
         *,
         db: Database,
         crew: Crew | None = None,
+        tavily_api_key: str | None = None,
         retry_policy: RetryPolicy | None = DEFAULT_RETRY_POLICY,
         recursion_limit: int = DEFAULT_RECURSION_LIMIT,
     ) -> TravelAssistant:
-        """Build the graph (see ``graph.build_graph``) and wrap it, with one crew for both."""
-        crew = crew or build_crew(db, tavily_api_key=os.environ.get("TAVILY_API_KEY"))
+        """Build the graph (see ``graph.build_graph``) and wrap it, with one crew for both.
+
+        Without a ``crew``, every specialist's, with web search when ``tavily_api_key``
+        is given (``settings.Settings.tavily_api_key``).
+        """
+        crew = crew or build_crew(db, tavily_api_key=tavily_api_key)
         graph = build_graph(models, checkpointer, db=db, crew=crew, retry_policy=retry_policy)
         return cls(graph, db, crew, recursion_limit=recursion_limit)
 

@@ -9,7 +9,6 @@ A database built by an older version is upgraded in place before the first write
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,7 +24,6 @@ from db.clock import Clock, system_clock
 from db.errors import DatabaseMissingError
 
 SQLITE_BUSY_TIMEOUT_MS = 10_000
-APP_NAME = "travel-assistant"
 
 
 def packaged_data_dir() -> Path:
@@ -42,34 +40,13 @@ def packaged_data_dir() -> Path:
     return folder
 
 
-def reference_data_dir() -> Path:
-    """Return the folder of reference files (airports, aircraft, catalogues, policy).
+def reference_data_dir(folder: Path | None = None) -> Path:
+    """Return the folder of reference files: ``folder`` when given, else the packaged one.
 
-    ``TRAVEL_ASSISTANT_DATA`` wins; otherwise the installed ``data`` package.
+    The edge (``settings.Settings.data_dir``, from ``TRAVEL_ASSISTANT_DATA``) names
+    another folder through ``Database.data_dir``; nothing here reads the environment.
     """
-    override = os.environ.get("TRAVEL_ASSISTANT_DATA")
-    if override:
-        return Path(override)
-    return packaged_data_dir()
-
-
-def app_home() -> Path:
-    """Return the per-user folder holding the travel database and saved sessions.
-
-    ``TRAVEL_ASSISTANT_HOME`` wins; otherwise ``$XDG_DATA_HOME/travel-assistant`` or
-    ``~/.local/share/travel-assistant``.
-    """
-    override = os.environ.get("TRAVEL_ASSISTANT_HOME")
-    if override:
-        return Path(override).expanduser()
-    xdg = os.environ.get("XDG_DATA_HOME")
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".local" / "share"
-    return base / APP_NAME
-
-
-def default_db_path() -> Path:
-    """Return the default path of the travel database."""
-    return app_home() / "travel.sqlite"
+    return folder if folder is not None else packaged_data_dir()
 
 
 def url_for(db: str | Path) -> str:
@@ -101,6 +78,8 @@ class Database:
 
     engine: Engine
     clock: Clock = system_clock
+    # The reference files (catalogues, the company policy) that go with this database.
+    data_dir: Path = field(default_factory=packaged_data_dir)
     _sessions: sessionmaker[Session] = field(init=False, repr=False)
     _upgraded: bool = field(default=False, init=False, repr=False)
     _upgrade_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
@@ -110,9 +89,14 @@ class Database:
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
 
     @classmethod
-    def from_url(cls, url: str, clock: Clock = system_clock) -> Database:
-        """Open the database at ``url`` (a SQLAlchemy URL or a SQLite path)."""
-        return cls(make_engine(url_for(url)), clock)
+    def from_url(
+        cls, url: str, clock: Clock = system_clock, data_dir: Path | None = None
+    ) -> Database:
+        """Open the database at ``url`` (a SQLAlchemy URL or a SQLite path).
+
+        ``data_dir`` is the folder of its reference files (the packaged ones by default).
+        """
+        return cls(make_engine(url_for(url)), clock, reference_data_dir(data_dir))
 
     @contextmanager
     def session(self) -> Iterator[Session]:

@@ -48,7 +48,16 @@ ROOT = Path(__file__).resolve().parent.parent
 MIN_SCORE = 0.95
 DEFAULT_TIMEOUT = 300.0
 # The packages the tests import from the copy, not from the editable install.
-PROBED_MODULES = ("db", "tools", "assistants", "graph", "conversations", "cli")
+PROBED_MODULES = (
+    "db",
+    "tools",
+    "assistants",
+    "graph",
+    "conversations",
+    "terminal",
+    "commands",
+    "cli",
+)
 # The pytest processes running now, killed when the run is interrupted (each runs in its
 # own session, so Ctrl-C does not reach it).
 _RUNNING: set[subprocess.Popen[bytes]] = set()
@@ -664,7 +673,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "cli-enter-approves",
         "approval",
         "Enter at 'Approve this action? [y/N]' declines",
-        "cli.py",
+        "terminal/approvals.py",
         'if answer in ("y", "yes"):',
         'if answer in ("y", "yes", ""):',
         (CLI_ANSWERS + "test_cli_approval_declines_enter_and_anything_but_yes",),
@@ -673,7 +682,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "cli-any-y-word-approves",
         "approval",
         "only y or yes approves ('yep' declines)",
-        "cli.py",
+        "terminal/approvals.py",
         'if answer in ("y", "yes"):',
         'if answer.startswith("y"):',
         (CLI_ANSWERS + "test_cli_approval_declines_enter_and_anything_but_yes",),
@@ -682,9 +691,9 @@ MUTANTS: tuple[Mutant, ...] = (
         "cli-eof-approves",
         "approval",
         "EOF (Ctrl-D, no terminal) at the approval prompt declines",
-        "cli.py",
-        'return Decision(False, "The customer did not answer the approval prompt."',
-        'return Decision(True, "The customer did not answer the approval prompt."',
+        "terminal/approvals.py",
+        "return Answer(False, words.NO_ANSWER_REASON)",
+        "return Answer(True, words.NO_ANSWER_REASON)",
         (U + "test_cli.py::test_cli_eof_at_approval_denies",),
     ),
     # --- the dialog stack and the router ---------------------------------------------------------

@@ -52,7 +52,7 @@ class Claims:
     expires_at: datetime
 
 
-def load_secret(home: Path, env: Mapping[str, str] | None = None) -> str:
+def load_secret(home: Path, env: Mapping[str, str]) -> str:
     """Return the signing secret: ``TRAVEL_ASSISTANT_SECRET``, or the one kept in ``home``.
 
     The file is created on first use, atomically (a second process started at the same
@@ -62,7 +62,6 @@ def load_secret(home: Path, env: Mapping[str, str] | None = None) -> str:
         SecretError: The variable is too short, or the file is readable by others or
             cannot be read.
     """
-    env = os.environ if env is None else env
     given = env.get(SECRET_ENV)
     if given is not None:
         if len(given.strip()) < MIN_SECRET_CHARS:

@@ -20,38 +20,32 @@ config carries ``"approvals": "all"`` or ``{tool_call_id: {"approved": true}}``.
 from __future__ import annotations
 
 import asyncio
-import os
 from functools import cache
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 
-# The settings the graph is built from; another value means another graph.
-SETTING_PREFIXES = ("OPENAI_", "TRAVEL_ASSISTANT_", "TAVILY_", "XDG_DATA_HOME")
-
-
-def _settings() -> tuple[tuple[str, str], ...]:
-    return tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith(SETTING_PREFIXES)))
+from settings import Settings
 
 
 @cache
 def _graph(settings: tuple[tuple[str, str], ...]) -> CompiledStateGraph[Any, Any, Any, Any]:
     """Build the graph for ``settings`` (the environment), once per process."""
-    from assistants.models import ModelSettings, build_chat_models
+    from assistants.models import build_chat_models
     from assistants.specialists import build_crew
-    from db.engine import Database, default_db_path
+    from db.engine import Database
     from db.generate import ensure_database
     from graph import build_graph
     from locations import Location
 
-    env = dict(settings)
-    location = Location.parse(env.get("TRAVEL_ASSISTANT_DB") or default_db_path())
+    read = Settings.read(dict(settings))
+    location = Location.parse(read.db or read.home / "travel.sqlite")
     location.check_driver()
-    models = build_chat_models(ModelSettings.from_env(env=env))
-    database = Database.from_url(location.sqlalchemy_url())
+    models = build_chat_models(read.models())
+    database = Database.from_url(location.sqlalchemy_url(), data_dir=read.data_dir)
     ensure_database(database)
-    crew = build_crew(database, tavily_api_key=env.get("TAVILY_API_KEY"))
+    crew = build_crew(database, tavily_api_key=read.tavily_api_key)
     crew.prepare()  # a missing policy file fails the factory, not a run's first question
     return build_graph(models, None, db=database, crew=crew)
 
@@ -65,4 +59,5 @@ async def make_graph(
         ModelConfigError: No model endpoint is configured (the message says what to set).
         FileNotFoundError: The company policy file does not exist.
     """
-    return await asyncio.to_thread(_graph, _settings())
+    # Read once per call: LangGraph's server may run with another environment later.
+    return await asyncio.to_thread(_graph, Settings.read().key())

@@ -316,7 +316,8 @@ class Console:
         out: The assistant's words.
         err: Status lines, the thinking indicator and errors.
         color: Colour the status lines (stderr is a terminal and ``NO_COLOR`` is unset).
-        style: How replies are shown; by default from ``out`` and ``NO_COLOR``.
+        style: How replies are shown; by default from ``out`` and ``plain``.
+        plain: Replies as plain wrapped text on a terminal (``NO_COLOR``, ``TERM=dumb``).
         width: The width replies and boxes wrap to; by default the terminal's.
     """
 
@@ -325,14 +326,14 @@ class Console:
     color: bool = False
     style: ReplyStyle | None = None
     width: int | None = None
+    plain: bool = False
 
     def __post_init__(self) -> None:
         if self.style is None:
             if not _is_terminal(self.out):
                 self.style = "raw"
             else:
-                plain = os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb"
-                self.style = "plain" if plain else "markdown"
+                self.style = "plain" if self.plain else "markdown"
         self.thinking = Thinking(self.err, color=self.color)
 
     @property

@@ -369,7 +369,7 @@ class PolicyIndex:
         """The policy file this index reads."""
         if self._path is not None:
             return self._path
-        return reference_data_dir() / POLICY_FILE_NAME
+        return reference_data_dir() / POLICY_FILE_NAME  # the packaged policy
 
     @property
     def passages(self) -> tuple[PolicyPassage, ...]:

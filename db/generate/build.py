@@ -96,7 +96,7 @@ def _build(
         raise ValueError("now must be timezone-aware.")
     moment = moment.astimezone(UTC)
     started = perf_counter()
-    ref = load_reference_data()
+    ref = load_reference_data(db.data_dir)
     with _open_writer(db.engine, only_if_missing) as writer:
         if writer is None:
             return None

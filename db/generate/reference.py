@@ -134,7 +134,7 @@ def load_reference_data(folder: Path | None = None) -> ReferenceData:
     """Read and check the reference files.
 
     Args:
-        folder: The data folder; defaults to ``db.engine.reference_data_dir()``.
+        folder: The data folder; defaults to the packaged one (``db.engine``).
 
     Returns:
         The airports, aircraft types and catalogues.

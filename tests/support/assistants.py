@@ -34,6 +34,7 @@ def build_assistant(
     checkpointer: BaseCheckpointSaver[Any] | None = None,
     *,
     crew: Crew | None = None,
+    tavily_api_key: str | None = None,
     retry_policy: RetryPolicy | None = DEFAULT_RETRY_POLICY,
     recursion_limit: int = DEFAULT_RECURSION_LIMIT,
 ) -> TravelAssistant:
@@ -57,4 +58,5 @@ def build_assistant(
         crew=crew,
         retry_policy=retry_policy,
         recursion_limit=recursion_limit,
+        tavily_api_key=tavily_api_key,
     )

@@ -387,9 +387,8 @@ def test_load_reference_data_rejects_full_hotel_with_wrong_rooms(
     (folder / "hotels.csv").write_text(
         hotels.replace(line, line.rsplit(",", 1)[0] + ",5"), encoding="utf-8"
     )
-    monkeypatch.setenv("TRAVEL_ASSISTANT_DATA", str(folder))
     with pytest.raises(ValueError, match="rooms"):
-        load_reference_data()
+        load_reference_data(folder)
 
 
 def test_columns_cover_every_model_column() -> None:

@@ -437,9 +437,10 @@ def test_graph_offers_web_search_when_tavily_key_is_set(
             }
 
     monkeypatch.setattr(tavily, "TavilyClient", FakeTavily)
-    monkeypatch.setenv("TAVILY_API_KEY", "tvly-test-key")
     model = ScriptedChatModel()
-    assistant = build_assistant(travel_db, model, retry_policy=NO_RETRY_DELAY)
+    assistant = build_assistant(
+        travel_db, model, retry_policy=NO_RETRY_DELAY, tavily_api_key="tvly-test-key"
+    )
     web = call("tavily_search", {"query": "Basel weather tomorrow"})
     model.extend(say("", web), say("Sunny."))
     run(assistant.send(THREAD, "What's the weather in Basel?"))

@@ -432,16 +432,14 @@ def test_policy_index_reads_nothing_until_searched(tmp_path: Path) -> None:
         missing.search("baggage")
 
 
-def test_policy_index_defaults_to_the_reference_data_folder(
+def test_policy_index_defaults_to_the_packaged_policy_whatever_the_environment(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert PolicyIndex().path == reference_data_dir() / "policy.md" == POLICY_PATH
-    (tmp_path / "policy.md").write_text(
-        "## Pets\n\n### Can my cat fly with me?\n\nYes, in a carrier.\n", encoding="utf-8"
-    )
-    index = PolicyIndex()
+    # TRAVEL_ASSISTANT_DATA is read once, at the edge (settings.Settings), and reaches the
+    # index through the database's data_dir: the index itself never reads it.
     monkeypatch.setenv("TRAVEL_ASSISTANT_DATA", str(tmp_path))
-    assert [p.question for p in index.search("cat carrier")] == ["Can my cat fly with me?"]
+    assert PolicyIndex().path == reference_data_dir() / "policy.md" == POLICY_PATH
+    assert PolicyIndex().search("checked baggage allowance") != []  # not the empty tmp_path
 
 
 def test_policy_index_rejects_a_file_without_passages(tmp_path: Path) -> None:
@@ -458,8 +456,7 @@ def test_crew_prepare_reads_the_policy_before_any_question(
     policy.write_text(
         "## Pets\n\n### Can my cat fly with me?\n\nYes, in a carrier.\n", encoding="utf-8"
     )
-    monkeypatch.setenv("TRAVEL_ASSISTANT_DATA", str(tmp_path))
-    crew = build_crew(travel_db)
+    crew = build_crew(Database(travel_db.engine, travel_db.clock, tmp_path))
     crew.prepare()
     policy.unlink()  # read at start-up: the first question no longer needs the file
     lookup = next(t for t in crew.primary_tools if t.name == "lookup_policy")
@@ -469,8 +466,7 @@ def test_crew_prepare_reads_the_policy_before_any_question(
 def test_crew_prepare_reports_a_missing_policy_file(
     travel_db: Database, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("TRAVEL_ASSISTANT_DATA", str(tmp_path))
-    crew = build_crew(travel_db)  # building reads nothing
+    crew = build_crew(Database(travel_db.engine, travel_db.clock, tmp_path))  # reads nothing
     missing = re.escape(f"policy file {tmp_path / 'policy.md'} does not exist")
     with pytest.raises(FileNotFoundError, match=missing):
         crew.prepare()
