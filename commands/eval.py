@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 import traceback
-from collections.abc import Iterator
-from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
@@ -109,18 +107,6 @@ def _open_records(path: Path | None) -> TextIO | None:
         raise CliError(f"Cannot write the trial records to {path}: {error}.", EXIT_USAGE) from error
 
 
-@contextmanager
-def _eval_template(server: str | None, folder: Path) -> Iterator[Path | str]:
-    """Yield where eval builds its scenario database: a file, or a temporary database."""
-    if server is None:
-        yield folder / "template.sqlite"
-        return
-    from db.copies import temporary_database
-
-    with temporary_database(server, "eval_template") as url:
-        yield url
-
-
 def cmd_eval(args: argparse.Namespace, console: Console, overrides: Overrides) -> int:
     """Run ``travel-assistant eval``: the scenarios against a real model.
 
@@ -128,17 +114,15 @@ def cmd_eval(args: argparse.Namespace, console: Console, overrides: Overrides) -
     an error and the suite goes on. With ``--jsonl`` every trial is appended to a file
     as soon as it ends, so nothing is lost when the run is stopped.
     """
-    import json
     import statistics
     import tempfile
-    import time
     from datetime import UTC, datetime
 
     from langchain_core.language_models import BaseChatModel
 
     import evaluation
-    from db.engine import Database, reference_data_dir
-    from db.generate import build_database
+    from db.engine import reference_data_dir
+    from evaluation.trials import build_template, run_trials, template_location
     from tools.policies import POLICY_FILE_NAME, PolicyIndex
 
     if args.trials < 1:
@@ -191,74 +175,36 @@ def cmd_eval(args: argparse.Namespace, console: Console, overrides: Overrides) -
         "customer_model": args.customer_model or model_name,
         "max_tokens": args.max_tokens,
     }
-    by_category: dict[str, dict[str, list[bool]]] = {}
-    latencies: list[float] = []
-    errors = 0
-    spent = evaluation.Usage(0, 0)
     try:
         with (
             tempfile.TemporaryDirectory() as folder,
-            _eval_template(server, Path(folder)) as template,
+            template_location(server, Path(folder)) as template,
             _EvalProgress(console, len(scenarios) * args.trials) as progress,
         ):
-            seed_db = (
-                Database.from_url(str(template), clock=overrides.clock)
-                if overrides.clock
-                else Database.from_url(str(template))
+            report = run_trials(
+                scenarios,
+                args.trials,
+                models,
+                customer_model,
+                folder=Path(folder),
+                template=template,
+                clock=build_template(template, overrides.clock, settings_of(args).data_dir),
+                seconds=args.time_limit,
+                progress=progress,
+                records=records,
+                context=run_context,
+                on_error=(lambda _error: traceback.print_exc()) if args.debug else None,
+                data_dir=settings_of(args).data_dir,
             )
-            build_database(seed_db, seed=evaluation.SCENARIO_SEED)
-            clock = seed_db.clock
-            seed_db.dispose()
-            for scenario in scenarios:
-                for trial in range(1, args.trials + 1):
-                    progress.begin(scenario.id, trial)
-                    started = time.monotonic()
-                    work = Path(folder) / f"{scenario.id}-{trial}"
-                    work.mkdir()
-                    try:
-                        result = evaluation.run_scenario(
-                            scenario,
-                            template,
-                            clock,
-                            work,
-                            lambda _db: models,
-                            customer=evaluation.simulated_customer(scenario, customer_model),
-                            seconds=args.time_limit,
-                            on_turn=progress.turn,
-                        )
-                    except Exception as error:  # a bug in one trial must not lose the others
-                        if args.debug:
-                            traceback.print_exc()
-                        result = evaluation.ScenarioResult(
-                            scenario,
-                            (),
-                            evaluation.Transcript(),
-                            error=f"{type(error).__name__}: {error}",
-                        )
-                    errors += result.error is not None
-                    by_category.setdefault(scenario.category, {}).setdefault(
-                        scenario.id, []
-                    ).append(result.passed)
-                    latencies += result.transcript.latencies
-                    used = evaluation.Usage.of(result.transcript.messages)
-                    spent = evaluation.Usage(
-                        spent.input_tokens + used.input_tokens,
-                        spent.output_tokens + used.output_tokens,
-                    )
-                    if records is not None:
-                        record = evaluation.trial_record(
-                            result,
-                            trial,
-                            **run_context,
-                            seconds=round(time.monotonic() - started, 3),
-                        )
-                        records.write(json.dumps(record, ensure_ascii=False) + "\n")
-                        records.flush()
-                    verdict = "pass" if result.passed else "FAIL: " + "; ".join(result.reasons)
-                    progress.end(result.passed, verdict)
     finally:
         if records is not None:
             records.close()
+    by_category, latencies, errors, spent = (
+        report.by_category,
+        report.latencies,
+        report.errors,
+        report.spent,
+    )
     for line in evaluation.summarise(by_category, args.trials):
         console.say(line)
     cost = spent.cost(price)

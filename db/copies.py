@@ -98,7 +98,11 @@ def temporary_database(near: str, label: str = "tmp") -> Iterator[str]:
 
 @contextmanager
 def database_copies(
-    template: str | Path, folder: Path, names: Sequence[str], clock: Clock = system_clock
+    template: str | Path,
+    folder: Path,
+    names: Sequence[str],
+    clock: Clock = system_clock,
+    data_dir: Path | None = None,
 ) -> Iterator[list[Database]]:
     """Yield a ``Database`` over a private copy of ``template`` per name, removed afterwards.
 
@@ -112,13 +116,14 @@ def database_copies(
         names: The copies' file names (``agent.sqlite``); for PostgreSQL, part of their
             database names.
         clock: The clock of the returned databases.
+        data_dir: Their reference files' folder (the packaged one by default).
     """
     if not is_postgresql(template):
         source = make_url(url_for(template)).database or str(template)
         databases = []
         for name in names:
             shutil.copyfile(source, folder / name)
-            databases.append(Database.from_url(str(folder / name), clock=clock))
+            databases.append(Database.from_url(str(folder / name), clock, data_dir))
         try:
             yield databases
         finally:
@@ -128,7 +133,7 @@ def database_copies(
     with ThreadPoolExecutor(max_workers=max(1, len(names))) as workers:
         made = [workers.submit(create_copy, str(template), Path(name).stem) for name in names]
         urls = [future.result() for future in _all_done(made, drop, workers)]
-        databases = [Database.from_url(url, clock=clock) for url in urls]
+        databases = [Database.from_url(url, clock, data_dir) for url in urls]
         try:
             yield databases
         finally:

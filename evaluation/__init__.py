@@ -1,0 +1,85 @@
+"""Scenario evaluation, judged on the final database state (the method of tau-bench).
+
+A scenario (a TOML file in ``data/scenarios/``) names a passenger, the customer's turns,
+the customer's answer to each approval prompt, and the *gold actions*: the writes a
+perfect assistant would make. The judge applies the gold actions to a fresh copy of the
+database and compares every business table with the database the assistant left
+behind: the rows that had to change changed, and nothing else did. Procedural checks
+come on top: every write was approved first, a denied action did not run, every tool
+call was answered once, and the facts the customer needed were said.
+
+Two ways to run a scenario:
+
+- offline, with the model's replies scripted in the scenario (``replies`` in each turn):
+  this proves the graph, the tools, the approvals and the database together, and is part
+  of the default test run;
+- live (``travel-assistant eval``), with a real model as the assistant and another model
+  playing the customer from the scenario's ``instructions``.
+"""
+
+from evaluation.judge import (
+    ScenarioResult,
+    Transcript,
+    apply_gold_actions,
+    database_problems,
+    dump_state,
+    judge,
+    state_diff,
+)
+from evaluation.reports import Usage, pass_hat_k, percentile, summarise, to_json, trial_record
+from evaluation.runs import (
+    CUSTOMER_OPENING,
+    MAX_CUSTOMER_TURNS,
+    PRICES_PER_MILLION,
+    STOP,
+    converse,
+    parse_decision,
+    run_offline,
+    run_scenario,
+    simulated_customer,
+)
+from evaluation.scenarios import (
+    SCENARIO_DIR,
+    SCENARIO_SEED,
+    Resolver,
+    Scenario,
+    ScenarioError,
+    Turn,
+    load_scenario,
+    load_scenarios,
+    select_scenarios,
+)
+
+__all__ = [
+    "CUSTOMER_OPENING",
+    "MAX_CUSTOMER_TURNS",
+    "PRICES_PER_MILLION",
+    "SCENARIO_DIR",
+    "SCENARIO_SEED",
+    "STOP",
+    "Resolver",
+    "Scenario",
+    "ScenarioError",
+    "ScenarioResult",
+    "Transcript",
+    "Turn",
+    "Usage",
+    "apply_gold_actions",
+    "converse",
+    "database_problems",
+    "dump_state",
+    "judge",
+    "load_scenario",
+    "load_scenarios",
+    "parse_decision",
+    "pass_hat_k",
+    "percentile",
+    "run_offline",
+    "run_scenario",
+    "select_scenarios",
+    "simulated_customer",
+    "state_diff",
+    "summarise",
+    "to_json",
+    "trial_record",
+]

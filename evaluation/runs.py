@@ -1,0 +1,290 @@
+"""Running a scenario: offline with scripted replies, or live with a simulated customer."""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, AnyMessage, ToolCall
+
+from assistants.approvals import Decision
+from assistants.providers import (
+    ModelProviderError,
+    describe_provider_error,
+    is_provider_error,
+    time_limit,
+)
+from assistants.specialists import build_crew
+from conversations.assistant import Thread, TravelAssistant
+from db.clock import Clock
+from db.copies import database_copies
+from db.engine import Database
+from evaluation.judge import (
+    ScenarioResult,
+    Transcript,
+    apply_gold_actions,
+    database_problems,
+    judge,
+)
+from evaluation.scenarios import Resolver, Scenario
+
+
+def _reply(resolve: Resolver, spec: Mapping[str, Any], counter: Iterator[int]) -> AIMessage:
+    calls = [
+        ToolCall(
+            name=str(c["name"]),
+            args=resolve(dict(c.get("args", {}))),
+            id=str(c.get("id") or f"call_{next(counter)}"),
+            type="tool_call",
+        )
+        for c in spec.get("calls", ())
+    ]
+    return AIMessage(content=resolve(str(spec.get("text", ""))), tool_calls=calls)
+
+
+def parse_decision(answer: str) -> Decision:
+    """Turn ``"y"`` or ``"n: reason"`` into a decision (anything but yes denies)."""
+    head, _, reason = answer.partition(":")
+    if head.strip().lower() in ("y", "yes"):
+        return Decision(True)
+    return Decision(False, reason.strip() or None)
+
+
+def run_scenario(
+    scenario: Scenario,
+    template: Path | str,
+    clock: Clock,
+    folder: Path,
+    make_model: Callable[[Database], BaseChatModel | Mapping[str, BaseChatModel]],
+    customer: Callable[[int, list[AnyMessage]], str | None] | None = None,
+    *,
+    offline: bool = False,
+    seconds: float | None = None,
+    on_turn: Callable[[int], None] | None = None,
+    data_dir: Path | None = None,
+) -> ScenarioResult:
+    """Run one scenario in ``folder`` over copies of ``template`` and judge it.
+
+    ``make_model`` gets the assistant's database (scripted replies resolve their
+    placeholders against it); ``customer`` replaces the scripted turns when given;
+    ``offline`` says the model's replies are scripted (see ``judge``). ``seconds``
+    limits the whole run (every model call in it, the simulated customer's too);
+    ``on_turn`` hears the index of each customer message as it is sent.
+
+    ``template`` is a SQLite file, or the URL of a PostgreSQL database nothing is
+    connected to: the copies are then databases on the same server, dropped afterwards
+    (``db.copies``). The conversation is saved in a SQLite file in ``folder`` either way.
+
+    A provider error, or the time limit, ends the run: the result carries it as its
+    ``error``, with the transcript so far, and the run is not judged.
+    """
+    with database_copies(
+        template, folder, ["agent.sqlite", "gold.sqlite"], clock, data_dir
+    ) as copies:
+        agent_db, gold_db = copies
+        models = make_model(agent_db)
+        checkpoints = folder / "checkpoints.sqlite"
+        transcript = Transcript()
+        try:
+            with time_limit(seconds) if seconds is not None else contextlib.nullcontext():
+                converse(
+                    scenario,
+                    agent_db,
+                    lambda: models,
+                    checkpoints,
+                    customer,
+                    transcript=transcript,
+                    on_turn=on_turn,
+                )
+        except Exception as failure:
+            if isinstance(failure, ModelProviderError):
+                return ScenarioResult(scenario, (), transcript, error=str(failure))
+            if is_provider_error(failure):  # the simulated customer's model call
+                error = f"(the simulated customer) {describe_provider_error(failure)}"
+                return ScenarioResult(scenario, (), transcript, error=error)
+            raise
+        apply_gold_actions(gold_db, scenario.passenger_id, scenario.gold_actions)
+        failures = judge(
+            scenario,
+            transcript,
+            database_problems(agent_db, gold_db),
+            build_crew(agent_db).sensitive_names,
+            offline=offline,
+        )
+        return ScenarioResult(scenario, failures, transcript)
+
+
+def run_offline(
+    scenario: Scenario,
+    template: Path | str,
+    clock: Clock,
+    model_factory: Callable[[list[AIMessage]], BaseChatModel],
+) -> ScenarioResult:
+    """Run ``scenario`` with its scripted replies over a copy of ``template``.
+
+    ``model_factory`` turns the scripted replies into a chat model (the tests pass their
+    scripted model), so this module needs no test code.
+    """
+    built: list[BaseChatModel] = []
+
+    def scripted(db: Database) -> BaseChatModel:
+        resolve = Resolver(db)
+        counter = iter(range(1, 1_000_000))
+        replies = [_reply(resolve, r, counter) for turn in scenario.turns for r in turn.replies]
+        built.append(model_factory(replies))
+        return built[-1]
+
+    with tempfile.TemporaryDirectory() as folder:
+        result = run_scenario(scenario, template, clock, Path(folder), scripted, offline=True)
+    leftover = getattr(built[0], "script", []) if built else []
+    if leftover:
+        failures = (*result.failures, f"{len(leftover)} scripted replies were never used")
+        return ScenarioResult(scenario, failures, result.transcript)
+    return result
+
+
+def converse(
+    scenario: Scenario,
+    db: Database,
+    make_model: Callable[[], BaseChatModel | Mapping[str, BaseChatModel]],
+    checkpoints: Path,
+    customer: Callable[[int, list[AnyMessage]], str | None] | None = None,
+    *,
+    transcript: Transcript | None = None,
+    on_turn: Callable[[int], None] | None = None,
+) -> Transcript:
+    """Play the scenario's turns (or a simulated customer's) through the real graph.
+
+    With ``resume_after_turn`` set, the graph is rebuilt over the same SQLite checkpoint
+    file right after that turn's message, before its approvals are answered, as a new
+    process would, and the conversation goes on.
+
+    The conversation is recorded in ``transcript`` (a new one by default), also when a
+    model call fails part-way; ``on_turn`` hears the index of each customer message.
+    """
+    import sqlite3
+
+    from conversations.store import sqlite_checkpointer
+
+    def open_assistant() -> TravelAssistant:
+        saver = sqlite_checkpointer(sqlite3.connect(checkpoints, check_same_thread=False))
+        assistant = TravelAssistant.build(make_model(), saver, db=db)
+        assistant.prepare()  # as chat does: the first policy question does not index it
+        return assistant
+
+    assistant = open_assistant()
+    thread = Thread(f"eval-{scenario.id}", scenario.passenger_id)
+    transcript = transcript if transcript is not None else Transcript()
+    decisions = [d for turn in scenario.turns for d in turn.decisions]
+    index = 0
+    try:
+        while True:
+            if customer is None:
+                if index >= len(scenario.turns):
+                    break
+                message = scenario.turns[index].customer
+            else:
+                simulated = customer(index, assistant.messages(thread))
+                if simulated is None:
+                    break
+                message = simulated
+            if on_turn is not None:
+                on_turn(index)
+            started = time.perf_counter()
+            list(assistant.send(thread, message))
+            if scenario.resume_after_turn is not None and index + 1 == scenario.resume_after_turn:
+                # A new process takes over, with any approval of this turn still pending.
+                assistant = open_assistant()
+            while pending := assistant.pending_actions(thread):
+                chosen = {
+                    action.tool_call_id: parse_decision(
+                        decisions.pop(0) if decisions else "n: no answer"
+                    )
+                    for action in pending
+                }
+                transcript.decisions.update(chosen)
+                list(assistant.resolve(thread, chosen))
+            transcript.latencies.append(time.perf_counter() - started)
+            index += 1
+    finally:
+        # Kept when a model call fails part-way too: what happened so far, and its tokens.
+        transcript.messages = assistant.messages(thread)
+        transcript.user_info = assistant.user_info(thread)
+        transcript.unused_decisions = list(decisions)
+    return transcript
+
+
+CUSTOMER_PROMPT = """\
+You play a customer of Meridian Travel talking to its customer-service assistant in a chat.
+Your situation and goal:
+{instructions}
+
+Write only your next message to the assistant, in plain words, as the customer would. Give
+details only when asked. When your goal is reached, or the assistant says it is impossible,
+or the conversation goes in circles, reply with exactly {stop}."""
+STOP = "###STOP###"
+CUSTOMER_OPENING = "(You are connected to the assistant. Write your first message.)"
+MAX_CUSTOMER_TURNS = 10
+# USD per million input and output tokens, for the cost estimate; --price-in/--price-out
+# override them and an unknown model has no estimate.
+PRICES_PER_MILLION: dict[str, tuple[float, float]] = {
+    "gpt-4o-mini": (0.15, 0.60),
+    "gpt-4o": (2.50, 10.00),
+    "gpt-4.1-mini": (0.40, 1.60),
+    "gpt-4.1": (2.00, 8.00),
+}
+
+
+def simulated_customer(
+    scenario: Scenario, model: BaseChatModel
+) -> Callable[[int, list[AnyMessage]], str | None]:
+    """Return a customer played by ``model`` from the scenario's instructions.
+
+    The first message is the scenario's first scripted turn, so every trial starts the
+    same way; later ones come from the model, which sees the conversation from the
+    customer's side.
+    """
+    from langchain_core.messages import HumanMessage, SystemMessage
+
+    system = SystemMessage(
+        content=CUSTOMER_PROMPT.format(instructions=scenario.instructions, stop=STOP)
+    )
+
+    def next_message(index: int, history: list[AnyMessage]) -> str | None:
+        if index == 0:
+            return scenario.turns[0].customer
+        if index >= MAX_CUSTOMER_TURNS:
+            return None
+        # The customer's own messages are the assistant side of this chat. Strict chat
+        # templates want a user message first and the roles alternating, so the chat
+        # opens with a cue and messages of one side in a row are merged.
+        flipped: list[AnyMessage] = [system, HumanMessage(content=CUSTOMER_OPENING)]
+        for message in history:
+            text = str(message.content).strip()
+            if isinstance(message, HumanMessage) and text:
+                turn: AnyMessage = AIMessage(content=text)
+            elif isinstance(message, AIMessage) and text:
+                turn = HumanMessage(content=text)
+            else:
+                continue
+            if type(flipped[-1]) is type(turn):
+                merged = f"{flipped[-1].content}\n\n{text}"
+                turn = (
+                    AIMessage(content=merged)
+                    if isinstance(turn, AIMessage)
+                    else HumanMessage(content=merged)
+                )
+                flipped[-1] = turn
+            else:
+                flipped.append(turn)
+        if isinstance(flipped[-1], AIMessage):  # the assistant has not answered yet
+            return None
+        reply = str(model.invoke(flipped).content).strip()
+        return None if not reply or STOP in reply else reply
+
+    return next_message
