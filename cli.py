@@ -247,7 +247,7 @@ def _positive_float(text: str) -> float:
     return value
 
 
-def _add_server_commands(commands: Any) -> None:
+def _add_server_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``serve`` and ``token``."""
     serve = commands.add_parser("serve", help="run the HTTP API and the web chat")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on")

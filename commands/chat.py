@@ -10,7 +10,7 @@ import sys
 import uuid
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from commands.common import (
     EXIT_USAGE,
@@ -36,6 +36,8 @@ from terminal.prompter import Prompter, sessions_command
 
 if TYPE_CHECKING:
     from conversations.store import ConversationStore
+    from db.engine import Database
+    from graph import ModelsArg
 
 
 def history_file(home: Path, passenger_id: str) -> Path:
@@ -94,7 +96,7 @@ def _make_prompter(home: Path, passenger_id: str, overrides: Overrides) -> Promp
     return Prompter(lambda text: messages.prompt(text), lambda text: answers.prompt(text))
 
 
-def open_chat_db(args: argparse.Namespace, console: Console, overrides: Overrides) -> Any:
+def open_chat_db(args: argparse.Namespace, console: Console, overrides: Overrides) -> Database:
     """Open the travel database; one named by --db (or the environment) must exist."""
     from sqlalchemy.exc import OperationalError
 
@@ -158,8 +160,8 @@ def _chat(
     console: Console,
     overrides: Overrides,
     passenger_id: str,
-    models: Any,
-    database: Any,
+    models: ModelsArg,
+    database: Database,
     store: ConversationStore,
 ) -> int:
     from conversations.assistant import Thread, TravelAssistant

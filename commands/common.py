@@ -6,16 +6,20 @@ import argparse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from settings import CONVERSATIONS_ENV, DB_ENV, Settings
 from terminal import Console
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
+    from prompt_toolkit.input import Input
+    from prompt_toolkit.output import Output
 
     from conversations.assistant import TravelAssistant
     from conversations.store import ConversationStore
+    from db.clock import Clock
+    from db.engine import Database
     from locations import Location
 
 
@@ -99,9 +103,9 @@ def open_travel_db(
     *,
     build_if_missing: bool = True,
     create_database: bool = False,
-    clock: Any = None,
+    clock: Clock | None = None,
     data_dir: Path | None = None,
-) -> Any:
+) -> Database:
     """Open the travel database at a path or URL, building it on first use.
 
     ``create_database`` also creates a PostgreSQL database the server does not have;
@@ -237,11 +241,11 @@ class Overrides:
     """What tests inject: models, terminal input and output, and the console."""
 
     model_factory: ModelFactory | None = None
-    pt_input: Any = None
-    pt_output: Any = None
+    pt_input: Input | None = None
+    pt_output: Output | None = None
     console: Console | None = None
     check_endpoint: bool = True
-    clock: Any = None
+    clock: Clock | None = None
 
 
 def resume_options_of(args: argparse.Namespace) -> list[str]:

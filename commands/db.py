@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from commands.common import (
     EXIT_OK,
@@ -17,6 +17,7 @@ from commands.common import (
 from terminal import Console
 
 if TYPE_CHECKING:
+    from db.generate import BuildReport
     from locations import Location
 
 
@@ -94,7 +95,7 @@ def _db_init_server(args: argparse.Namespace, console: Console, location: Locati
     return EXIT_OK
 
 
-def _report_build(console: Console, report: Any) -> None:
+def _report_build(console: Console, report: BuildReport) -> None:
     counts = ", ".join(
         f"{n} {t}"
         for t, n in report.counts.items()

@@ -6,7 +6,7 @@ import argparse
 import traceback
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TextIO
 
 from commands.common import (
     EXIT_ERROR,
@@ -21,10 +21,6 @@ from commands.common import (
     settings_of,
 )
 from terminal import Console
-
-if TYPE_CHECKING:
-    pass
-
 
 DEFAULT_EVAL_SECONDS = 600.0
 

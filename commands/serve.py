@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import shlex
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from commands.chat import open_chat_db
 from commands.common import (
@@ -28,10 +28,10 @@ from commands.common import (
 from terminal import Console
 
 if TYPE_CHECKING:
-    pass
+    from server.auth import TokenSigner
 
 
-def _signer(args: argparse.Namespace) -> Any:
+def _signer(args: argparse.Namespace) -> TokenSigner:
     from server.auth import SecretError, TokenSigner, load_secret
 
     try:
