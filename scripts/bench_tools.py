@@ -40,7 +40,6 @@ from db.fixtures import (
     FIXTURE_PASSENGER_ID,
     FIXTURE_TICKET_NO,
 )
-from db.flights import quote_ticket_cancellation
 from db.generate import build_database
 from db.models import (
     BoardingPass,
@@ -52,6 +51,7 @@ from db.models import (
     TripRecommendation,
 )
 from db.passengers import passenger_summary
+from db.tickets import quote_ticket_cancellation
 
 Args = dict[str, Any]
 

@@ -1,9 +1,9 @@
 """Flight tools: the passenger's information, flight search, ticket changes and cancellation.
 
 ``fetch_user_flight_information`` and ``search_flights`` are safe; the two ticket writes
-are sensitive (the graph asks the customer before they run). The rules live in
-``db.flights``; these tools only read the configured passenger, call it and shape the
-result.
+are sensitive (the graph asks the customer before they run). The search lives in
+``db.flights`` and the ticket rules in ``db.tickets``; these tools only read the
+configured passenger, call them and shape the result.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import InjectedToolCallId, tool
 
 from db import flights as flight_queries
+from db import tickets as ticket_queries
 from db.engine import Database
 from db.passengers import passenger_summary
 from tools.common import (
@@ -34,13 +35,13 @@ from tools.common import (
 FLIGHT_PREVIEWS: dict[str, Preview] = {
     "update_ticket_to_new_flight": Preview(
         "Change flight",
-        lambda s, p, a, now: flight_queries.quote_ticket_change(
+        lambda s, p, a, now: ticket_queries.quote_ticket_change(
             s, p, str_arg(a, "ticket_no"), int_arg(a, "new_flight_id"), now
         ),
     ),
     "cancel_ticket": Preview(
         "Cancel ticket",
-        lambda s, p, a, now: flight_queries.quote_ticket_cancellation(
+        lambda s, p, a, now: ticket_queries.quote_ticket_cancellation(
             s, p, str_arg(a, "ticket_no"), now
         ),
     ),
@@ -163,7 +164,7 @@ def make_flight_tools(db: Database) -> DomainTools:
             tool_call_id=tool_call_id,
             passenger_id=passenger_id,
             args={"ticket_no": ticket_no, "new_flight_id": new_flight_id},
-            write=lambda session, now: flight_queries.update_ticket_to_new_flight(
+            write=lambda session, now: ticket_queries.update_ticket_to_new_flight(
                 session, passenger_id, ticket_no, new_flight_id, now
             ),
         )
@@ -196,7 +197,7 @@ def make_flight_tools(db: Database) -> DomainTools:
             tool_call_id=tool_call_id,
             passenger_id=passenger_id,
             args={"ticket_no": ticket_no},
-            write=lambda session, now: flight_queries.cancel_ticket(
+            write=lambda session, now: ticket_queries.cancel_ticket(
                 session, passenger_id, ticket_no, now
             ),
         )

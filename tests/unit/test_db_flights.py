@@ -1,4 +1,4 @@
-"""Query-level tests of db.flights: search, ticket change and cancellation rules."""
+"""Query-level tests of db.flights and db.tickets: search, ticket change and cancellation rules."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import select, update
 
-from db import flights
+from db import flights, tickets
 from db.clock import fixed_clock
 from db.engine import Database
 from db.errors import (
@@ -249,7 +249,7 @@ def test_quote_ticket_change_charges_fee_and_fare_increase(travel_db: Database) 
     paid = _segments(travel_db, FIXTURE_TICKET_NO)[0][2]
     new_fare = _fare(travel_db, target.flight_id, "Economy")
     with travel_db.session() as session:
-        quote = flights.quote_ticket_change(
+        quote = tickets.quote_ticket_change(
             session, FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO, target.flight_id, NOW
         )
     assert quote.change_fee_cents == FARE_RULES["Economy"].change_fee_cents
@@ -265,7 +265,7 @@ def test_quote_ticket_change_is_free_within_the_booking_window(travel_db: Databa
         travel_db, FIXTURE_TICKET_NO, timedelta(hours=FREE_WINDOW_HOURS_AFTER_BOOKING - 1)
     )
     with travel_db.session() as session:
-        quote = flights.quote_ticket_change(
+        quote = tickets.quote_ticket_change(
             session, FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO, lx0112(travel_db, 1).flight_id, NOW
         )
     assert quote.change_fee_cents == 0
@@ -281,7 +281,7 @@ def test_quote_ticket_change_never_refunds_a_lower_fare(travel_db: Database) -> 
             .values(amount_cents=_fare(travel_db, target.flight_id, "Economy") + 5_000)
         )
     with travel_db.session() as session:
-        quote = flights.quote_ticket_change(
+        quote = tickets.quote_ticket_change(
             session, FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO, target.flight_id, NOW
         )
     assert quote.fare_difference_cents == 0
@@ -290,7 +290,7 @@ def test_quote_ticket_change_never_refunds_a_lower_fare(travel_db: Database) -> 
 def test_quote_ticket_change_writes_nothing(travel_db: Database) -> None:
     before = dump(travel_db)
     with travel_db.session() as session:
-        flights.quote_ticket_change(
+        tickets.quote_ticket_change(
             session, FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO, lx0112(travel_db, 1).flight_id, NOW
         )
         session.commit()
@@ -304,7 +304,7 @@ def test_update_ticket_moves_segment_and_boarding_pass(travel_db: Database) -> N
     (_, fare_class, paid, seat) = _segments(travel_db, FIXTURE_TICKET_NO)[0]
     assert seat is not None
     with travel_db.transaction() as session:
-        result = flights.update_ticket_to_new_flight(
+        result = tickets.update_ticket_to_new_flight(
             session, FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO, target.flight_id, NOW
         )
     new_fare = _fare(travel_db, target.flight_id, "Economy")
@@ -345,7 +345,7 @@ def test_update_ticket_moves_segment_and_boarding_pass(travel_db: Database) -> N
 def test_update_ticket_keeps_the_ticket_in_the_passenger_summary(travel_db: Database) -> None:
     target = lx0112(travel_db, 1)
     with travel_db.transaction() as session:
-        flights.update_ticket_to_new_flight(
+        tickets.update_ticket_to_new_flight(
             session, FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO, target.flight_id, NOW
         )
     with travel_db.session() as session:
@@ -363,7 +363,7 @@ def test_update_ticket_releases_the_old_seat_and_takes_a_new_one(travel_db: Data
         old_left = flights.seats_left(session, old, "Economy")
         new_left = flights.seats_left(session, target, "Economy")
     with travel_db.transaction() as session:
-        flights.update_ticket_to_new_flight(
+        tickets.update_ticket_to_new_flight(
             session, FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO, target.flight_id, NOW
         )
     with travel_db.session() as session:
@@ -381,7 +381,7 @@ def test_update_ticket_moves_the_matching_segment_of_a_connection(travel_db: Dat
         travel_db, departure_airport="FRA", arrival_airport="JFK", departs_in=departs_in
     )
     with travel_db.transaction() as session:
-        flights.update_ticket_to_new_flight(
+        tickets.update_ticket_to_new_flight(
             session, MULTI_SEGMENT_PASSENGER_ID, MULTI_SEGMENT_TICKET_NO, target, NOW
         )
     after = _segments(travel_db, MULTI_SEGMENT_TICKET_NO)
@@ -399,14 +399,14 @@ def test_update_ticket_refuses_to_break_a_connection(travel_db: Database) -> Non
         travel_db, departure_airport="MUC", arrival_airport="FRA", departs_in=departs_in
     )
     with travel_db.session() as session, pytest.raises(RuleViolationError, match="next segment"):
-        flights.quote_ticket_change(
+        tickets.quote_ticket_change(
             session, MULTI_SEGMENT_PASSENGER_ID, MULTI_SEGMENT_TICKET_NO, target, NOW
         )
 
 
 def test_update_ticket_rejects_someone_elses_ticket(travel_db: Database) -> None:
     with travel_db.session() as session, pytest.raises(OwnershipError) as raised:
-        flights.quote_ticket_change(
+        tickets.quote_ticket_change(
             session, FLOWN_PASSENGER_ID, FIXTURE_TICKET_NO, lx0112(travel_db, 1).flight_id, NOW
         )
     assert str(raised.value) == (
@@ -417,7 +417,7 @@ def test_update_ticket_rejects_someone_elses_ticket(travel_db: Database) -> None
 def test_update_ticket_rejects_a_different_route(travel_db: Database) -> None:
     other = _future_flight(travel_db, "ZRH", "LHR", timedelta(days=1))
     with travel_db.session() as session, pytest.raises(RuleViolationError, match="same departure"):
-        flights.quote_ticket_change(session, FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO, other, NOW)
+        tickets.quote_ticket_change(session, FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO, other, NOW)
 
 
 def test_update_ticket_rejects_a_flight_leaving_within_three_hours(travel_db: Database) -> None:
@@ -428,7 +428,7 @@ def test_update_ticket_rejects_a_flight_leaving_within_three_hours(travel_db: Da
         departs_in=timedelta(hours=MIN_HOURS_BEFORE_DEPARTURE_FOR_CHANGE) - timedelta(minutes=5),
     )
     with travel_db.session() as session, pytest.raises(RuleViolationError, match="3 hours"):
-        flights.quote_ticket_change(session, BUSINESS_PASSENGER_ID, BUSINESS_TICKET_NO, soon, NOW)
+        tickets.quote_ticket_change(session, BUSINESS_PASSENGER_ID, BUSINESS_TICKET_NO, soon, NOW)
 
 
 def test_update_ticket_rejects_a_cancelled_flight(travel_db: Database) -> None:
@@ -440,7 +440,7 @@ def test_update_ticket_rejects_a_cancelled_flight(travel_db: Database) -> None:
         status="Cancelled",
     )
     with travel_db.session() as session, pytest.raises(RuleViolationError, match="Cancelled"):
-        flights.quote_ticket_change(
+        tickets.quote_ticket_change(
             session, BUSINESS_PASSENGER_ID, BUSINESS_TICKET_NO, cancelled, NOW
         )
 
@@ -448,14 +448,14 @@ def test_update_ticket_rejects_a_cancelled_flight(travel_db: Database) -> None:
 def test_update_ticket_rejects_when_the_current_flight_is_too_close(travel_db: Database) -> None:
     later = NOW + timedelta(hours=2)
     with travel_db.session() as session, pytest.raises(RuleViolationError, match="less than 3"):
-        flights.quote_ticket_change(
+        tickets.quote_ticket_change(
             session, FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO, lx0112(travel_db, 1).flight_id, later
         )
 
 
 def test_update_ticket_rejects_a_full_flight(travel_db: Database) -> None:
     with travel_db.session() as session, pytest.raises(UnavailableError, match="no Economy seat"):
-        flights.quote_ticket_change(
+        tickets.quote_ticket_change(
             session, FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO, full_flight(travel_db).flight_id, NOW
         )
 
@@ -463,25 +463,25 @@ def test_update_ticket_rejects_a_full_flight(travel_db: Database) -> None:
 def test_update_ticket_rejects_a_flown_segment(travel_db: Database) -> None:
     target = _future_flight(travel_db, "AMS", "BCN", timedelta(days=1))
     with travel_db.session() as session, pytest.raises(RuleViolationError, match="departed"):
-        flights.quote_ticket_change(session, FLOWN_PASSENGER_ID, FLOWN_TICKET_NO, target, NOW)
+        tickets.quote_ticket_change(session, FLOWN_PASSENGER_ID, FLOWN_TICKET_NO, target, NOW)
 
 
 def test_update_ticket_rejects_a_checked_in_segment(travel_db: Database) -> None:
     target = _future_flight(travel_db, "BCN", "AMS", timedelta(days=1))
     with travel_db.session() as session, pytest.raises(RuleViolationError, match="checked in"):
-        flights.quote_ticket_change(session, FLOWN_PASSENGER_ID, CHECKED_IN_TICKET_NO, target, NOW)
+        tickets.quote_ticket_change(session, FLOWN_PASSENGER_ID, CHECKED_IN_TICKET_NO, target, NOW)
 
 
 def test_update_ticket_rejects_the_same_flight(travel_db: Database) -> None:
     current = lx0112(travel_db, 0).flight_id
     with travel_db.session() as session, pytest.raises(RuleViolationError, match="already on"):
-        flights.quote_ticket_change(session, FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO, current, NOW)
+        tickets.quote_ticket_change(session, FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO, current, NOW)
 
 
 def test_update_ticket_rejects_unknown_ticket_and_flight(travel_db: Database) -> None:
     with travel_db.session() as session:
         with pytest.raises(NotFoundError, match="No ticket 0000000000000000"):
-            flights.quote_ticket_change(
+            tickets.quote_ticket_change(
                 session,
                 FIXTURE_PASSENGER_ID,
                 "0000000000000000",
@@ -489,7 +489,7 @@ def test_update_ticket_rejects_unknown_ticket_and_flight(travel_db: Database) ->
                 NOW,
             )
         with pytest.raises(NotFoundError, match="No flight with flight_id 99999999"):
-            flights.quote_ticket_change(
+            tickets.quote_ticket_change(
                 session, FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO, 99_999_999, NOW
             )
 
@@ -497,7 +497,7 @@ def test_update_ticket_rejects_unknown_ticket_and_flight(travel_db: Database) ->
 def test_update_ticket_error_leaves_the_database_unchanged(travel_db: Database) -> None:
     before = dump(travel_db)
     with pytest.raises(UnavailableError), travel_db.transaction() as session:
-        flights.update_ticket_to_new_flight(
+        tickets.update_ticket_to_new_flight(
             session, FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO, full_flight(travel_db).flight_id, NOW
         )
     assert dump(travel_db) == before
@@ -513,7 +513,7 @@ def test_cancel_ticket_refunds_paid_minus_fee_and_releases_the_seat(travel_db: D
     with travel_db.session() as session:
         left = flights.seats_left(session, flight, "Economy")
     with travel_db.transaction() as session:
-        result = flights.cancel_ticket(session, FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO, NOW)
+        result = tickets.cancel_ticket(session, FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO, NOW)
     fee = min(FARE_RULES["Economy"].cancel_fee_cents, paid)
     assert result["cancel_fee_cents"] == fee
     assert result["refunded_cents"] == paid - fee
@@ -540,7 +540,7 @@ def test_cancel_ticket_within_the_booking_window_refunds_everything(travel_db: D
     _set_book_date(travel_db, FIXTURE_TICKET_NO, timedelta(hours=1))
     paid = _segments(travel_db, FIXTURE_TICKET_NO)[0][2]
     with travel_db.session() as session:
-        quote = flights.quote_ticket_cancellation(
+        quote = tickets.quote_ticket_cancellation(
             session, FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO, NOW
         )
     assert quote.cancel_fee_cents == 0
@@ -551,7 +551,7 @@ def test_cancel_ticket_business_fee_comes_from_the_fare_rules(travel_db: Databas
     _set_book_date(travel_db, BUSINESS_TICKET_NO, timedelta(days=3))
     paid = sum(s[2] for s in _segments(travel_db, BUSINESS_TICKET_NO))
     with travel_db.session() as session:
-        quote = flights.quote_ticket_cancellation(
+        quote = tickets.quote_ticket_cancellation(
             session, BUSINESS_PASSENGER_ID, BUSINESS_TICKET_NO, NOW
         )
     assert quote.cancel_fee_cents == FARE_RULES["Business"].cancel_fee_cents
@@ -561,7 +561,7 @@ def test_cancel_ticket_business_fee_comes_from_the_fare_rules(travel_db: Databas
 def test_cancel_ticket_cancels_every_segment_of_a_connection(travel_db: Database) -> None:
     paid = sum(s[2] for s in _segments(travel_db, MULTI_SEGMENT_TICKET_NO))
     with travel_db.transaction() as session:
-        result = flights.cancel_ticket(
+        result = tickets.cancel_ticket(
             session, MULTI_SEGMENT_PASSENGER_ID, MULTI_SEGMENT_TICKET_NO, NOW
         )
     assert len(result["cancelled_flights"]) == 2
@@ -570,37 +570,37 @@ def test_cancel_ticket_cancels_every_segment_of_a_connection(travel_db: Database
 
 def test_cancel_ticket_rejects_a_flown_ticket(travel_db: Database) -> None:
     with travel_db.session() as session, pytest.raises(RuleViolationError, match="departed"):
-        flights.quote_ticket_cancellation(session, FLOWN_PASSENGER_ID, FLOWN_TICKET_NO, NOW)
+        tickets.quote_ticket_cancellation(session, FLOWN_PASSENGER_ID, FLOWN_TICKET_NO, NOW)
 
 
 def test_cancel_ticket_rejects_a_checked_in_ticket(travel_db: Database) -> None:
     with travel_db.session() as session, pytest.raises(RuleViolationError, match="checked in"):
-        flights.quote_ticket_cancellation(session, FLOWN_PASSENGER_ID, CHECKED_IN_TICKET_NO, NOW)
+        tickets.quote_ticket_cancellation(session, FLOWN_PASSENGER_ID, CHECKED_IN_TICKET_NO, NOW)
 
 
 def test_cancel_ticket_rejects_a_flight_within_three_hours(travel_db: Database) -> None:
     later = NOW + timedelta(hours=2)
     with travel_db.session() as session, pytest.raises(RuleViolationError, match="less than 3"):
-        flights.quote_ticket_cancellation(session, FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO, later)
+        tickets.quote_ticket_cancellation(session, FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO, later)
 
 
 def test_cancel_ticket_rejects_someone_elses_ticket(travel_db: Database) -> None:
     with travel_db.session() as session, pytest.raises(OwnershipError, match="does not belong"):
-        flights.quote_ticket_cancellation(session, BUSINESS_PASSENGER_ID, FIXTURE_TICKET_NO, NOW)
+        tickets.quote_ticket_cancellation(session, BUSINESS_PASSENGER_ID, FIXTURE_TICKET_NO, NOW)
 
 
 def test_cancel_ticket_twice_is_refused(travel_db: Database) -> None:
     with travel_db.transaction() as session:
-        flights.cancel_ticket(session, FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO, NOW)
+        tickets.cancel_ticket(session, FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO, NOW)
     with travel_db.session() as session, pytest.raises(RuleViolationError, match="cancelled"):
-        flights.quote_ticket_cancellation(session, FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO, NOW)
+        tickets.quote_ticket_cancellation(session, FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO, NOW)
 
 
 def test_cancelled_ticket_cannot_be_changed(travel_db: Database) -> None:
     with travel_db.transaction() as session:
-        flights.cancel_ticket(session, FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO, NOW)
+        tickets.cancel_ticket(session, FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO, NOW)
     with travel_db.session() as session, pytest.raises(RuleViolationError, match="cancelled"):
-        flights.quote_ticket_change(
+        tickets.quote_ticket_change(
             session, FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO, lx0112(travel_db, 1).flight_id, NOW
         )
 
@@ -609,7 +609,7 @@ def test_database_clock_drives_the_rules(db_url: str) -> None:
     late = Database.from_url(db_url, clock=fixed_clock(NOW + timedelta(hours=2)))
     try:
         with late.session() as session, pytest.raises(RuleViolationError):
-            flights.quote_ticket_cancellation(
+            tickets.quote_ticket_cancellation(
                 session, FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO, late.clock()
             )
     finally:

@@ -20,7 +20,7 @@ from sqlalchemy import select, update
 from assistants.nodes import leave_skill
 from assistants.state import update_dialog_stack
 from conversations.assistant import Thread
-from db import flights, reservations
+from db import reservations, tickets
 from db.car_rentals import CAR_RENTAL
 from db.engine import Database
 from db.errors import RuleViolationError, UnavailableError
@@ -86,12 +86,12 @@ def test_ticket_change_accepts_a_flight_leaving_exactly_the_minimum_hours_ahead(
         flight_no="ZZ0002",
     )
     with travel_db.session() as session:
-        quote = flights.quote_ticket_change(
+        quote = tickets.quote_ticket_change(
             session, FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO, exactly, NOW
         )
         assert quote.new_flight["flight_id"] == exactly
         with pytest.raises(RuleViolationError, match="leaves less than"):
-            flights.quote_ticket_change(
+            tickets.quote_ticket_change(
                 session, FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO, too_soon, NOW
             )
 

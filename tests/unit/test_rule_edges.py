@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from sqlalchemy import select, update
 
-from db import flights, reservations
+from db import reservations, tickets
 from db.car_rentals import CAR_RENTAL
 from db.engine import Database
 from db.errors import RuleViolationError, UnavailableError
@@ -120,14 +120,14 @@ def test_ticket_change_refuses_a_flight_sharing_only_one_airport(
     before_flights = ticket_flight_ids(travel_db, FIXTURE_TICKET_NO)
     before = watcher.snapshot()
     with travel_db.session() as session, pytest.raises(RuleViolationError) as quoted:
-        flights.quote_ticket_change(session, FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO, target, NOW)
+        tickets.quote_ticket_change(session, FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO, target, NOW)
     assert "same departure and arrival airports" in str(quoted.value)
     assert f"{departure} -> {arrival}" in str(quoted.value)
     with (
         pytest.raises(RuleViolationError, match="same departure and arrival airports"),
         travel_db.transaction() as session,
     ):
-        flights.update_ticket_to_new_flight(
+        tickets.update_ticket_to_new_flight(
             session, FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO, target, NOW
         )
     assert watcher.snapshot() == before
@@ -279,7 +279,7 @@ def change_fee(db: Database) -> tuple[int, int, str]:
     """Quote moving the fixture ticket: (fee, fee outside the window, note)."""
     target = next_day_fixture_flight(db)
     with db.session() as session:
-        quote = flights.quote_ticket_change(
+        quote = tickets.quote_ticket_change(
             session, FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO, target, NOW
         )
     return quote.change_fee_cents, FARE_RULES["Economy"].change_fee_cents, quote.fee_note
@@ -288,7 +288,7 @@ def change_fee(db: Database) -> tuple[int, int, str]:
 def cancel_fee(db: Database) -> tuple[int, int, str]:
     """Quote cancelling the fixture ticket: (fee, fee outside the window, note)."""
     with db.session() as session:
-        quote = flights.quote_ticket_cancellation(
+        quote = tickets.quote_ticket_cancellation(
             session, FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO, NOW
         )
     return (
