@@ -57,6 +57,8 @@ from langchain_openai.chat_models.base import _convert_message_to_dict
 from langgraph.graph import START, MessagesState, StateGraph
 
 from conversations.assistant import Decision, Thread, TravelAssistant
+from conversations.protocol import Answer, Conversations
+from conversations.sessions import SessionRegistry
 from conversations.store import sqlite_checkpointer
 from db.clock import fixed_clock
 from db.engine import Database
@@ -422,11 +424,15 @@ def play(
         calls_before = len(model.received)
         MeasuredModel.seconds = 0.0
         wall, cpu = time.perf_counter(), time.process_time()
-        for _ in assistant.send(thread, turn.text):
-            pass
-        while pending := assistant.pending_actions(thread):
-            for _ in assistant.resolve(thread, {p.tool_call_id: Decision(True) for p in pending}):
+        if VIA_PROTOCOL:
+            _play_turn_through_protocol(assistant, thread, turn.text)
+        else:
+            for _ in assistant.send(thread, turn.text):
                 pass
+            while pending := assistant.pending_actions(thread):
+                decisions = {p.tool_call_id: Decision(True) for p in pending}
+                for _ in assistant.resolve(thread, decisions):
+                    pass
         model_seconds = MeasuredModel.seconds
         figures.turn_wall_ms.append((time.perf_counter() - wall - model_seconds) * 1000)
         figures.turn_cpu_ms.append((time.process_time() - cpu - model_seconds) * 1000)
@@ -438,6 +444,27 @@ def play(
         figures.call_turns += [index] * (len(model.received) - calls_before)
     if model.script:
         raise SystemExit(f"the script and the graph disagree: {len(model.script)} replies left")
+
+
+# Set by --protocol: turns go through conversations.protocol, as the terminal and the
+# service drive them (claim, records, previews, answers), not TravelAssistant directly.
+VIA_PROTOCOL = False
+_PROTOCOLS: dict[int, Conversations] = {}
+
+
+def _play_turn_through_protocol(assistant: TravelAssistant, thread: Thread, text: str) -> None:
+    conversations = _PROTOCOLS.get(id(assistant))
+    if conversations is None:
+        registry = SessionRegistry(sqlite3.connect(":memory:", check_same_thread=False))
+        conversations = _PROTOCOLS[id(assistant)] = Conversations(assistant, registry)
+    conversation = conversations.get(thread)
+    with conversation.claim() as claimed:
+        for _ in claimed.send(text):
+            pass
+    while approvals := conversation.approvals():
+        with conversation.claim() as claimed:
+            for _ in claimed.resolve({a.tool_call_id: Answer(True) for a in approvals}):
+                pass
 
 
 def checkpointer(connection: sqlite3.Connection) -> Any:
@@ -609,11 +636,18 @@ def main() -> int:
         "under valgrind with N=1 and N=2, the difference is one warm conversation",
     )
     parser.add_argument(
+        "--protocol",
+        action="store_true",
+        help="drive each turn through conversations.protocol, as the front ends do",
+    )
+    parser.add_argument(
         "--template",
         type=Path,
         help="the generated database to copy for each conversation (built there if missing)",
     )
     args = parser.parse_args()
+    global VIA_PROTOCOL
+    VIA_PROTOCOL = args.protocol
     lengths = args.turns or [14, 30]
     with tempfile.TemporaryDirectory() as name:
         folder = Path(name)
