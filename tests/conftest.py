@@ -6,21 +6,19 @@ import os
 import shutil
 import socket
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from db.clock import Clock, fixed_clock, system_clock
+from db.clock import fixed_clock
 from db.engine import Database
 from tests.support import schema_cache
+from tests.support.databases import FIXED_NOW, build_sqlite
 from tests.support.shared import built_once
 
 schema_cache.install()
 
-# Every test runs at this moment unless it says otherwise.
-FIXED_NOW = datetime(2026, 5, 4, 9, 0, tzinfo=UTC)
 
 _ISOLATED_ENV = (
     "OPENAI_API_KEY",
@@ -130,15 +128,6 @@ def _postgres_session_zone(engine_name: str) -> Iterator[None]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("PGTZ", POSTGRES_SESSION_ZONE)
         yield
-
-
-def build_sqlite(path: Path, *, seed: int, clock: Clock = system_clock) -> None:
-    """Build the default-scale travel database into a new SQLite file at ``path``."""
-    from db.generate import build_database
-
-    database = Database.from_url(str(path), clock=clock)
-    build_database(database, seed=seed, scale=1)
-    database.dispose()
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import build_sqlite
+from tests.support.databases import build_sqlite
 from tests.support.shared import built_once
 
 

@@ -73,12 +73,12 @@ from db.models import (
     TripRecommendation,
 )
 from db.writes import key_part
-from tests.conftest import FIXED_NOW
 from tests.support import crash_child, exhaustive, forkserver, postgres
 from tests.support.assistants import build_assistant
 from tests.support.cli import chat
 from tests.support.conversation_stores import postgres_unreachable
 from tests.support.crash_child import CRASH_POINTS, NOT_KILLED, Case
+from tests.support.databases import FIXED_NOW
 from tests.support.scripted import ScriptedChatModel, say
 from tests.support.tools import WRITE_TABLES, lx0112
 

@@ -12,7 +12,7 @@ import pytest
 
 from cli import Console, Overrides, main
 from db.clock import fixed_clock
-from tests.conftest import FIXED_NOW
+from tests.support.databases import FIXED_NOW
 from tests.support.fake_openai import Endless, Fail, FakeOpenAI, Reply
 
 A_PASS = [

@@ -66,9 +66,9 @@ from db.models import (
     ToolCallRecord,
     TripRecommendation,
 )
-from tests.conftest import FIXED_NOW
 from tests.support import forkserver, postgres
 from tests.support.conversation_stores import postgres_unreachable
+from tests.support.databases import FIXED_NOW
 from tests.support.race_child import Call, Forget, Job, Outcome, Unready, serve
 
 RACERS = 6

@@ -25,8 +25,8 @@ from evaluation import (
     pass_hat_k,
     run_offline,
 )
-from tests.conftest import FIXED_NOW
 from tests.support import exhaustive
+from tests.support.databases import FIXED_NOW
 from tests.support.scripted import ScriptedChatModel
 
 SCENARIOS = load_scenarios()

@@ -27,8 +27,8 @@ from conversations.sessions import SessionRegistry
 from db.clock import fixed_clock
 from db.engine import Database
 from db.fixtures import FIXTURE_PASSENGER_ID
-from tests.conftest import FIXED_NOW
 from tests.support.assistants import build_assistant
+from tests.support.databases import FIXED_NOW
 from tests.support.fake_openai import customer_text
 from tests.support.flights import change_call
 from tests.support.scripted import ScriptedChatModel, call, say

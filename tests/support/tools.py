@@ -30,7 +30,7 @@ from db.engine import Database
 from db.fixtures import FIXTURE_DEPARTURE_IN, FIXTURE_FLIGHT_NO, FULL_FLIGHT_DAY_OFFSET
 from db.models import Booking, Flight, FlightFare, Ticket
 from db.rules import FREE_WINDOW_HOURS_AFTER_BOOKING
-from tests.conftest import FIXED_NOW
+from tests.support.databases import FIXED_NOW
 from tools.common import tool_node
 
 # Tables a write may touch; a refused write must leave every one of them unchanged.

@@ -12,8 +12,8 @@ import pytest
 from conversations.assistant import TravelAssistant
 from db.clock import fixed_clock
 from db.engine import Database
-from tests.conftest import FIXED_NOW
 from tests.support.assistants import build_assistant
+from tests.support.databases import FIXED_NOW
 from tests.support.scripted import ScriptedChatModel
 
 

@@ -30,7 +30,7 @@ from db.fixtures import FIXTURE_PASSENGER_ID
 from db.models import Payment
 from db.partners import ReservationKind
 from db.periods import Period
-from tests.conftest import FIXED_NOW
+from tests.support.databases import FIXED_NOW
 from tests.support.scripted import ScriptedChatModel, call, say
 from tools.reservations import ReservationTools
 

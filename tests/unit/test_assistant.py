@@ -95,8 +95,8 @@ from conversations.assistant import Decision, Thread  # noqa: E402
 from db.clock import fixed_clock  # noqa: E402
 from db.engine import Database  # noqa: E402
 from db.fixtures import FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO  # noqa: E402
-from tests.conftest import FIXED_NOW  # noqa: E402
 from tests.support.assistants import build_assistant  # noqa: E402
+from tests.support.databases import FIXED_NOW  # noqa: E402
 from tests.support.scripted import ScriptedChatModel, say  # noqa: E402
 from tests.support.strict_chat import check  # noqa: E402
 

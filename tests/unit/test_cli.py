@@ -15,9 +15,9 @@ from conversations.sessions import SessionRegistry
 from db.clock import fixed_clock
 from db.engine import Database
 from db.fixtures import FIXTURE_PASSENGER_ID, FLOWN_PASSENGER_ID
-from tests.conftest import FIXED_NOW
 from tests.support.assistants import build_assistant
 from tests.support.cli import chat, chat_args
+from tests.support.databases import FIXED_NOW
 from tests.support.flights import change_call, ticket_flight
 from tests.support.scripted import ScriptedChatModel, call, say
 

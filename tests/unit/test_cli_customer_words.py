@@ -16,8 +16,8 @@ from sqlalchemy import select
 from db.engine import Database
 from db.fixtures import FIXTURE_TICKET_NO, FULL_FLIGHT_DAY_OFFSET
 from db.models import Flight
-from tests.conftest import FIXED_NOW
 from tests.support.cli import chat, chat_args
+from tests.support.databases import FIXED_NOW
 from tests.support.flights import change_call, fixture_segment, ticket_flight
 from tests.support.scripted import ScriptedChatModel, call, say
 

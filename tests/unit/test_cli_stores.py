@@ -31,11 +31,11 @@ from db.fixtures import FIXTURE_PASSENGER_ID
 from locations import INSTALL_POSTGRES
 from terminal.chat import ChatSession
 from terminal.prompter import Prompter
-from tests.conftest import FIXED_NOW
 from tests.support import postgres
 from tests.support.assistants import build_assistant
 from tests.support.cli import chat, chat_args, customer_messages, resume_line, run, thread_of
 from tests.support.conversation_stores import require_postgres
+from tests.support.databases import FIXED_NOW
 from tests.support.flights import change_call, ticket_flight
 from tests.support.scripted import ScriptedChatModel, call, say
 

@@ -31,9 +31,9 @@ from conversations.store import (
     lock_file_of,
 )
 from locations import INSTALL_POSTGRES, Location, LocationError
-from tests.conftest import FIXED_NOW
 from tests.support import postgres
 from tests.support.conversation_stores import require_postgres, scratch_conversations
+from tests.support.databases import FIXED_NOW
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -20,7 +20,7 @@ from db.errors import (
 from db.fixtures import BUSINESS_PASSENGER_ID, FIXTURE_CAR_RENTAL_BOOKING_ID, FIXTURE_PASSENGER_ID
 from db.models import CarRental, CarRentalBooking, Payment
 from db.rules import MAX_CAR_RENTAL_DAYS
-from tests.conftest import FIXED_NOW
+from tests.support.databases import FIXED_NOW
 from tests.support.tools import dump
 
 NOW = FIXED_NOW

@@ -14,7 +14,7 @@ from db.engine import Database
 from db.excursions import EXCURSION
 from db.hotels import HOTEL
 from db.models import CarRental, Hotel, TripRecommendation
-from tests.conftest import FIXED_NOW
+from tests.support.databases import FIXED_NOW
 
 Search = Callable[..., dict[str, Any]]
 CASES = [

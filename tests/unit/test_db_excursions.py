@@ -19,7 +19,7 @@ from db.errors import (
 from db.excursions import EXCURSION
 from db.fixtures import BUSINESS_PASSENGER_ID, FIXTURE_EXCURSION_BOOKING_ID, FIXTURE_PASSENGER_ID
 from db.models import ExcursionBooking, TripRecommendation
-from tests.conftest import FIXED_NOW
+from tests.support.databases import FIXED_NOW
 from tests.support.tools import dump
 
 NOW = FIXED_NOW

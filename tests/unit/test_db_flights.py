@@ -44,7 +44,7 @@ from db.rules import (
     FREE_WINDOW_HOURS_AFTER_BOOKING,
     MIN_HOURS_BEFORE_DEPARTURE_FOR_CHANGE,
 )
-from tests.conftest import FIXED_NOW
+from tests.support.databases import FIXED_NOW
 from tests.support.tools import add_flight, dump, full_flight, lx0112
 
 NOW = FIXED_NOW

@@ -68,7 +68,7 @@ from db.models import (
     TicketFlight,
     TripRecommendation,
 )
-from tests.conftest import FIXED_NOW
+from tests.support.databases import FIXED_NOW
 
 TODAY = FIXED_NOW.date()
 SQLITE_TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{6}$")

@@ -28,7 +28,7 @@ from db.fixtures import (
 from db.hotels import HOTEL
 from db.models import Hotel, HotelBooking, Payment
 from db.rules import MAX_DAYS_AHEAD, MAX_HOTEL_NIGHTS
-from tests.conftest import FIXED_NOW
+from tests.support.databases import FIXED_NOW
 from tests.support.tools import dump
 
 NOW = FIXED_NOW

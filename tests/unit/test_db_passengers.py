@@ -22,7 +22,7 @@ from db.fixtures import (
     MULTI_SEGMENT_TICKET_NO,
 )
 from db.passengers import passenger_exists, passenger_summary
-from tests.conftest import FIXED_NOW
+from tests.support.databases import FIXED_NOW
 
 
 def test_passenger_summary_lists_the_fixture_ticket(travel_db: Database) -> None:

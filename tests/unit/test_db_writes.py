@@ -18,7 +18,7 @@ from db.hotels import HOTEL
 from db.models import Hotel, HotelBooking, Payment, ToolCallRecord
 from db.values import local_time, money, parse_date, parse_time_bound
 from db.writes import NO_THREAD, record_payment, run_once
-from tests.conftest import FIXED_NOW
+from tests.support.databases import FIXED_NOW
 from tests.support.tools import dump
 
 NOW = FIXED_NOW

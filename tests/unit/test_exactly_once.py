@@ -34,8 +34,8 @@ from db.engine import Database
 from db.fixtures import BUSINESS_PASSENGER_ID, FIXTURE_HOTEL_BOOKING_ID, FIXTURE_PASSENGER_ID
 from db.models import Hotel, HotelBooking, ToolCallRecord
 from db.writes import NO_THREAD, arguments_digest, find_stored_result, key_part
-from tests.conftest import FIXED_NOW
 from tests.support.assistants import build_assistant
+from tests.support.databases import FIXED_NOW
 from tests.support.scripted import ScriptedChatModel, say
 from tests.support.scripted import call as scripted_call
 from tests.support.tools import call, dump, error_text, payload, run_one

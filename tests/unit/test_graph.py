@@ -31,8 +31,8 @@ from db.fixtures import (
     FLOWN_PASSENGER_ID,
 )
 from graph import draw_mermaid
-from tests.conftest import FIXED_NOW
 from tests.support.assistants import build_assistant
+from tests.support.databases import FIXED_NOW
 from tests.support.flights import change_call, fixture_segment
 from tests.support.scripted import ScriptedChatModel, call, say
 

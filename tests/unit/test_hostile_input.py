@@ -37,7 +37,7 @@ from db.fixtures import (
     FIXTURE_PASSENGER_ID,
     FIXTURE_TICKET_NO,
 )
-from tests.conftest import FIXED_NOW
+from tests.support.databases import FIXED_NOW
 from tests.support.tools import call, dump, run_calls, run_one
 from tools.common import storable_tool_calls
 

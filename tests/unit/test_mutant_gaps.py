@@ -43,8 +43,8 @@ from db.rules import (
 )
 from db.values import start_of_day
 from db.writes import record_payment
-from tests.conftest import FIXED_NOW
 from tests.support.assistants import build_assistant
+from tests.support.databases import FIXED_NOW
 from tests.support.scripted import ScriptedChatModel, call, say
 from tests.support.tools import add_flight, dump
 

@@ -34,8 +34,8 @@ from conversations.assistant import Decision, ModelProviderError, Thread, Travel
 from db.clock import fixed_clock
 from db.engine import Database
 from db.fixtures import FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO
-from tests.conftest import FIXED_NOW
 from tests.support.assistants import build_assistant
+from tests.support.databases import FIXED_NOW
 from tests.support.scripted import ScriptedChatModel, call, say
 from tests.support.strict_chat import check
 

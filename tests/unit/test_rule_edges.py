@@ -46,7 +46,7 @@ from db.models import (
 )
 from db.passengers import passenger_summary
 from db.rules import FARE_RULES, FREE_WINDOW_HOURS_AFTER_BOOKING
-from tests.conftest import FIXED_NOW
+from tests.support.databases import FIXED_NOW
 from tests.support.scripted import ScriptedChatModel, say
 from tests.support.tools import add_flight, dump
 

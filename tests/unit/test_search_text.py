@@ -18,7 +18,7 @@ from db.fixtures import FIXTURE_LOCATION, FIXTURE_PASSENGER_ID
 from db.hotels import HOTEL
 from db.models import CarRental, Hotel
 from db.values import MAX_SEARCH_CHARS, MAX_SEARCH_WORDS
-from tests.conftest import FIXED_NOW
+from tests.support.databases import FIXED_NOW
 from tests.support.tools import error_text, payload, run_one
 
 NOW = FIXED_NOW

@@ -13,7 +13,7 @@ from db.engine import Database
 from db.fixtures import BUSINESS_PASSENGER_ID, FIXTURE_CAR_RENTAL_BOOKING_ID, FIXTURE_PASSENGER_ID
 from db.models import CarRental, CarRentalBooking
 from db.rules import MAX_CAR_RENTAL_DAYS
-from tests.conftest import FIXED_NOW
+from tests.support.databases import FIXED_NOW
 from tests.support.tools import dump, error_text, payload, run_one
 from tools.car_rentals import make_car_rental_tools
 

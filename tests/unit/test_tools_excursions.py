@@ -12,7 +12,7 @@ from sqlalchemy import select, update
 from db.engine import Database
 from db.fixtures import BUSINESS_PASSENGER_ID, FIXTURE_EXCURSION_BOOKING_ID, FIXTURE_PASSENGER_ID
 from db.models import ExcursionBooking, TripRecommendation
-from tests.conftest import FIXED_NOW
+from tests.support.databases import FIXED_NOW
 from tests.support.tools import dump, error_text, payload, run_one
 from tools.excursions import make_excursion_tools
 

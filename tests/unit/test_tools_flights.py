@@ -21,7 +21,7 @@ from db.fixtures import (
 )
 from db.models import Flight, Payment, TicketFlight
 from db.rules import FARE_RULES
-from tests.conftest import FIXED_NOW
+from tests.support.databases import FIXED_NOW
 from tests.support.tools import (
     add_flight,
     call,

@@ -20,7 +20,7 @@ from db.fixtures import (
 )
 from db.models import Hotel, HotelBooking
 from db.rules import MAX_HOTEL_NIGHTS
-from tests.conftest import FIXED_NOW
+from tests.support.databases import FIXED_NOW
 from tests.support.tools import call, dump, error_text, payload, run_calls, run_one
 from tools.hotels import make_hotel_tools
 

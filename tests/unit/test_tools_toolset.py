@@ -24,7 +24,7 @@ from db.fixtures import (
 )
 from db.rules import MIN_HOURS_BEFORE_DEPARTURE_FOR_CHANGE
 from db.values import AmountKind, fmt_money
-from tests.conftest import FIXED_NOW
+from tests.support.databases import FIXED_NOW
 from tests.support.tools import dump, full_flight, lx0112, payload, run_one
 from tools import DomainTools, Preview, build_primary_tools, make_hotel_tools, tool_error_message
 from tools.common import passenger_id_from
