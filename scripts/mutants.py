@@ -57,6 +57,8 @@ PROBED_MODULES = (
     "terminal",
     "commands",
     "cli",
+    "server",
+    "evaluation",
 )
 # The pytest processes running now, killed when the run is interrupted (each runs in its
 # own session, so Ctrl-C does not reach it).
@@ -104,6 +106,14 @@ GAPS = U + "test_mutant_gaps.py::"
 GRAPH = U + "test_graph.py::"
 ROUTING = U + "test_routing.py::"
 CLI_ANSWERS = U + "test_cli_approval_answers.py::"
+SECOND_LEG_EARLY = (
+    FLIGHTS + "test_update_ticket_refuses_a_second_leg_leaving_before_the_first_arrives"
+)
+REFUSED_DECISIONS_FREE = (
+    U + "test_server_api.py::test_server_refused_decisions_leave_the_conversation_free"
+)
+JUDGE = U + "test_judge.py::"
+EXACTLY_ONCE = U + "test_exactly_once.py::"
 DELEGATES = GRAPH + "test_graph_delegates_and_returns"
 PARALLEL_DECISIONS = GRAPH + "test_graph_parallel_sensitive_calls_approve_one_deny_other"
 ROUTER_ORDER = ROUTING + "test_next_step_orders_safe_then_sensitive_then_leave"
@@ -362,6 +372,37 @@ MUTANTS: tuple[Mutant, ...] = (
         "return self.paid_cents",
         (FLIGHTS + "test_cancel_ticket_refunds_paid_minus_fee_and_releases_the_seat",),
     ),
+    Mutant(
+        "flights-connection-second-leg-unchecked",
+        "tickets",
+        "a connection's second leg may not move to a flight leaving before the first lands",
+        "db/flights.py",
+        "    if index > 0:\n        previous = segments[index - 1].flight\n",
+        "    if index > 1:\n        previous = segments[index - 1].flight\n",
+        (
+            SECOND_LEG_EARLY,
+            U
+            + "test_tools_flights.py::test_update_ticket_to_new_flight_refuses_and_changes_nothing",
+        ),
+    ),
+    Mutant(
+        "flights-connection-previous-boundary",
+        "tickets",
+        "a connection's next leg may not leave the very minute the previous one lands",
+        "db/flights.py",
+        "if new_flight.scheduled_departure <= previous.scheduled_arrival:",
+        "if new_flight.scheduled_departure < previous.scheduled_arrival:",
+        (SECOND_LEG_EARLY,),
+    ),
+    Mutant(
+        "flights-connection-next-unchecked",
+        "tickets",
+        "a connection's first leg may not move to a flight landing after the second leaves",
+        "db/flights.py",
+        "    if index + 1 < len(segments):\n",
+        "    if index + 2 < len(segments):\n",
+        (FLIGHTS + "test_update_ticket_refuses_to_break_a_connection",),
+    ),
     # --- hotels, car rentals, excursions: SPEC section 4 for reservations ----------------
     Mutant(
         "partners-ownership",
@@ -614,6 +655,15 @@ MUTANTS: tuple[Mutant, ...] = (
             U + "test_tools_flights.py::test_cancel_ticket_repeated_call_refunds_once",
         ),
     ),
+    Mutant(
+        "writes-digest-first-argument-only",
+        "writes",
+        "a repeated call id with another date (the second argument) is refused, not answered",
+        "tools/reservations.py",
+        "args={key: arguments.get(key) for key in shown},",
+        "args={key: arguments.get(key) for key in shown[:1]},",
+        (EXACTLY_ONCE + "test_the_same_id_moving_an_excursion_to_another_date_is_refused",),
+    ),
     # --- the approval path -------------------------------------------------------------------
     Mutant(
         "approval-any-truthy-approves-all",
@@ -695,6 +745,15 @@ MUTANTS: tuple[Mutant, ...] = (
         "return Answer(False, words.NO_ANSWER_REASON)",
         "return Answer(True, words.NO_ANSWER_REASON)",
         (U + "test_cli.py::test_cli_eof_at_approval_denies",),
+    ),
+    Mutant(
+        "cli-message-limit-off-by-one",
+        "terminal",
+        "the terminal sends a message of exactly MAX_MESSAGE_CHARS and refuses one more",
+        "terminal/chat.py",
+        "if len(text) > MAX_MESSAGE_CHARS:",
+        "if len(text) >= MAX_MESSAGE_CHARS:",
+        (U + "test_cli.py::test_cli_message_of_exactly_the_limit_is_sent_and_one_more_is_not",),
     ),
     # --- the dialog stack and the router ---------------------------------------------------------
     Mutant(
@@ -792,6 +851,58 @@ MUTANTS: tuple[Mutant, ...] = (
         "    if any(groups.is_sensitive(c) for c in pending):\n"
         '        return "sensitive_tools"\n',
         (ROUTER_ORDER,),
+    ),
+    # --- the HTTP service: who may ask, and its turns ------------------------------------------
+    Mutant(
+        "service-issuer-unchecked",
+        "service",
+        "a token signed with the right secret but naming another issuer gets 401",
+        "server/auth.py",
+        "                issuer=ISSUER,\n",
+        "",
+        (U + "test_server_access.py::test_server_every_endpoint_needs_a_valid_token",),
+    ),
+    Mutant(
+        "service-secret-group-readable",
+        "service",
+        "a signing secret file readable by its group is refused",
+        "server/auth.py",
+        "mode & (stat.S_IRWXG | stat.S_IRWXO)",
+        "mode & stat.S_IRWXO",
+        (U + "test_server_auth.py::test_server_secret_open_to_anyone_but_its_owner_is_refused",),
+    ),
+    Mutant(
+        "service-refused-decisions-keep-the-claim",
+        "service",
+        "decisions refused after the claim (409) release the conversation",
+        "server/app.py",
+        "        service.release(thread)\n        raise\n",
+        "        raise\n",
+        (
+            REFUSED_DECISIONS_FREE,
+            U
+            + "test_server_api.py::"
+            + "test_server_decisions_missing_an_action_leave_the_conversation_free",
+        ),
+    ),
+    # --- the scenario judge -----------------------------------------------------------------------
+    Mutant(
+        "judge-unanswered-call-passes",
+        "judge",
+        "the judge fails a run that leaves a tool call unanswered",
+        "evaluation/judge.py",
+        "if len(found) != 1:",
+        "if len(found) > 1:",
+        (JUDGE + "test_judge_fails_a_tool_call_left_unanswered",),
+    ),
+    Mutant(
+        "judge-sensitive-without-decision-passes",
+        "judge",
+        "the judge fails a sensitive call that ran with no recorded decision",
+        "evaluation/judge.py",
+        "if facts.ran and (decision is None or not decision.approved):",
+        "if facts.ran and decision is not None and not decision.approved:",
+        (JUDGE + "test_judge_fails_a_sensitive_call_that_ran_with_no_recorded_decision",),
     ),
     Mutant(
         "user-info-without-cars",

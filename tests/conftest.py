@@ -13,7 +13,7 @@ import pytest
 
 from db.clock import fixed_clock
 from db.engine import Database
-from tests.support import schema_cache
+from tests.support import schema_cache, scratch
 from tests.support.databases import FIXED_NOW, build_sqlite
 from tests.support.shared import built_once
 
@@ -236,6 +236,29 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     from tests.support import xdist_groups
 
     return xdist_groups.make_scheduler(config, log)
+
+
+_CALL_PASSED = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report = yield
+    if report.when == "call":
+        item.stash[_CALL_PASSED] = report.passed
+    return report
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+    """Remove a passed test's databases once its fixtures are torn down (a failed test's
+    stay to look at): each is a 32 MB copy, and pytest keeps three runs' folders."""
+    folder = getattr(item, "funcargs", {}).get("tmp_path")
+    try:
+        return (yield)
+    finally:
+        if isinstance(folder, Path) and item.stash.get(_CALL_PASSED, False):
+            scratch.remove_databases(folder)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

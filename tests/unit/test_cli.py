@@ -12,11 +12,12 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from cli import Console, Overrides, main
 from conversations.assistant import Thread
 from conversations.sessions import SessionRegistry
+from conversations.words import MAX_MESSAGE_CHARS
 from db.clock import fixed_clock
 from db.engine import Database
 from db.fixtures import FIXTURE_PASSENGER_ID, FLOWN_PASSENGER_ID
 from tests.support.assistants import build_assistant
-from tests.support.cli import chat, chat_args
+from tests.support.cli import chat, chat_args, customer_messages
 from tests.support.databases import FIXED_NOW
 from tests.support.flights import change_call, ticket_flight
 from tests.support.scripted import ScriptedChatModel, call, say
@@ -140,6 +141,24 @@ def test_cli_empty_and_long_messages_are_not_sent(
     assert result.code == 0
     assert "the limit is 4000" in result.err
     assert len(model.received) == 1  # only the short question reached the model
+
+
+def test_cli_message_of_exactly_the_limit_is_sent_and_one_more_is_not(
+    db_path: Path, home: Path, model: ScriptedChatModel
+) -> None:
+    at_limit = "a" * (MAX_MESSAGE_CHARS - 1) + "z"  # its last character is kept too
+    one_more = "b" * (MAX_MESSAGE_CHARS + 1)
+    model.extend(say("Got your long message."))
+    result = chat(chat_args(db_path), [one_more, at_limit, "quit"], model, home)
+    assert result.code == 0, result.err
+    assert (
+        f"Your message is {MAX_MESSAGE_CHARS + 1} characters long; "
+        f"the limit is {MAX_MESSAGE_CHARS}."
+    ) in result.err
+    assert f"Your message is {MAX_MESSAGE_CHARS} characters" not in result.err
+    assert len(model.received) == 1
+    assert customer_messages(model) == [at_limit]
+    assert "Got your long message." in result.out
 
 
 def test_cli_slash_commands(db_path: Path, home: Path, model: ScriptedChatModel) -> None:

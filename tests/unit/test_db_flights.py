@@ -404,6 +404,39 @@ def test_update_ticket_refuses_to_break_a_connection(travel_db: Database) -> Non
         )
 
 
+@pytest.mark.parametrize(
+    "before_landing",
+    [timedelta(minutes=30), timedelta(0)],
+    ids=["before-the-first-leg-lands", "the-minute-it-lands"],
+)
+def test_update_ticket_refuses_a_second_leg_leaving_before_the_first_arrives(
+    travel_db: Database, before_landing: timedelta
+) -> None:
+    # The check of a connection looks both ways: the first leg is the second leg's
+    # previous segment, so moving the second leg earlier than the first one lands breaks
+    # the connection as surely as moving the first leg later (test above).
+    first, _ = _segments(travel_db, MULTI_SEGMENT_TICKET_NO)
+    with travel_db.session() as session:
+        leg = session.get(Flight, first[0])
+        assert leg is not None
+        departs_in = leg.scheduled_arrival - NOW - before_landing
+    assert departs_in > timedelta(hours=MIN_HOURS_BEFORE_DEPARTURE_FOR_CHANGE)
+    target = add_flight(
+        travel_db, departure_airport="FRA", arrival_airport="JFK", departs_in=departs_in
+    )
+    before = dump(travel_db)
+    with travel_db.session() as session, pytest.raises(RuleViolationError) as raised:
+        flights.quote_ticket_change(
+            session, MULTI_SEGMENT_PASSENGER_ID, MULTI_SEGMENT_TICKET_NO, target, NOW
+        )
+    assert "leaves before the ticket's previous segment" in str(raised.value)
+    with travel_db.transaction() as session, pytest.raises(RuleViolationError, match="previous"):
+        flights.update_ticket_to_new_flight(
+            session, MULTI_SEGMENT_PASSENGER_ID, MULTI_SEGMENT_TICKET_NO, target, NOW
+        )
+    assert dump(travel_db) == before
+
+
 def test_update_ticket_rejects_someone_elses_ticket(travel_db: Database) -> None:
     with travel_db.session() as session, pytest.raises(OwnershipError) as raised:
         tickets.quote_ticket_change(

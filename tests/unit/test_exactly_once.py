@@ -31,14 +31,20 @@ from assistants.approvals import facts_of
 from conversations.assistant import Decision, MessageEvent, Thread, TravelAssistant
 from db import reservations
 from db.engine import Database
-from db.fixtures import BUSINESS_PASSENGER_ID, FIXTURE_HOTEL_BOOKING_ID, FIXTURE_PASSENGER_ID
-from db.models import Hotel, HotelBooking, ToolCallRecord
+from db.fixtures import (
+    BUSINESS_PASSENGER_ID,
+    FIXTURE_EXCURSION_BOOKING_ID,
+    FIXTURE_HOTEL_BOOKING_ID,
+    FIXTURE_PASSENGER_ID,
+)
+from db.models import ExcursionBooking, Hotel, HotelBooking, ToolCallRecord
 from db.writes import NO_THREAD, arguments_digest, find_stored_result, key_part
 from tests.support.assistants import build_assistant
 from tests.support.databases import FIXED_NOW
 from tests.support.scripted import ScriptedChatModel, say
 from tests.support.scripted import call as scripted_call
 from tests.support.tools import call, dump, error_text, payload, run_one
+from tools.excursions import make_excursion_tools
 from tools.hotels import make_hotel_tools
 
 
@@ -101,6 +107,30 @@ def test_the_same_id_with_other_arguments_is_refused_and_writes_nothing(
     assert "nothing was done" in text_
     assert str(booked["booking_id"]) not in text_  # never the first call's answer
     assert dump(travel_db) == before
+
+
+def test_the_same_id_moving_an_excursion_to_another_date_is_refused(
+    travel_db: Database,
+) -> None:
+    # The new date is the whole of a date change: a repeat of the call id with another
+    # date is another request, and must not be answered "moved to <the first date>".
+    excursion_tools = make_excursion_tools(travel_db)
+    tools = [*excursion_tools.safe, *excursion_tools.sensitive]
+
+    def move(to: str) -> ToolMessage:
+        args = {"booking_id": FIXTURE_EXCURSION_BOOKING_ID, "date": to}
+        return run_one(tools, "update_excursion", args, FIXTURE_PASSENGER_ID, "c1", thread_id="t")
+
+    moved = payload(move(day(9)))
+    assert moved["after"] == {"date": day(9)}
+    after = dump(travel_db)
+    assert payload(move(day(9))) == moved  # the very same call: its stored answer
+    text_ = error_text(move(day(11)))
+    assert "other arguments" in text_ and "nothing was done" in text_
+    assert dump(travel_db) == after
+    with travel_db.session() as session:
+        booking = session.get(ExcursionBooking, FIXTURE_EXCURSION_BOOKING_ID)
+        assert booking is not None and booking.date.isoformat() == day(9)
 
 
 def test_the_same_id_in_another_thread_is_its_own_call(

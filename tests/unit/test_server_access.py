@@ -155,6 +155,13 @@ def bad_tokens(signer: TokenSigner) -> dict[str, str]:
             SECRET,
             algorithm=ALGORITHM,
         ),
+        # The right secret and audience, but issued by someone else who holds the secret
+        # (another service of the same deployment): not a token of this service.
+        "other issuer": jwt.encode(
+            {**claims, "iss": "someone-else", "exp": now + timedelta(hours=1)},
+            SECRET,
+            algorithm=ALGORITHM,
+        ),
     }
 
 

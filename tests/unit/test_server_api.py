@@ -241,6 +241,71 @@ def test_server_decisions_must_cover_every_pending_action(
     assert "Nothing in this conversation is waiting" in nothing.json()["detail"]
 
 
+def _refused_then_free(client: TestClient, base: str, body: Any, status: int, words: str) -> None:
+    """A refused set of decisions answers ``status`` and leaves the conversation free."""
+    response = client.post(f"{base}/decisions", json=body)
+    assert response.status_code == status, (body, response.text)
+    assert words in response.text, response.text
+    assert client.get(base).json()["busy"] is False, body
+
+
+def test_server_refused_decisions_leave_the_conversation_free(
+    client: TestClient, model: ScriptedChatModel, travel_db: Database
+) -> None:
+    # A refused request never ran a turn, so it must not keep the conversation claimed:
+    # the customer fixes the request and sends it again, and is not told to wait for a
+    # turn that does not exist.
+    trip = plan_trip(travel_db)
+    model.extend(*flight_then_hotel_script(trip)[:3])
+    conversation = new_conversation(client)
+    base = f"/api/v1/conversations/{conversation}"
+    turn(client, f"{base}/messages", {"text": FLIGHT_REQUEST})
+    (pending,) = client.get(f"{base}/pending").json()["actions"]
+    call_id = pending["tool_call_id"]
+    malformed = [
+        {"decisions": [{"tool_call_id": call_id, "approved": "yes"}]},
+        {"decisions": [{"tool_call_id": call_id, "approved": True}] * 2},
+        {"decisions": []},
+        {"decisions": [{"tool_call_id": call_id, "approved": True, "why": "x"}]},
+    ]
+    for body in malformed:
+        _refused_then_free(client, base, body, 422, "")
+    unknown = {"decisions": [{"tool_call_id": "call_999", "approved": True}]}
+    _refused_then_free(client, base, unknown, 409, "call_999")
+    decided = {"decisions": [{"tool_call_id": call_id, "approved": True}]}
+    events = turn(client, f"{base}/decisions", decided)
+    assert [e.data["text"] for e in events if e.name == "message"][-1] == (
+        "Done: you are on tomorrow's LX0112."
+    )
+    assert ticket_flight(travel_db) == trip.new_flight_id
+    # Nothing is pending any more: refused again, and the next message is answered.
+    _refused_then_free(client, base, decided, 409, "Nothing in this conversation is waiting")
+    model.extend(say("Anything else?"))
+    events = turn(client, f"{base}/messages", {"text": "thanks"})
+    assert [e.data["text"] for e in events if e.name == "message"] == ["Anything else?"]
+
+
+def test_server_decisions_missing_an_action_leave_the_conversation_free(
+    client: TestClient, model: ScriptedChatModel, travel_db: Database
+) -> None:
+    model.extend(
+        say("", call("ToFlightBookingAssistant", {"request": "move"})),
+        say("Two options.", change_call(travel_db, 1), change_call(travel_db, 3)),
+        say("I left your flight as it is."),
+    )
+    conversation = new_conversation(client)
+    base = f"/api/v1/conversations/{conversation}"
+    turn(client, f"{base}/messages", {"text": "Move my flight"})
+    first, second = (a["tool_call_id"] for a in client.get(f"{base}/pending").json()["actions"])
+    one = {"decisions": [{"tool_call_id": first, "approved": False}]}
+    _refused_then_free(client, base, one, 409, second)
+    both = {"decisions": [{"tool_call_id": i, "approved": False} for i in (first, second)]}
+    events = turn(client, f"{base}/decisions", both)
+    assert [e.data["text"] for e in events if e.name == "message"] == [
+        "I left your flight as it is."
+    ]
+
+
 def test_server_refuses_a_second_turn_while_one_runs(
     client: TestClient, service: ConversationService
 ) -> None:

@@ -67,9 +67,21 @@ def test_server_secret_is_made_once_and_private(tmp_path: Path) -> None:
     assert [p.name for p in path.parent.iterdir()] == [SECRET_FILE]  # no scratch file left
 
 
-def test_server_secret_readable_by_others_is_refused(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "mode",
+    [0o644, 0o640, 0o604, 0o620, 0o610],
+    ids=[
+        "other-and-group-readable",
+        "group-readable",
+        "other-readable",
+        "group-writable",
+        "group-executable",
+    ],
+)
+def test_server_secret_open_to_anyone_but_its_owner_is_refused(tmp_path: Path, mode: int) -> None:
+    # Anyone in the file's group who can read the secret can sign tokens for any passenger.
     load_secret(tmp_path, env={})
-    os.chmod(tmp_path / SECRET_FILE, 0o644)
+    os.chmod(tmp_path / SECRET_FILE, mode)
     with pytest.raises(SecretError, match="chmod 600"):
         load_secret(tmp_path, env={})
 

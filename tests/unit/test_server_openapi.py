@@ -18,6 +18,7 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
+from schemathesis.checks import positive_data_acceptance
 
 from db.engine import Database
 from db.fixtures import FIXTURE_PASSENGER_ID
@@ -30,6 +31,7 @@ EXAMPLES = settings(
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
     database=None,
 )
+DECISIONS = "/api/v1/conversations/{conversation_id}/decisions"
 
 
 @pytest.fixture
@@ -91,6 +93,37 @@ def test_server_openapi_document_is_served(client: TestClient) -> None:
     assert "PreviewOut" in document["components"]["schemas"]
 
 
+def repeats_a_decision(case: Any) -> bool:
+    """Tell whether a decisions body names one ``tool_call_id`` twice."""
+    body = case.body
+    if case.operation.path != DECISIONS or not isinstance(body, dict):
+        return False
+    decisions = body.get("decisions")
+    if not isinstance(decisions, list):
+        return False
+    ids = [d.get("tool_call_id") for d in decisions if isinstance(d, dict)]
+    return len(ids) != len(set(ids))
+
+
+def validate(case: Any, headers: dict[str, str], conversation: str | None) -> None:
+    """Send ``case`` and check the answer against what the API documents.
+
+    The document states one rule in words that JSON Schema cannot express: one decision
+    per pending action (``DecisionsIn``, and the operation's description), so a body that
+    names a ``tool_call_id`` twice matches the schema yet is refused with the documented
+    422. schemathesis generates such a body now and then (two decisions that happen to
+    share an id): for it, a 422 naming the repeat is the expected answer, and every other
+    check still runs.
+    """
+    if not repeats_a_decision(case):
+        case.call_and_validate(headers=headers)
+        return
+    response = case.call_and_validate(headers=headers, excluded_checks=[positive_data_acceptance])
+    if conversation is not None:  # otherwise the made-up conversation is not found first
+        assert response.status_code == 422, response.text
+        assert "More than one decision" in response.text
+
+
 def conform(app: FastAPI, headers: dict[str, str], conversation: str | None = None) -> int:
     """Check every documented operation with valid and invalid requests; return the count.
 
@@ -118,7 +151,7 @@ def conform(app: FastAPI, headers: dict[str, str], conversation: str | None = No
                         **(case.path_parameters or {}),
                         "conversation_id": conversation,
                     }
-                case.call_and_validate(headers=headers)
+                validate(case, headers, conversation)
 
             try:
                 check()
@@ -144,3 +177,38 @@ def test_server_conforms_on_a_real_conversation(
     # Generated ids name no conversation (404); this runs the operations on a real one,
     # so turns really stream and are checked event by event.
     assert conform(app_and_signer[0], headers, conversation) == 5
+
+
+def repeat_the_first_decision(case: Any) -> Any:
+    """Make a generated decisions body name its first ``tool_call_id`` twice (same length
+    when it can, so no other limit is crossed)."""
+    decisions = case.body["decisions"]
+    again = {**decisions[0], "approved": not decisions[0]["approved"]}
+    if len(decisions) > 1:
+        decisions[-1] = again
+    else:
+        decisions.append(again)
+    return case
+
+
+def test_server_conforms_when_two_decisions_share_an_id(
+    app_and_signer: tuple[FastAPI, TokenSigner], headers: dict[str, str], conversation: str
+) -> None:
+    # What once failed the test above by chance, every time: schema-valid decisions that
+    # repeat an id, which the API answers with its documented 422.
+    api = schemathesis.openapi.from_asgi("/openapi.json", app_and_signer[0])
+    api.config.generation.update(with_security_parameters=False)
+    operation = api[DECISIONS]["POST"]
+    strategy = operation.as_strategy(generation_mode=GenerationMode.POSITIVE)
+    checked: list[Any] = []
+
+    @EXAMPLES
+    @given(case=strategy.map(repeat_the_first_decision))
+    def check(case: Any) -> None:
+        assert repeats_a_decision(case)
+        case.path_parameters = {**(case.path_parameters or {}), "conversation_id": conversation}
+        validate(case, headers, conversation)
+        checked.append(case)
+
+    check()
+    assert checked

@@ -18,6 +18,8 @@ from db.fixtures import (
     FIXTURE_TICKET_NO,
     FLOWN_PASSENGER_ID,
     FLOWN_TICKET_NO,
+    MULTI_SEGMENT_PASSENGER_ID,
+    MULTI_SEGMENT_TICKET_NO,
 )
 from db.models import Flight, Payment, TicketFlight
 from db.rules import FARE_RULES
@@ -59,6 +61,25 @@ def _route_flight(db: Database, departure: str, arrival: str) -> int:
         return found
     return add_flight(
         db, departure_airport=departure, arrival_airport=arrival, departs_in=timedelta(days=1)
+    )
+
+
+def _second_leg_before_the_first_lands(db: Database) -> int:
+    """Add a flight on the connection's second route leaving before its first leg lands."""
+    with db.session() as session:
+        first_leg = session.scalars(
+            select(Flight)
+            .join(TicketFlight, TicketFlight.flight_id == Flight.flight_id)
+            .where(TicketFlight.ticket_no == MULTI_SEGMENT_TICKET_NO)
+            .order_by(Flight.scheduled_departure)
+            .limit(1)
+        ).one()
+        lands_in = first_leg.scheduled_arrival - FIXED_NOW
+    return add_flight(
+        db,
+        departure_airport="FRA",
+        arrival_airport="JFK",
+        departs_in=lands_in - timedelta(minutes=30),
     )
 
 
@@ -242,6 +263,15 @@ def _update_cases(db: Database) -> list[tuple[str, dict[str, Any], str | None, s
             "already on flight",
         ),
         (
+            "a second leg leaving before the first lands",
+            {
+                "ticket_no": MULTI_SEGMENT_TICKET_NO,
+                "new_flight_id": _second_leg_before_the_first_lands(db),
+            },
+            MULTI_SEGMENT_PASSENGER_ID,
+            "leaves before the ticket's previous segment",
+        ),
+        (
             "no passenger id",
             {"ticket_no": FIXTURE_TICKET_NO, "new_flight_id": lx0112(db, 1).flight_id},
             None,
@@ -266,6 +296,7 @@ UPDATE_CASE_NAMES = [
     "an unknown ticket",
     "an unknown flight",
     "the same flight",
+    "a second leg leaving before the first lands",
     "no passenger id",
     "a missing argument",
 ]
