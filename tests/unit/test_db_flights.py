@@ -426,12 +426,12 @@ def test_update_ticket_refuses_a_second_leg_leaving_before_the_first_arrives(
     )
     before = dump(travel_db)
     with travel_db.session() as session, pytest.raises(RuleViolationError) as raised:
-        flights.quote_ticket_change(
+        tickets.quote_ticket_change(
             session, MULTI_SEGMENT_PASSENGER_ID, MULTI_SEGMENT_TICKET_NO, target, NOW
         )
     assert "leaves before the ticket's previous segment" in str(raised.value)
     with travel_db.transaction() as session, pytest.raises(RuleViolationError, match="previous"):
-        flights.update_ticket_to_new_flight(
+        tickets.update_ticket_to_new_flight(
             session, MULTI_SEGMENT_PASSENGER_ID, MULTI_SEGMENT_TICKET_NO, target, NOW
         )
     assert dump(travel_db) == before
