@@ -24,6 +24,7 @@ command is a module of ``commands``, and the chat itself lives in ``terminal``.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import traceback
 from collections.abc import Iterator, Sequence
@@ -37,6 +38,7 @@ from commands.eval import DEFAULT_EVAL_SECONDS, cmd_eval
 from commands.graph import cmd_graph
 from commands.serve import cmd_serve, cmd_token
 from commands.sessions import cmd_sessions
+from server.limits import BODY_TIMEOUT, HEADER_TIMEOUT, MAX_CONNECTIONS
 from settings import Settings
 from terminal import Console
 
@@ -237,12 +239,12 @@ def _positive_int(text: str) -> int:
 
 
 def _positive_float(text: str) -> float:
-    """Parse a positive number (an argparse type)."""
+    """Parse a positive, finite number (an argparse type): not "nan", not "inf"."""
     try:
         value = float(text)
     except ValueError:
         value = 0.0
-    if value <= 0:
+    if not (math.isfinite(value) and value > 0):
         raise argparse.ArgumentTypeError(f"must be a positive number, not {text!r}")
     return value
 
@@ -261,10 +263,36 @@ def _add_server_commands(commands: argparse._SubParsersAction[argparse.ArgumentP
     serve.add_argument(
         "--no-check", action="store_true", help="skip the check that the model endpoint answers"
     )
+    serve.add_argument(
+        "--docs",
+        action="store_true",
+        help="serve the interactive API docs at /docs (the browser loads Swagger UI from a CDN)",
+    )
+    serve.add_argument(
+        "--max-connections",
+        type=_positive_int,
+        default=MAX_CONNECTIONS,
+        help=f"connections served at once; more answer 503 (default {MAX_CONNECTIONS})",
+    )
+    serve.add_argument(
+        "--header-timeout",
+        type=_positive_float,
+        default=HEADER_TIMEOUT,
+        help=f"seconds for a request's headers to arrive (default {HEADER_TIMEOUT:g})",
+    )
+    serve.add_argument(
+        "--body-timeout",
+        type=_positive_float,
+        default=BODY_TIMEOUT,
+        help=f"seconds for a request's body to arrive (default {BODY_TIMEOUT:g})",
+    )
     token = commands.add_parser("token", help="issue a passenger's access token for the service")
     token.add_argument("--passenger-id", required=True, help='e.g. "3442 587242"')
     token.add_argument(
-        "--hours", type=float, default=24.0, help="how long the token is valid (default 24)"
+        "--hours",
+        type=float,
+        default=24.0,
+        help="how long the token is valid, 1/60 to 720 (default 24)",
     )
 
 

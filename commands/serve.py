@@ -44,10 +44,16 @@ def cmd_serve(args: argparse.Namespace, console: Console, overrides: Overrides) 
     """Run ``travel-assistant serve``: the HTTP API and the web chat, until Ctrl-C."""
     from conversations.assistant import TravelAssistant
     from server.app import create_app, serve
+    from server.limits import ServerLimits
     from server.service import ConversationService
 
     if not 1 <= args.port <= 65535:
         raise CliError("--port must be between 1 and 65535.", EXIT_USAGE)
+    limits = ServerLimits(
+        max_connections=args.max_connections,
+        header_timeout=args.header_timeout,
+        body_timeout=args.body_timeout,
+    )
     factory = overrides.model_factory or partial(default_model_factory, settings_of(args))
     models = factory(args.model)
     if overrides.model_factory is None and overrides.check_endpoint and not args.no_check:
@@ -79,7 +85,8 @@ def cmd_serve(args: argparse.Namespace, console: Console, overrides: Overrides) 
                 f"The web chat: http://{args.host}:{args.port}/ (Ctrl-C stops). "
                 "Get a token with: travel-assistant token --passenger-id ID"
             )
-            serve(create_app(service, signer), args.host, args.port)
+            app = create_app(service, signer, docs=args.docs, body_timeout=limits.body_timeout)
+            serve(app, args.host, args.port, limits)
     finally:
         database.dispose()
     return EXIT_OK
@@ -95,11 +102,14 @@ def cmd_token(args: argparse.Namespace, console: Console, overrides: Overrides) 
     passenger_id = canonical_passenger_id(args.passenger_id)
     if not passenger_id:
         raise CliError("--passenger-id is empty, e.g. --passenger-id '3442 587242'.", EXIT_USAGE)
+    # Checked as a number before it becomes a duration, which nan, inf and 1e20 break
+    # (NaN compares false, so it fails this check too).
+    longest = MAX_LIFETIME.total_seconds() / 3600
+    if not 1 / 60 <= args.hours <= longest:
+        raise CliError(f"--hours must be between 1/60 and {longest:g} hours.", EXIT_USAGE)
     lifetime = timedelta(hours=args.hours)
-    if not timedelta(minutes=1) <= lifetime <= MAX_LIFETIME:
-        raise CliError(
-            f"--hours must be between 1/60 and {MAX_LIFETIME.days * 24} hours.", EXIT_USAGE
-        )
+    # The secret next: a refusal must come before a database is opened, or built.
+    signer = _signer(args)
     location = db_location(args)
     # A database named by --db (or the environment) must exist, as for chat: a token for
     # a database built on the spot by a typo would name a passenger nobody booked.
@@ -128,7 +138,7 @@ def cmd_token(args: argparse.Namespace, console: Console, overrides: Overrides) 
             "Check the id on the ticket (it looks like '3442 587242').",
             EXIT_USAGE,
         )
-    token = _signer(args).issue(passenger_id, lifetime)
+    token = signer.issue(passenger_id, lifetime)
     console.say(token)
     console.status(
         f"Token for passenger {passenger_id}, valid for {args.hours:g} hours. Send it as "

@@ -7,5 +7,8 @@ assistant's messages and events into those models and runs turns in worker threa
 ``server/static`` is the web chat page. ``server.studio`` is the graph factory that
 LangGraph's own tooling loads (``langgraph.json``).
 
+``server.limits`` bounds slow and numerous clients (its defaults are plain numbers, which
+the command line reads for its help).
+
 Importing this package builds nothing; the command imports it only when it is used.
 """

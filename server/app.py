@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping, Sequence
 from contextlib import asynccontextmanager
 from importlib.resources import files
 from pathlib import Path
@@ -26,14 +26,18 @@ from typing import Annotated, Any, cast
 import anyio
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
 from fastapi import Path as PathParam
-from fastapi.responses import FileResponse, JSONResponse
+from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 from fastapi.staticfiles import StaticFiles
 from pydantic import TypeAdapter
+from starlette.datastructures import MutableHeaders
 
 from conversations.assistant import Thread
 from server.auth import AuthError, Claims, TokenSigner
+from server.limits import BODY_TIMEOUT, ServerLimits, uvicorn_options
 from server.schemas import (
     CONVERSATION_ID_PATTERN,
     STREAM_EVENT_NAMES,
@@ -62,6 +66,16 @@ PAGE_HEADERS = {
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-store",
 }
+# Swagger UI (``--docs``): its script, style and icon come from the CDN FastAPI names, and
+# it starts with an inline script.
+DOCS_CDN = "https://cdn.jsdelivr.net"
+DOCS_HEADERS = {
+    **PAGE_HEADERS,
+    "Content-Security-Policy": f"default-src 'self'; script-src 'self' 'unsafe-inline' "
+    f"{DOCS_CDN}; style-src 'self' {DOCS_CDN}; img-src 'self' data: "
+    "https://fastapi.tiangolo.com; frame-ancestors 'none'; base-uri 'none'; "
+    "form-action 'self'",
+}
 
 ASGIApp = Callable[
     [MutableMapping[str, Any], Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]],
@@ -85,6 +99,7 @@ ConversationId = Annotated[
 
 _PROBLEMS: dict[int | str, dict[str, Any]] = {
     401: {"model": Problem, "description": "No token, or one that is not valid or expired."},
+    408: {"model": Problem, "description": "The request body did not arrive in time."},
     413: {"model": Problem, "description": "The request body is too large."},
 }
 _NOT_FOUND: dict[int | str, dict[str, Any]] = {
@@ -257,7 +272,17 @@ def _router() -> APIRouter:
 
 
 class _Api(FastAPI):
-    """FastAPI whose OpenAPI document says what each streamed event carries."""
+    """FastAPI whose OpenAPI document says what each streamed event carries.
+
+    Its outermost layers read the body under ``BodyLimit`` and add ``SecurityHeaders``
+    to every answer, the server errors of Starlette's own outer layer included.
+    """
+
+    body_timeout: float = BODY_TIMEOUT
+
+    def build_middleware_stack(self) -> ASGIApp:  # type: ignore[override]
+        inner = cast(ASGIApp, super().build_middleware_stack())
+        return SecurityHeaders(BodyLimit(inner, timeout=self.body_timeout))
 
     def openapi(self) -> dict[str, Any]:
         if self.openapi_schema is None:
@@ -309,71 +334,150 @@ def document_event_streams(schema: dict[str, Any]) -> None:
                     other["application/json"] = other.pop("text/event-stream")
 
 
-class _BodyTooLargeError(Exception):
-    pass
+Receive = Callable[[], Awaitable[Any]]
+Send = Callable[[Any], Awaitable[None]]
+
+
+async def _answer(send: Send, status: int, detail: str) -> None:
+    """Send a JSON problem straight from middleware (nothing behind it has answered)."""
+    body = json.dumps({"detail": detail}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"connection", b"close"),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
 
 
 class BodyLimit:
-    """Refuse request bodies larger than ``max_bytes`` with 413, before they are parsed."""
+    """Read the whole request body first: at most ``max_bytes``, within ``timeout`` seconds.
 
-    def __init__(self, app: ASGIApp, max_bytes: int = MAX_BODY_BYTES) -> None:
+    A body over the limit answers 413 whether it announces its length or comes in chunks,
+    and one that trickles in too slowly answers 408; either way before the application
+    sees a byte of it, so nothing is parsed or stored. The body read is then replayed to
+    the application; after it, ``receive`` is the server's again (a stream learns of a
+    client that disconnects).
+    """
+
+    def __init__(
+        self, app: ASGIApp, max_bytes: int = MAX_BODY_BYTES, timeout: float = BODY_TIMEOUT
+    ) -> None:
         """Wrap ``app``."""
         self.app = app
         self.max_bytes = max_bytes
+        self.timeout = timeout
 
-    async def __call__(
-        self,
-        scope: MutableMapping[str, Any],
-        receive: Callable[[], Awaitable[Any]],
-        send: Callable[[Any], Awaitable[None]],
-    ) -> None:
-        """Pass the request on, counting its body."""
+    async def __call__(self, scope: MutableMapping[str, Any], receive: Receive, send: Send) -> None:
+        """Read the body, then pass the request on."""
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         declared = dict(scope.get("headers") or []).get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
-            await self._refuse(send)
+            await _answer(send, 413, self._too_large())
             return
+        chunks: list[bytes] = []
         received = 0
-        started = False
-
-        async def counted_receive() -> Any:
-            nonlocal received
-            message = await receive()
-            if message["type"] == "http.request":
-                received += len(message.get("body", b""))
+        more = True
+        with anyio.move_on_after(self.timeout) as deadline:
+            while more:
+                message = await receive()
+                if message["type"] != "http.request":  # the client left: nobody to answer
+                    return
+                chunk = message.get("body", b"")
+                received += len(chunk)
                 if received > self.max_bytes:
-                    raise _BodyTooLargeError
-            return message
+                    await _answer(send, 413, self._too_large())
+                    return
+                chunks.append(chunk)
+                more = message.get("more_body", False)
+        if deadline.cancelled_caught:
+            await _answer(
+                send, 408, f"The request body did not arrive within {self.timeout:g} seconds."
+            )
+            return
+        replayed = False
 
-        async def watched_send(message: Any) -> None:
-            nonlocal started
+        async def replay() -> Any:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+
+        await self.app(scope, replay, send)
+
+    def _too_large(self) -> str:
+        return f"The request body is larger than {self.max_bytes} bytes."
+
+
+class SecurityHeaders:
+    """Add the headers every answer needs: ``nosniff`` always, a page policy on HTML.
+
+    A browser must never take a JSON answer (which may carry a customer's words) for a
+    page or a script; a page gets ``PAGE_HEADERS`` unless its route set its own policy.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        """Wrap ``app``."""
+        self.app = app
+
+    async def __call__(self, scope: MutableMapping[str, Any], receive: Receive, send: Send) -> None:
+        """Pass the request on, adding headers to the answer."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Any) -> None:
             if message["type"] == "http.response.start":
-                started = True
+                headers = MutableHeaders(scope=message)
+                headers.setdefault("X-Content-Type-Options", "nosniff")
+                if headers.get("content-type", "").startswith("text/html"):
+                    for name, value in PAGE_HEADERS.items():
+                        headers.setdefault(name, value)
             await send(message)
 
-        try:
-            await self.app(scope, counted_receive, watched_send)
-        except _BodyTooLargeError:
-            if not started:
-                await self._refuse(send)
+        await self.app(scope, receive, send_with_headers)
 
-    async def _refuse(self, send: Callable[[Any], Awaitable[None]]) -> None:
-        body = json.dumps(
-            {"detail": f"The request body is larger than {self.max_bytes} bytes."}
-        ).encode()
-        await send(
+
+def validation_problems(errors: Sequence[Any]) -> list[dict[str, Any]]:
+    """Return ``errors`` (pydantic's) as the 422 body's items: type, location and message.
+
+    The input and the error's context are left out: they quote what was sent, which may
+    be huge, not printable, or not even encodable (a lone surrogate); a field name the
+    client made up is quoted only when it is short and printable.
+    """
+    problems = []
+    for error in errors:
+        location = [
+            part if isinstance(part, int) or _quotable(part) else "(unprintable name)"
+            for part in error.get("loc", ())
+        ]
+        message = str(error.get("msg", "Invalid value."))
+        problems.append(
             {
-                "type": "http.response.start",
-                "status": 413,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                ],
+                "type": str(error.get("type", "value_error")),
+                "loc": location,
+                "msg": message if _quotable(message, 300) else "Invalid value.",
             }
         )
-        await send({"type": "http.response.body", "body": body})
+    return problems
+
+
+def _quotable(text: object, limit: int = 100) -> bool:
+    if not isinstance(text, str) or len(text) > limit or not text.isprintable():
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def static_dir() -> Path:
@@ -382,8 +486,19 @@ def static_dir() -> Path:
     return Path(str(folder))
 
 
-def create_app(service: ConversationService, signer: TokenSigner) -> FastAPI:
-    """Return the application over ``service``, authenticating with ``signer``."""
+def create_app(
+    service: ConversationService,
+    signer: TokenSigner,
+    *,
+    docs: bool = False,
+    body_timeout: float = BODY_TIMEOUT,
+) -> FastAPI:
+    """Return the application over ``service``, authenticating with ``signer``.
+
+    With ``docs``, ``/docs`` serves Swagger UI, which the browser loads from a CDN (no
+    pinned copy ships with the package): off unless asked for. ``body_timeout`` bounds
+    the reading of a request body (408 after it).
+    """
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -398,13 +513,28 @@ def create_app(service: ConversationService, signer: TokenSigner) -> FastAPI:
         "streamed as server-sent events, and approval of every action that writes. "
         "Authenticate with a bearer token from `travel-assistant token --passenger-id ID`.",
         lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
     )
+    app.body_timeout = body_timeout
     app.state.service = service
     app.state.signer = signer
 
     @app.exception_handler(ServiceError)
     async def _refused(request: Request, error: ServiceError) -> JSONResponse:
         return JSONResponse({"detail": error.detail}, status_code=error.status)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, error: RequestValidationError) -> JSONResponse:
+        return JSONResponse({"detail": validation_problems(error.errors())}, status_code=422)
+
+    if docs:
+
+        @app.get("/docs", include_in_schema=False)
+        def swagger() -> HTMLResponse:
+            page = get_swagger_ui_html(openapi_url="/openapi.json", title=f"{app.title} - docs")
+            page.headers.update(DOCS_HEADERS)
+            return page
 
     @app.get("/api/v1/health", tags=["session"], summary="Tell whether the service is up")
     def health() -> dict[str, str]:
@@ -418,12 +548,20 @@ def create_app(service: ConversationService, signer: TokenSigner) -> FastAPI:
         return FileResponse(folder / "index.html", headers=PAGE_HEADERS)
 
     app.mount("/static", StaticFiles(directory=folder), name="static")
-    app.add_middleware(BodyLimit)  # type: ignore[arg-type]
     return app
 
 
-def serve(app: FastAPI, host: str, port: int) -> None:
-    """Run ``app`` with uvicorn until interrupted (Ctrl-C stops it gracefully)."""
+def serve(app: FastAPI, host: str, port: int, limits: ServerLimits | None = None) -> None:
+    """Run ``app`` with uvicorn under ``limits`` until interrupted (Ctrl-C stops it gracefully)."""
     import uvicorn
 
-    uvicorn.run(app, host=host, port=port, log_level="info", timeout_graceful_shutdown=30)
+    # uvicorn.run, not Server.run: it turns the Ctrl-C it re-raises after a graceful stop
+    # into a clean exit.
+    uvicorn.run(
+        app,
+        host=host,
+        port=port,
+        log_level="info",
+        timeout_graceful_shutdown=30,
+        **uvicorn_options(limits or ServerLimits()),
+    )

@@ -10,7 +10,15 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    field_validator,
+    model_validator,
+)
 
 from conversations.words import MAX_MESSAGE_CHARS
 from db.values import AmountKind
@@ -57,6 +65,26 @@ REASON_PATTERN = r"^[^\x00]*$"
 BLANKS = " \t\n\r"
 
 
+def well_formed(value: str) -> str:
+    r"""Return ``value`` if it can be stored and sent back: UTF-8 text without NUL.
+
+    JSON may carry a lone surrogate (``"\ud800"``), which no UTF-8 encoder accepts, and
+    NUL, which no storage engine keeps in text; refused here, such text never reaches
+    the conversation. The message does not quote the text, which may not be printable.
+    """
+    if "\x00" in value:
+        raise ValueError("The text contains a NUL character.")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("The text is not valid Unicode (it has a lone surrogate).") from None
+    return value
+
+
+# Every string of a request body: checked before any other rule of its field.
+Text = Annotated[str, AfterValidator(well_formed)]
+
+
 class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -99,7 +127,7 @@ class ConversationList(BaseModel):
 class MessageIn(_Body):
     """A customer message."""
 
-    text: str = Field(
+    text: Text = Field(
         description=f"What the customer says: at most {MAX_MESSAGE_CHARS} characters, not "
         "all blank, without NUL characters. Outer blanks are dropped.",
         examples=["I'd like to fly to Basel tomorrow instead of today."],
@@ -165,9 +193,11 @@ class PendingList(BaseModel):
 class DecisionIn(_Body):
     """The customer's decision on one pending action."""
 
-    tool_call_id: str = Field(min_length=1, max_length=200)
+    tool_call_id: Text = Field(
+        min_length=1, max_length=200, json_schema_extra={"pattern": REASON_PATTERN}
+    )
     approved: StrictBool
-    reason: str | None = Field(
+    reason: Text | None = Field(
         default=None,
         max_length=MAX_REASON_CHARS,
         pattern=REASON_PATTERN,

@@ -33,6 +33,7 @@ from db.models import Flight, TicketFlight
 from evaluation import Resolver
 from server.app import create_app
 from server.auth import TokenSigner
+from server.limits import ServerLimits, uvicorn_config
 from server.service import ConversationService
 from tests.support.assistants import build_assistant
 from tests.support.scripted import ScriptedChatModel, call, say
@@ -52,10 +53,10 @@ def build_service(
     return ConversationService(assistant, SessionRegistry.open(sessions_path))
 
 
-def build_app(service: ConversationService) -> tuple[FastAPI, TokenSigner]:
-    """Return the app over ``service`` and the signer of its tokens."""
+def build_app(service: ConversationService, **options: Any) -> tuple[FastAPI, TokenSigner]:
+    """Return the app over ``service`` (``options`` of ``create_app``) and its token signer."""
     signer = TokenSigner(SECRET)
-    return create_app(service, signer), signer
+    return create_app(service, signer, **options), signer
 
 
 def auth(signer: TokenSigner, passenger_id: str) -> dict[str, str]:
@@ -99,13 +100,16 @@ def free_port() -> int:
 
 
 class LiveServer:
-    """Run ``app`` with uvicorn on 127.0.0.1 in a thread, as a context manager."""
+    """Run ``app`` with uvicorn on 127.0.0.1 in a thread, as a context manager.
 
-    def __init__(self, app: FastAPI) -> None:
+    uvicorn is configured as ``travel-assistant serve`` configures it, under ``limits``.
+    """
+
+    def __init__(self, app: FastAPI, limits: ServerLimits | None = None) -> None:
         self.socket = socket.socket()
         self.socket.bind(("127.0.0.1", 0))
         self.port = self.socket.getsockname()[1]
-        config = uvicorn.Config(app, log_level="warning", lifespan="on")
+        config = uvicorn_config(app, limits or ServerLimits(), log_level="warning", lifespan="on")
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(
             target=self.server.run, kwargs={"sockets": [self.socket]}, daemon=True

@@ -118,6 +118,26 @@ def test_cli_token_refuses_unknown_passengers_and_bad_lifetimes(
     assert "--hours" in result.err
 
 
+@pytest.mark.parametrize("hours", ["nan", "inf", "-inf", "1e20", "-1", "720.5", "0.01"])
+def test_cli_token_refuses_hours_that_are_not_a_lifetime(tmp_path: Path, hours: str) -> None:
+    home = tmp_path / "app"
+    result = run(["--home", str(home), "token", "--passenger-id", "x", f"--hours={hours}"])
+    assert (result.code, result.out) == (2, "")
+    assert "--hours must be between 1/60 and 720 hours." in result.err
+    assert not home.exists()  # refused before any database was built, or a secret made
+
+
+def test_cli_token_checks_the_secret_before_building_a_database(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(SECRET_ENV, "abc")
+    home = tmp_path / "app"
+    result = run(["--home", str(home), "token", "--passenger-id", FIXTURE_PASSENGER_ID])
+    assert (result.code, result.out) == (2, "")
+    assert "token_urlsafe" in result.err
+    assert not (home / "travel.sqlite").exists()
+
+
 def test_cli_token_with_a_short_secret_names_the_fix(
     db_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -141,3 +161,14 @@ def test_cli_serve_refuses_a_bad_port(tmp_path: Path) -> None:
     result = run(["--home", str(tmp_path), "serve", "--port", "70000"])
     assert (result.code, result.out) == (2, "")
     assert "--port must be between 1 and 65535" in result.err
+
+
+@pytest.mark.parametrize("option", ["--header-timeout", "--body-timeout", "--max-connections"])
+@pytest.mark.parametrize("value", ["nan", "inf", "0", "-1"])
+def test_cli_serve_refuses_limits_that_are_not_positive_numbers(
+    tmp_path: Path, option: str, value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        run(["--home", str(tmp_path), "serve", f"{option}={value}"])
+    assert stopped.value.code == 2
+    assert "must be a positive" in capsys.readouterr().err

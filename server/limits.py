@@ -1,0 +1,133 @@
+"""How the service holds up against slow and numerous clients: deadlines and a cap.
+
+uvicorn bounds the idle time between two requests of a connection (``timeout_keep_alive``)
+and answers 503 beyond ``limit_concurrency`` connections, but it waits for a request's
+headers without a deadline: a socket that connects and sends nothing, or a byte now and
+then, is held for as long as the client likes. ``header_deadline`` (uvicorn's h11 protocol
+with a timer) closes a connection whose request headers are not complete within
+``header_timeout`` seconds; ``server.app.BodyLimit`` bounds the body the same way. So a
+few hundred slow sockets are dropped on time, and a worker never holds more than
+``max_connections`` requests at once. A reverse proxy in front (see the README) does this
+better still, for every worker at once.
+
+Importing this module imports neither uvicorn nor h11: the command line reads its
+defaults.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import uvicorn
+    from fastapi import FastAPI
+
+# A browser or an HTTP library sends its headers in one write; ten seconds is an age.
+HEADER_TIMEOUT = 10.0
+# Connections one worker serves at once; a streamed turn holds one for its whole reply.
+MAX_CONNECTIONS = 128
+# Idle seconds between two requests of one connection (uvicorn's default).
+KEEP_ALIVE = 5
+
+# A request body that small comes in well under a second; one still arriving after this
+# is a client holding the worker, not a slow network.
+BODY_TIMEOUT = 20.0
+
+_LATE = b'{"detail": "The request headers did not arrive in time."}'
+_TIMED_OUT = (
+    b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
+    b"x-content-type-options: nosniff\r\nconnection: close\r\n"
+    b"content-length: " + str(len(_LATE)).encode() + b"\r\n\r\n" + _LATE
+)
+
+
+@dataclass(frozen=True)
+class ServerLimits:
+    """What one worker allows its clients (``travel-assistant serve`` options).
+
+    Attributes:
+        max_connections: Connections served at once; a request beyond them answers 503.
+        header_timeout: Seconds for a request's headers to arrive, from the connection
+            (or the end of the previous answer) on; then the connection is closed.
+        body_timeout: Seconds for the request body to arrive once its headers have;
+            then it answers 408.
+        keep_alive: Seconds an idle connection is kept open between requests.
+    """
+
+    max_connections: int = MAX_CONNECTIONS
+    header_timeout: float = HEADER_TIMEOUT
+    body_timeout: float = BODY_TIMEOUT
+    keep_alive: int = KEEP_ALIVE
+
+
+def uvicorn_options(limits: ServerLimits) -> dict[str, Any]:
+    """Return the options of ``uvicorn.run`` (or ``uvicorn.Config``) that set ``limits``."""
+    return {
+        "http": header_deadline(limits.header_timeout),
+        "limit_concurrency": limits.max_connections,
+        "timeout_keep_alive": limits.keep_alive,
+    }
+
+
+def uvicorn_config(
+    app: FastAPI, limits: ServerLimits = ServerLimits(), **options: Any
+) -> uvicorn.Config:
+    """Return uvicorn's configuration of ``app`` under ``limits`` (``options`` pass on)."""
+    import uvicorn
+
+    return uvicorn.Config(app, **uvicorn_options(limits), **options)
+
+
+def header_deadline(header_timeout: float) -> type[asyncio.Protocol]:
+    """Return uvicorn's h11 protocol, closing a connection whose headers are late.
+
+    The deadline, ``header_timeout`` seconds, runs from the moment the connection is
+    ready for a request (when it is made, or when the previous answer is complete) until
+    the request's headers are read; bytes trickling in do not extend it. (uvicorn is
+    imported here, so that the command line reads these limits without it.)
+    """
+    import h11
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class HeaderDeadline(H11Protocol):
+        _deadline: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._watch_headers()
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            self._watch_headers()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            self._watch_headers()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._stop_clock()
+            super().connection_lost(exc)
+
+        def _watch_headers(self) -> None:
+            waiting = self.conn.their_state is h11.IDLE and not self.transport.is_closing()
+            if not waiting:
+                self._stop_clock()
+            elif self._deadline is None:
+                self._deadline = self.loop.call_later(header_timeout, self._headers_late)
+
+        def _stop_clock(self) -> None:
+            if self._deadline is not None:
+                self._deadline.cancel()
+                self._deadline = None
+
+        def _headers_late(self) -> None:
+            self._deadline = None
+            if self.transport.is_closing() or self.conn.their_state is not h11.IDLE:
+                return
+            if self.conn.our_state is h11.IDLE:  # no answer begun on this connection
+                self.transport.write(_TIMED_OUT)
+            self.transport.close()
+
+    return HeaderDeadline
