@@ -221,7 +221,12 @@ class DecisionsIn(_Body):
         ids = [d.tool_call_id for d in self.decisions]
         repeated = sorted({i for i in ids if ids.count(i) > 1})
         if repeated:
-            raise ValueError(f"More than one decision for {', '.join(repeated)}.")
+            # Ids are quoted only when they are printable (the 422 body never carries
+            # what it cannot show, nor a long quote): the message says what is wrong either way.
+            named = ", ".join(repeated)
+            if named.isprintable() and named.isascii() and len(named) <= 120:
+                raise ValueError(f"More than one decision for {named}.")
+            raise ValueError("More than one decision for the same tool_call_id.")
         return self
 
 
