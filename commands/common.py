@@ -65,14 +65,22 @@ def location_of(text: str | Path, option: str) -> Location:
     return location
 
 
+def _chosen_location(
+    given: str | None, option: str, env: str | None, variable: str, default: Path
+) -> Location:
+    """Return the option's location, else the variable's, else ``default`` in the home."""
+    if given:
+        return location_of(given, option)
+    if env:
+        return location_of(env, variable)
+    return location_of(default, "--home")
+
+
 def db_location(args: argparse.Namespace) -> Location:
     """Return the travel database: ``--db``, ``$TRAVEL_ASSISTANT_DB`` or the home's file."""
-    if getattr(args, "db", None):
-        return location_of(args.db, "--db")
-    env = settings_of(args).db
-    if env:
-        return location_of(env, DB_ENV)
-    return location_of(home_dir(args) / "travel.sqlite", "--home")
+    given = getattr(args, "db", None)
+    default = home_dir(args) / "travel.sqlite"
+    return _chosen_location(given, "--db", settings_of(args).db, DB_ENV, default)
 
 
 def db_named(args: argparse.Namespace) -> bool:
@@ -82,12 +90,10 @@ def db_named(args: argparse.Namespace) -> bool:
 
 def conversations_location(args: argparse.Namespace) -> Location:
     """Return where conversations are kept (``--conversations``, its variable, the home)."""
-    if getattr(args, "conversations", None):
-        return location_of(args.conversations, "--conversations")
+    given = getattr(args, "conversations", None)
     env = settings_of(args).conversations
-    if env:
-        return location_of(env, CONVERSATIONS_ENV)
-    return location_of(home_dir(args) / "sessions.sqlite", "--home")
+    default = home_dir(args) / "sessions.sqlite"
+    return _chosen_location(given, "--conversations", env, CONVERSATIONS_ENV, default)
 
 
 def server_problem(location: Location, error: Exception) -> str:

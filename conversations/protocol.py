@@ -17,12 +17,12 @@ front end reads input and renders outcomes.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Literal
 
-from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
 
 from assistants.approvals import ActionPreview, Decision, PendingAction, facts_of
 from assistants.providers import ModelProviderError, TurnCancelledError
@@ -192,7 +192,7 @@ class Conversation:
     def last_exchange(self) -> list[Record]:
         """Return the last customer message and what followed it."""
         messages = self.assistant.messages(self.thread)
-        last = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=None)
+        last = _last_customer_message(messages)
         return [] if last is None else self.describer.records(messages[last:])
 
     def assistant_name(self) -> str:
@@ -234,8 +234,7 @@ class Conversation:
     def details(self) -> list[ToolCallDetail]:
         """Return the tool calls of the last turn with their raw answers."""
         messages = self.assistant.messages(self.thread)
-        start = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=0)
-        turn = messages[start:]
+        turn = messages[_last_customer_message(messages) or 0 :]
         answers = {m.tool_call_id: m for m in turn if isinstance(m, ToolMessage)}
         found: list[ToolCallDetail] = []
         for call in (c for m in turn if isinstance(m, AIMessage) for c in m.tool_calls):
@@ -422,3 +421,8 @@ def _decision(preview: ActionPreview, answer: Answer | None) -> Decision:
         return Decision(True, None, shown, amount=preview.amount)
     reason = answer.reason if answer is not None else None
     return Decision(False, reason, shown, amount=preview.amount)
+
+
+def _last_customer_message(messages: Sequence[AnyMessage]) -> int | None:
+    """Return the index of the last customer message, where the last turn starts."""
+    return max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=None)

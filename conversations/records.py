@@ -232,29 +232,18 @@ def approval_of(preview: ActionPreview, tool_call_id: str, assistant: str, label
     The amount comes from the preview's numbers, never read back from its words; a
     refused action shows why instead of lines.
     """
-    if preview.error:
-        return Approval(
-            tool_call_id,
-            preview.tool_name,
-            assistant,
-            label,
-            preview.title,
-            (),
-            None,
-            None,
-            words.refusal_text(preview),
-        )
-    amount = preview.amount_line
+    refused = bool(preview.error)
+    amount = None if refused else preview.amount_line
     return Approval(
         tool_call_id=tool_call_id,
         tool=preview.tool_name,
         assistant=assistant,
         label=label,
         title=preview.title,
-        lines=tuple(preview.lines),
+        lines=() if refused else tuple(preview.lines),
         amount=amount,
         amount_kind=preview.amount.kind if preview.amount is not None and amount else None,
-        refusal=None,
+        refusal=words.refusal_text(preview) if refused else None,
     )
 
 

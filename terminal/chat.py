@@ -27,6 +27,7 @@ from terminal.signals import ctrl_c_cancels
 
 if TYPE_CHECKING:
     from conversations.protocol import Answer, Conversation, Conversations, Turn
+    from conversations.records import Approval
     from conversations.sessions import SessionRecord
     from terminal.console import Console
 
@@ -115,9 +116,10 @@ class ChatSession:
                         f"the limit is {MAX_MESSAGE_CHARS}. Please shorten it. {PRESS_UP}"
                     )
                     continue
-                if self.send(text) or self.ask_first:
+                ended = self.send(text)
+                if ended is not None or self.ask_first:
                     self.ask_first = False
-                    self.ask_pending_approvals()
+                    self.ask_pending_approvals(ended.approvals if ended is not None else None)
         except KeyboardInterrupt:  # between two prompts: leave as at the prompt
             self.console.thinking.stop()
             return self.leave()
@@ -248,37 +250,44 @@ class ChatSession:
             self.console.error(f"{refused.failure.text} {not_sent}")
             return None
 
-    def play(self, outcomes: Callable[[threading.Event], Iterable[Outcome]]) -> bool:
-        """Draw a turn's outcomes while Ctrl-C cancels it; return whether it ran to its end."""
+    def play(self, outcomes: Callable[[threading.Event], Iterable[Outcome]]) -> TurnEnd | None:
+        """Draw a turn's outcomes while Ctrl-C cancels it; return its end, if it got there."""
         cancel = threading.Event()
         view = TurnView(self.console)
-        ended = False
+        ended: TurnEnd | None = None
         with ctrl_c_cancels(
             cancel, self.console.err, self.resume_command(), self.console.thinking.cancelling
         ):
             try:
                 for outcome in outcomes(cancel):
                     view.show(outcome)
-                    ended = isinstance(outcome, TurnEnd)
+                    ended = outcome if isinstance(outcome, TurnEnd) else None
                     if isinstance(outcome, TurnFailure) and outcome.kind == "pending_first":
                         self.ask_first = True
             finally:
                 view.end()
         return ended
 
-    def send(self, text: str) -> bool:
-        """Send a message; return whether its turn ran to its end."""
+    def send(self, text: str) -> TurnEnd | None:
+        """Send a message; return the end of its turn, if it got there."""
         turn = self.claim(BUSY_MESSAGE_NOT_SENT)
         if turn is None:
-            return False
+            return None
         with turn:
             return self.play(lambda cancel: turn.send(text, cancel=cancel))
 
-    def ask_pending_approvals(self) -> None:
-        """Ask the customer about every pending sensitive action, until none is left."""
-        while self.conversation.waiting():
+    def ask_pending_approvals(self, approvals: Sequence[Approval] | None = None) -> None:
+        """Ask the customer about every pending sensitive action, until none is left.
+
+        ``approvals`` are those the turn just ended with (``TurnEnd``): their previews
+        are not computed again; without them they are read from the conversation.
+        """
+        while True:
+            if approvals is None:
+                approvals = self.conversation.approvals()
             # Calls done before a crash need no answer, but the run must go on to report them.
-            approvals = self.conversation.approvals()
+            if not approvals and not self.conversation.waiting():
+                return
             answers = ask_answers(self.console, self.prompter.answer, approvals)
             turn = self.claim(BUSY_DECISION_NOT_SENT)
             if turn is None:
@@ -292,8 +301,10 @@ class ChatSession:
                         self.console.error(f"{words.DECIDED_ELSEWHERE} The last exchange:")
                         self.show_last_exchange(header=False)
                         return
-                if not self.play(partial(_resolve, turn, answers)):
-                    return
+                ended = self.play(partial(_resolve, turn, answers))
+            if ended is None:
+                return
+            approvals = ended.approvals
 
 
 def _resolve(
