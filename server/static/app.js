@@ -188,22 +188,10 @@ function showHistoryItem(item) {
   else if (item.type === "action") showRecord(item);
 }
 
-const OUTCOME_WORDS = {
-  approved: "Approved",
-  failed: "Approved, but it did not go through",
-  declined: "Declined",
-  refused: "Not possible",
-  not_done: "Not done",
-};
-
+// The record's sentence comes from the service (the words the terminal's /history shows);
+// the page only styles it by outcome.
 function showRecord(item) {
-  const record = logItem(`record ${item.outcome}`);
-  record.append(el("strong", {}, `${OUTCOME_WORDS[item.outcome] || item.outcome}: ${item.title}`));
-  if (item.amount) record.append(el("span", { class: "record-amount" }, ` (${item.amount})`));
-  const details = [];
-  if (item.result) details.push(item.result);
-  if (item.reason) details.push(item.outcome === "declined" ? `Reason: ${item.reason}` : item.reason);
-  if (details.length) record.append(el("span", {}, `. ${details.join(" ")}`));
+  logItem(`record ${item.outcome}`).textContent = item.text;
 }
 
 function setStatus(text) {
