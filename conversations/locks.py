@@ -31,6 +31,7 @@ __all__ = [
     "PostgresTurnLocks",
     "TurnLease",
     "TurnLocks",
+    "new_lease",
 ]
 
 # How often a waiting taker tries the lock again (seconds).
@@ -94,6 +95,11 @@ class _Lease:
                 return
             self.released = True
         self.free()
+
+
+def new_lease(free: Callable[[], None]) -> TurnLease:
+    """Return a lease that calls ``free`` on its first ``release``."""
+    return _Lease(free)
 
 
 class LocalTurnLocks:

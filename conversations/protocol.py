@@ -28,6 +28,7 @@ from assistants.approvals import ActionPreview, Decision, PendingAction, facts_o
 from assistants.providers import ModelProviderError, TurnCancelledError
 from conversations import words
 from conversations.assistant import Thread, TravelAssistant, TurnEvent
+from conversations.fences import TurnClaimLostError
 from conversations.locks import (
     ConversationBusyError,
     ConversationStoreError,
@@ -407,6 +408,9 @@ class Turn:
             return
         except ModelProviderError as error:
             yield TurnFailure("model", words.model_failure(str(error)), str(error))
+            return
+        except TurnClaimLostError as error:
+            yield TurnFailure("lost_claim", words.CLAIM_LOST, str(error))
             return
         name = conversation.assistant_name()
         yield TurnEnd(name, conversation.describer.label(name), tuple(conversation.approvals()))

@@ -33,7 +33,9 @@ if TYPE_CHECKING:
 PRIMARY = "primary_assistant"
 
 ActionOutcome = Literal["approved", "failed", "declined", "refused", "not_done"]
-FailureKind = Literal["cancelled", "model", "busy", "unavailable", "changed", "pending_first"]
+FailureKind = Literal[
+    "cancelled", "model", "busy", "unavailable", "changed", "pending_first", "lost_claim"
+]
 
 
 def message_text(message: AnyMessage) -> str:
@@ -199,7 +201,9 @@ class TurnFailure:
         kind: cancelled, model (the model server failed), busy (a turn runs elsewhere),
             unavailable (the conversations database cannot be reached), changed (the
             actions decided are no longer the ones pending), pending_first (an action
-            waits for a decision, so the message was not sent).
+            waits for a decision, so the message was not sent), lost_claim (the turn
+            lost its hold on the conversation to another turn and was stopped before
+            its next save).
         text: What the customer is told.
         detail: What an operator needs (the model server's error), when it differs.
     """

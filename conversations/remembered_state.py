@@ -89,16 +89,3 @@ def _fresh(value: Any) -> Any:
 
 class RememberingSqliteSaver(RemembersLastState, SqliteSaver):
     """LangGraph's ``SqliteSaver`` that remembers its runs' last states."""
-
-
-def remembering_postgres_saver(connection: Any) -> Any:
-    """Return LangGraph's ``PostgresSaver`` on ``connection`` (a pool), remembering states.
-
-    Built here, not at import: PostgreSQL support is an optional extra.
-    """
-    from langgraph.checkpoint.postgres import PostgresSaver
-
-    class RememberingPostgresSaver(RemembersLastState, PostgresSaver):
-        """LangGraph's ``PostgresSaver`` that remembers its runs' last states."""
-
-    return RememberingPostgresSaver(connection)

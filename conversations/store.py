@@ -172,12 +172,16 @@ def sqlite_checkpointer(connection: sqlite3.Connection) -> Any:
     (``CompressingSerializer``). The saver remembers the state each run of this process
     ends with, so the next run of the thread starts without reading it back
     (``conversations.remembered_state``). Measured by ``scripts/bench_conversation.py``
-    (BENCHMARKS.md).
+    (BENCHMARKS.md). A claimed turn's writes are fenced (``conversations.fences``).
     """
     from conversations.checkpoint_serde import CompressingSerializer
+    from conversations.fences import SqliteFence
     from conversations.remembered_state import RememberingSqliteSaver
 
-    saver = RememberingSqliteSaver(connection, serde=CompressingSerializer())
+    class ConversationSqliteSaver(SqliteFence, RememberingSqliteSaver):
+        """LangGraph's ``SqliteSaver``, fenced, remembering its runs' last states."""
+
+    saver = ConversationSqliteSaver(connection, serde=CompressingSerializer())
     saver.setup()
     connection.execute("PRAGMA synchronous=NORMAL")
     return saver
@@ -210,11 +214,13 @@ def _open_sqlite(path: Path) -> ConversationStore:
         raise ConversationStoreError(
             f"The session store {path} cannot be read ({error}). Move it aside to start afresh."
         ) from error
+    from conversations.fences import FencedTurnLocks, SqliteClaims
+
     locks = FileTurnLocks(lock_file_of(path))
     return ConversationStore(
         saver,
         registry,
-        locks,
+        FencedTurnLocks(locks, SqliteClaims(checkpoints, saver.lock), saver),
         location=str(path),
         closers=(locks.close, registry.close, checkpoints.close),
     )
@@ -224,11 +230,12 @@ def _open_postgres(location: Location) -> ConversationStore:
     location.check_driver()
     try:
         import psycopg
-        from langgraph.checkpoint.postgres import PostgresSaver  # noqa: F401 (is it installed?)
+        from langgraph.checkpoint.postgres import PostgresSaver
         from psycopg.rows import dict_row
         from psycopg_pool import ConnectionPool
 
-        from conversations.remembered_state import remembering_postgres_saver
+        from conversations.fences import FencedTurnLocks, PostgresClaims, PostgresFence
+        from conversations.remembered_state import RemembersLastState
     except ImportError as error:
         raise LocationError(
             f"PostgreSQL conversations need {error.name or 'a module'} that is not installed; "
@@ -271,10 +278,14 @@ def _open_postgres(location: Location) -> ConversationStore:
             ).fetchone()
         return bool(row and row["held"])
 
+    class ConversationPostgresSaver(PostgresFence, RemembersLastState, PostgresSaver):
+        """LangGraph's ``PostgresSaver``, fenced, remembering its runs' last states."""
+
+    saver = ConversationPostgresSaver(pool)
     return ConversationStore(
-        remembering_postgres_saver(pool),
+        saver,
         PostgresSessionRegistry(pool),
-        PostgresTurnLocks(conninfo, probe),
+        FencedTurnLocks(PostgresTurnLocks(conninfo, probe), PostgresClaims(pool), saver),
         location=location.shown(),
         closers=(pool.close,),
     )
@@ -289,6 +300,7 @@ def _setup_postgres(connection: Any) -> None:
     """
     from langgraph.checkpoint.postgres import PostgresSaver
 
+    from conversations.fences import POSTGRES_CLAIMS_TABLE
     from conversations.sessions import create_postgres_schema
 
     deadline = time.monotonic() + SETUP_WAIT_SECONDS
@@ -304,5 +316,6 @@ def _setup_postgres(connection: Any) -> None:
     try:
         PostgresSaver(connection).setup()
         create_postgres_schema(connection)
+        connection.execute(POSTGRES_CLAIMS_TABLE)
     finally:
         connection.execute("SELECT pg_advisory_unlock(%s)", (SETUP_LOCK_KEY,))

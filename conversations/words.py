@@ -81,6 +81,11 @@ CANCELLED = {
     "cancelled and nothing more was done. Send your message again.",
 }
 CONVERSATION_SAVED = "Your conversation is saved."
+CLAIM_LOST = (
+    "This conversation was taken over by another window, terminal or server while the "
+    "assistant was answering here, so this answer stopped and what it said after that "
+    "point was not saved. Open the conversation again to see where it stands."
+)
 BUSY_ELSEWHERE = (
     "This conversation is busy in another window, terminal or server: the assistant is "
     "answering there. Try again when it has answered."
