@@ -18,7 +18,6 @@ Skipped, saying why, when the PostgreSQL server cannot be reached.
 
 from __future__ import annotations
 
-import os
 import shlex
 import signal
 import subprocess
@@ -39,21 +38,15 @@ from tests.support import postgres
 from tests.support.cli import run
 from tests.support.conversation_stores import postgres_unreachable
 from tests.support.fake_openai import FakeOpenAI, Reply, customer_text
-from tests.support.flights import ticket_flight
+from tests.support.flights import payments, ticket_flight
 from tests.support.terminal import PROGRAM, change_script, spawn
-from tests.support.web import free_port, parse_sse
+from tests.support.web import free_port
+from tests.support.workers import clean_env, serve, stream, wait_healthy, workers_env
 
 pexpect = pytest.importorskip("pexpect")
 
-SECRET = "postgres-workers-secret-" + "x" * 40
 DECLINE_REASON = "I changed my mind about that"
 BUSY = "busy in another window, terminal or server"
-
-
-def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI", "TAVILY"))}
-    env.update(extra)
-    return env
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +60,7 @@ def travel_template() -> Iterator[str]:
     try:
         built = subprocess.run(
             [str(PROGRAM), "db", "init", "--db", url],
-            env=_env(),
+            env=clean_env(),
             capture_output=True,
             text=True,
             timeout=300,
@@ -151,7 +144,7 @@ def test_postgres_cli_chat_approve_leave_resume_decline_and_sessions(
 
     listed = subprocess.run(
         [str(PROGRAM), "sessions", "--passenger-id", FIXTURE_PASSENGER_ID, *args],
-        env=_env(),
+        env=clean_env(),
         capture_output=True,
         text=True,
         timeout=120,
@@ -168,50 +161,6 @@ def test_postgres_cli_chat_approve_leave_resume_decline_and_sessions(
         assert store.saver.get_tuple({"configurable": {"thread_id": thread}}) is None
 
 
-def _workers_env(
-    fake: FakeOpenAI, tmp_path: Path, travel: str, conversations: str
-) -> dict[str, str]:
-    """The environment of ``serve`` workers over both PostgreSQL stores and ``fake``."""
-    return _env(
-        OPENAI_BASE_URL=fake.base_url,
-        OPENAI_API_KEY="test",
-        TRAVEL_ASSISTANT_MODEL="scripted",
-        TRAVEL_ASSISTANT_HOME=str(tmp_path / "home"),
-        TRAVEL_ASSISTANT_SECRET=SECRET,
-        TRAVEL_ASSISTANT_DB=travel,
-        TRAVEL_ASSISTANT_CONVERSATIONS=conversations,
-    )
-
-
-def _serve(port: int, env: dict[str, str]) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [str(PROGRAM), "serve", "--port", str(port)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
-def _wait_healthy(url: str, process: subprocess.Popen[str]) -> None:
-    deadline = time.monotonic() + 90
-    while True:
-        assert process.poll() is None, process.communicate()
-        try:
-            if httpx.get(f"{url}/api/v1/health", timeout=1).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        assert time.monotonic() < deadline, "serve did not start"
-        time.sleep(0.2)
-
-
-def _stream(client: httpx.Client, path: str, body: dict[str, Any]) -> list[Any]:
-    with client.stream("POST", path, json=body, timeout=60) as response:
-        assert response.status_code == 200, response.read()
-        return parse_sse(response.read().decode())
-
-
 def test_postgres_cli_two_service_workers_take_turns(
     stores: tuple[str, str], tmp_path: Path
 ) -> None:
@@ -223,9 +172,9 @@ def test_postgres_cli_two_service_workers_take_turns(
         return Reply(text="First answer.")
 
     with FakeOpenAI([held, Reply(text="Second answer.")]) as fake:
-        env = _workers_env(fake, tmp_path, travel, conversations)
+        env = workers_env(fake, tmp_path, travel, conversations)
         ports = [free_port(), free_port()]
-        workers = [_serve(port, env) for port in ports]
+        workers = [serve(port, env) for port in ports]
         issuing = subprocess.Popen(
             [str(PROGRAM), "token", "--passenger-id", FIXTURE_PASSENGER_ID],
             env=env,
@@ -236,7 +185,7 @@ def test_postgres_cli_two_service_workers_take_turns(
         try:
             urls = [f"http://127.0.0.1:{port}" for port in ports]
             for url, worker in zip(urls, workers, strict=True):
-                _wait_healthy(url, worker)
+                wait_healthy(url, worker)
             out, err = issuing.communicate(timeout=120)
             assert issuing.returncode == 0, err
             headers = {"Authorization": f"Bearer {out.strip()}"}
@@ -248,7 +197,7 @@ def test_postgres_cli_two_service_workers_take_turns(
                 base = f"/api/v1/conversations/{conversation}"
                 answered: list[Any] = []
                 turn = threading.Thread(
-                    target=lambda: answered.extend(_stream(one, f"{base}/messages", {"text": "hi"}))
+                    target=lambda: answered.extend(stream(one, f"{base}/messages", {"text": "hi"}))
                 )
                 turn.start()
                 deadline = time.monotonic() + 30
@@ -265,7 +214,7 @@ def test_postgres_cli_two_service_workers_take_turns(
                     "First answer."
                 ]
 
-                events = _stream(other, f"{base}/messages", {"text": "and now?"})
+                events = stream(other, f"{base}/messages", {"text": "and now?"})
                 assert [e.data["text"] for e in events if e.name == "message"] == ["Second answer."]
                 items = one.get(f"{base}/messages").json()["items"]
             assert [(i["type"], i.get("text")) for i in items] == [
@@ -336,25 +285,6 @@ def _databases_like(url: str) -> list[str]:
     return [row[0] for row in rows]
 
 
-def _payments(travel: str) -> int:
-    from sqlalchemy import func, select
-
-    from db.engine import Database
-    from db.models import Payment
-
-    database = Database.from_url(travel)
-    try:
-        with database.session() as session:
-            count: int = session.scalar(
-                select(func.count())
-                .select_from(Payment)
-                .where(Payment.passenger_id == FIXTURE_PASSENGER_ID)
-            )
-            return count
-    finally:
-        database.dispose()
-
-
 def test_postgres_cli_approval_on_another_worker_then_that_worker_killed_mid_turn(
     stores: tuple[str, str], tmp_path: Path
 ) -> None:
@@ -372,15 +302,15 @@ def test_postgres_cli_approval_on_another_worker_then_that_worker_killed_mid_tur
         never.wait(timeout=120)
         return Reply(text="Too late.")
 
-    charges_before = _payments(travel)
+    charges_before = payments(travel)
     with FakeOpenAI([*script[:2], hangs, Reply(text="Yes: your flight is changed.")]) as fake:
-        env = _workers_env(fake, tmp_path, travel, conversations)
+        env = workers_env(fake, tmp_path, travel, conversations)
         ports = [free_port(), free_port()]
-        workers = [_serve(port, env) for port in ports]
+        workers = [serve(port, env) for port in ports]
         try:
             urls = [f"http://127.0.0.1:{port}" for port in ports]
             for url, worker in zip(urls, workers, strict=True):
-                _wait_healthy(url, worker)
+                wait_healthy(url, worker)
             token = subprocess.run(
                 [str(PROGRAM), "token", "--passenger-id", FIXTURE_PASSENGER_ID],
                 env=env,
@@ -396,7 +326,7 @@ def test_postgres_cli_approval_on_another_worker_then_that_worker_killed_mid_tur
             ):
                 conversation = one.post("/api/v1/conversations").json()["conversation_id"]
                 base = f"/api/v1/conversations/{conversation}"
-                events = _stream(one, f"{base}/messages", {"text": "Move me to tomorrow."})
+                events = stream(one, f"{base}/messages", {"text": "Move me to tomorrow."})
                 assert [e.name for e in events][-2:] == ["pending", "done"]
                 (action,) = other.get(f"{base}/pending").json()["actions"]
                 cut_off: list[Exception] = []
@@ -404,7 +334,7 @@ def test_postgres_cli_approval_on_another_worker_then_that_worker_killed_mid_tur
                 def approve_on_the_other_worker() -> None:
                     decision = {"tool_call_id": action["tool_call_id"], "approved": True}
                     try:
-                        _stream(other, f"{base}/decisions", {"decisions": [decision]})
+                        stream(other, f"{base}/decisions", {"decisions": [decision]})
                     except httpx.HTTPError as error:  # the worker dies mid-stream
                         cut_off.append(error)
 
@@ -418,7 +348,7 @@ def test_postgres_cli_approval_on_another_worker_then_that_worker_killed_mid_tur
                 assert ticket_flight(travel) == new_flight  # the change had committed
 
                 assert one.get(f"{base}/pending").json()["actions"] == []  # not asked again
-                events = _stream(one, f"{base}/messages", {"text": "Did it work?"})
+                events = stream(one, f"{base}/messages", {"text": "Did it work?"})
                 assert [e.data["text"] for e in events if e.name == "message"] == [
                     "Yes: your flight is changed."
                 ]
@@ -426,7 +356,7 @@ def test_postgres_cli_approval_on_another_worker_then_that_worker_killed_mid_tur
             outcomes = [i["outcome"] for i in items if i["type"] == "action"]
             assert outcomes == ["approved"]
             assert ticket_flight(travel) == new_flight
-            assert _payments(travel) == charges_before + 1  # charged once
+            assert payments(travel) == charges_before + 1  # charged once
             assert len(fake.requests) == 4
         finally:
             never.set()

@@ -56,6 +56,28 @@ def ticket_flight(db: DatabaseLike) -> int:
     return _with_database(db, read)
 
 
+def payments(db: DatabaseLike) -> int:
+    """Return how many payments the fixture passenger has made (each charge is one)."""
+    from sqlalchemy import func
+
+    from db.fixtures import FIXTURE_PASSENGER_ID
+    from db.models import Payment
+
+    def read(database: Database) -> int:
+        with database.session() as session:
+            count: int = (
+                session.scalar(
+                    select(func.count())
+                    .select_from(Payment)
+                    .where(Payment.passenger_id == FIXTURE_PASSENGER_ID)
+                )
+                or 0
+            )
+            return count
+
+    return _with_database(db, read)
+
+
 def tomorrow_flight(db: DatabaseLike) -> int:
     """Return the next LX0112 at least 12 hours after the fixture ticket's flight.
 

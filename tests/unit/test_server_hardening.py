@@ -241,12 +241,35 @@ def test_server_beyond_its_connections_answers_503_at_once(service: Conversation
         refused = httpx.get(f"{server.url}/api/v1/health", timeout=5)
         assert refused.status_code == 503
         assert time.monotonic() - started < 2
+        # uvicorn's own answer would be text/plain without nosniff; the service's is JSON.
+        assert refused.headers["x-content-type-options"] == "nosniff"
+        assert "limit of connections" in refused.json()["detail"]
         for sock in held:
             sock.close()
         deadline = time.monotonic() + 5
         while httpx.get(f"{server.url}/api/v1/health", timeout=5).status_code != 200:
             assert time.monotonic() < deadline
             time.sleep(0.05)
+
+
+def test_server_a_request_it_cannot_parse_answers_400_with_its_headers(
+    service: ConversationService,
+) -> None:
+    server, _ = serving(service)
+    with server:
+        for garbage in (b"GET / HTTP/1.1\r\nHost x\r\n\r\n", b"\x16\x03\x01\x00\xa5\r\n\r\n"):
+            with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
+                sock.sendall(garbage)
+                answer = b""
+                while chunk := sock.recv(4096):
+                    answer += chunk
+            head, _, body = answer.partition(b"\r\n\r\n")
+            lines = head.decode().lower().split("\r\n")
+            assert lines[0].startswith("http/1.1 400"), answer
+            assert "x-content-type-options: nosniff" in lines
+            assert "content-type: application/json" in lines
+            assert json.loads(body)["detail"]  # says what was wrong, as JSON
+        assert httpx.get(f"{server.url}/api/v1/health", timeout=5).status_code == 200
 
 
 # --- security headers and the docs page ------------------------------------------------------
