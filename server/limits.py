@@ -7,8 +7,10 @@ then, is held for as long as the client likes. ``header_deadline`` (uvicorn's h1
 with a timer) closes a connection whose request headers are not complete within
 ``header_timeout`` seconds; ``server.app.BodyLimit`` bounds the body the same way. So a
 few hundred slow sockets are dropped on time, and a worker never holds more than
-``max_connections`` requests at once. A reverse proxy in front (see the README) does this
-better still, for every worker at once.
+``max_connections`` requests at once. The answers uvicorn would write itself, a 400 for
+a request it cannot parse and the 503 beyond the cap, are written by that protocol too,
+as JSON with ``nosniff`` like every other answer of the service. A reverse proxy in
+front (see the README) does this better still, for every worker at once.
 
 Importing this module imports neither uvicorn nor h11: the command line reads its
 defaults.
@@ -17,6 +19,7 @@ defaults.
 from __future__ import annotations
 
 import asyncio
+import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -35,12 +38,24 @@ KEEP_ALIVE = 5
 # is a client holding the worker, not a slow network.
 BODY_TIMEOUT = 20.0
 
+# The headers of the answers the protocol writes itself (the service's own middleware
+# never sees them).
+_HEADERS = [
+    (b"content-type", b"application/json"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"cache-control", b"no-store"),
+    (b"connection", b"close"),
+]
 _LATE = b'{"detail": "The request headers did not arrive in time."}'
 _TIMED_OUT = (
-    b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
-    b"x-content-type-options: nosniff\r\nconnection: close\r\n"
-    b"content-length: " + str(len(_LATE)).encode() + b"\r\n\r\n" + _LATE
+    b"HTTP/1.1 408 Request Timeout\r\n"
+    + b"".join(name + b": " + value + b"\r\n" for name, value in _HEADERS)
+    + b"content-length: "
+    + str(len(_LATE)).encode()
+    + b"\r\n\r\n"
+    + _LATE
 )
+_BUSY = b'{"detail": "The service is at its limit of connections; try again in a moment."}'
 
 
 @dataclass(frozen=True)
@@ -85,14 +100,36 @@ def header_deadline(header_timeout: float) -> type[asyncio.Protocol]:
 
     The deadline, ``header_timeout`` seconds, runs from the moment the connection is
     ready for a request (when it is made, or when the previous answer is complete) until
-    the request's headers are read; bytes trickling in do not extend it. (uvicorn is
-    imported here, so that the command line reads these limits without it.)
+    the request's headers are read; bytes trickling in do not extend it. The protocol
+    also answers a request it cannot parse (400) and a request beyond
+    ``limit_concurrency`` (503) itself, with the service's headers. (uvicorn is imported
+    here, so that the command line reads these limits without it.)
     """
     import h11
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
     class HeaderDeadline(H11Protocol):
         _deadline: asyncio.TimerHandle | None = None
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            # uvicorn's own check would answer beyond the cap with a text/plain 503 of
+            # its own; the cap is applied here instead (the same rule: connections open
+            # and requests running, this one included).
+            cap, self.limit_concurrency = self.limit_concurrency, None
+            if cap is not None:
+                self.app = _capped(self.app, cap, self.connections, self.tasks)
+
+        def send_400_response(self, msg: str) -> None:
+            body = json.dumps({"detail": msg}).encode()
+            headers = [*_HEADERS, (b"content-length", str(len(body)).encode())]
+            for event in (
+                h11.Response(status_code=400, headers=headers, reason=b"Bad Request"),
+                h11.Data(data=body),
+                h11.EndOfMessage(),
+            ):
+                self.transport.write(self.conn.send(event) or b"")
+            self.transport.close()
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
@@ -131,3 +168,17 @@ def header_deadline(header_timeout: float) -> type[asyncio.Protocol]:
             self.transport.close()
 
     return HeaderDeadline
+
+
+def _capped(app: Any, cap: int, connections: Any, tasks: Any) -> Any:
+    """Return ``app`` answering 503 while more than ``cap`` connections or requests run."""
+
+    async def capped(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and (len(connections) > cap or len(tasks) > cap):
+            headers = [*_HEADERS, (b"content-length", str(len(_BUSY)).encode())]
+            await send({"type": "http.response.start", "status": 503, "headers": headers})
+            await send({"type": "http.response.body", "body": _BUSY})
+            return
+        await app(scope, receive, send)
+
+    return capped
