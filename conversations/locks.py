@@ -6,6 +6,9 @@ On SQLite it is an ``fcntl`` lock on one byte of a lock file beside the sessions
 own for the turn. Either way the operating system or the database server releases it
 when the holder dies, even by SIGKILL, so there is no lease to renew and no stale lock to
 clean up. A second taker is told ``ConversationBusyError``.
+
+A lock can be lost while its holder still runs (its connection cut, its file removed);
+``conversations.fences`` makes sure such a turn can no longer save anything.
 """
 
 from __future__ import annotations

@@ -255,6 +255,45 @@ MUTANTS: tuple[Mutant, ...] = (
         POLICY_NUMBERS,
     ),
     # --- flights: SPEC section 4 for tickets ------------------------------------------------
+    # --- conversations/fences.py: a turn that lost its claim saves nothing ----------------
+    Mutant(
+        "fence-sqlite-any-claim",
+        "conversations",
+        "a save of a claimed turn checks that its claim still stands (SQLite)",
+        "conversations/fences.py",
+        "if row is None or int(row[0]) != claim[1]:",
+        "if row is None:",
+        (
+            "tests/unit/test_fenced_turns.py::"
+            "test_the_fence_checks_every_write_of_the_claimed_thread_only[sqlite]",
+        ),
+    ),
+    Mutant(
+        "fence-postgres-any-claim",
+        "conversations",
+        "a save of a claimed turn checks that its claim still stands (PostgreSQL)",
+        "conversations/fences.py",
+        'if row is None or int(row["claim"]) != claim[1]:',
+        "if row is None:",
+        (
+            "tests/unit/test_fenced_turns.py::"
+            "test_the_fence_checks_every_write_of_the_claimed_thread_only[postgresql]",
+        ),
+    ),
+    Mutant(
+        "fence-writes-unchecked",
+        "conversations",
+        "every pending write of a claimed turn is checked, not only its checkpoints",
+        "conversations/fences.py",
+        """        with self._claimed_write(config):
+            super().put_writes(""",
+        """        if True:
+            super().put_writes(""",
+        (
+            "tests/unit/test_fenced_turns.py::"
+            "test_the_fence_checks_every_write_of_the_claimed_thread_only[sqlite]",
+        ),
+    ),
     Mutant(
         "flights-route-departure-only",
         "tickets",
