@@ -28,15 +28,13 @@ import pytest
 
 from conversations import words
 from conversations.store import lock_file_of
-from db.fixtures import FIXTURE_PASSENGER_ID
 from tests.support import postgres
 from tests.support.conversation_stores import require_postgres
 from tests.support.exhaustive import EXHAUSTIVE
 from tests.support.fake_openai import FakeOpenAI, Reply
 from tests.support.flights import payments, ticket_flight
 from tests.support.terminal import change_script
-from tests.support.web import free_port
-from tests.support.workers import serve, stop, stream, token, wait_healthy, workers_env
+from tests.support.workers import stream, two_workers, workers_env
 
 pytestmark = pytest.mark.xdist_group("fenced-workers")
 
@@ -107,19 +105,10 @@ def test_a_turn_that_lost_its_lock_saves_nothing_and_says_so(
     script = [held, Reply(text="Second answer."), Reply(text="Third answer.")]
     with FakeOpenAI(script) as fake:
         env = workers_env(fake, tmp_path, stores.travel, stores.conversations)
-        ports = [free_port(), free_port()]
-        workers = [serve(port, env) for port in ports]
         try:
-            urls = [f"http://127.0.0.1:{port}" for port in ports]
-            for url, worker in zip(urls, workers, strict=True):
-                wait_healthy(url, worker)
-            headers = {"Authorization": f"Bearer {token(env, FIXTURE_PASSENGER_ID)}"}
-            with (
-                httpx.Client(base_url=urls[0], headers=headers, timeout=30) as one,
-                httpx.Client(base_url=urls[1], headers=headers, timeout=30) as other,
-            ):
-                conversation = one.post("/api/v1/conversations").json()["conversation_id"]
-                base = f"/api/v1/conversations/{conversation}"
+            with two_workers(env) as workers:
+                one, other = workers.one, workers.other
+                base = workers.new_conversation()
                 first_events: list[Any] = []
                 first = threading.Thread(
                     target=lambda: first_events.extend(
@@ -152,7 +141,6 @@ def test_a_turn_that_lost_its_lock_saves_nothing_and_says_so(
                 assert said == ["hi", "hello?", "Second answer.", "still there?", "Third answer."]
         finally:
             release_first.set()
-            stop(*workers)
 
 
 # The SQLite case of the approval is the long tail: the plain turn covers its lock loss.
@@ -174,19 +162,10 @@ def test_an_approval_in_flight_when_the_lock_is_lost_runs_once(
     charges_before = payments(stores.travel)
     with FakeOpenAI([*script[:2], held, Reply(text="Yes: your flight is changed.")]) as fake:
         env = workers_env(fake, tmp_path, stores.travel, stores.conversations)
-        ports = [free_port(), free_port()]
-        workers = [serve(port, env) for port in ports]
         try:
-            urls = [f"http://127.0.0.1:{port}" for port in ports]
-            for url, worker in zip(urls, workers, strict=True):
-                wait_healthy(url, worker)
-            headers = {"Authorization": f"Bearer {token(env, FIXTURE_PASSENGER_ID)}"}
-            with (
-                httpx.Client(base_url=urls[0], headers=headers, timeout=30) as one,
-                httpx.Client(base_url=urls[1], headers=headers, timeout=30) as other,
-            ):
-                conversation = one.post("/api/v1/conversations").json()["conversation_id"]
-                base = f"/api/v1/conversations/{conversation}"
+            with two_workers(env) as workers:
+                one, other = workers.one, workers.other
+                base = workers.new_conversation()
                 events = stream(one, f"{base}/messages", {"text": "Move me to tomorrow."})
                 assert [e.name for e in events][-2:] == ["pending", "done"]
                 (action,) = events[-2].data["actions"]
@@ -220,4 +199,3 @@ def test_an_approval_in_flight_when_the_lock_is_lost_runs_once(
             assert payments(stores.travel) == charges_before + 1  # charged once
         finally:
             release.set()
-            stop(*workers)

@@ -40,8 +40,7 @@ from tests.support.conversation_stores import postgres_unreachable
 from tests.support.fake_openai import FakeOpenAI, Reply, customer_text
 from tests.support.flights import payments, ticket_flight
 from tests.support.terminal import PROGRAM, change_script, spawn
-from tests.support.web import free_port
-from tests.support.workers import clean_env, serve, stream, wait_healthy, workers_env
+from tests.support.workers import clean_env, stream, two_workers, workers_env
 
 pexpect = pytest.importorskip("pexpect")
 
@@ -173,28 +172,10 @@ def test_postgres_cli_two_service_workers_take_turns(
 
     with FakeOpenAI([held, Reply(text="Second answer.")]) as fake:
         env = workers_env(fake, tmp_path, travel, conversations)
-        ports = [free_port(), free_port()]
-        workers = [serve(port, env) for port in ports]
-        issuing = subprocess.Popen(
-            [str(PROGRAM), "token", "--passenger-id", FIXTURE_PASSENGER_ID],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
         try:
-            urls = [f"http://127.0.0.1:{port}" for port in ports]
-            for url, worker in zip(urls, workers, strict=True):
-                wait_healthy(url, worker)
-            out, err = issuing.communicate(timeout=120)
-            assert issuing.returncode == 0, err
-            headers = {"Authorization": f"Bearer {out.strip()}"}
-            with (
-                httpx.Client(base_url=urls[0], headers=headers, timeout=30) as one,
-                httpx.Client(base_url=urls[1], headers=headers, timeout=30) as other,
-            ):
-                conversation = one.post("/api/v1/conversations").json()["conversation_id"]
-                base = f"/api/v1/conversations/{conversation}"
+            with two_workers(env) as workers:
+                one, other = workers.one, workers.other
+                base = workers.new_conversation()
                 answered: list[Any] = []
                 turn = threading.Thread(
                     target=lambda: answered.extend(stream(one, f"{base}/messages", {"text": "hi"}))
@@ -217,6 +198,10 @@ def test_postgres_cli_two_service_workers_take_turns(
                 events = stream(other, f"{base}/messages", {"text": "and now?"})
                 assert [e.data["text"] for e in events if e.name == "message"] == ["Second answer."]
                 items = one.get(f"{base}/messages").json()["items"]
+                for worker in workers.processes:  # a clean stop
+                    worker.send_signal(signal.SIGINT)
+                for worker in workers.processes:
+                    assert worker.wait(timeout=60) == 0
             assert [(i["type"], i.get("text")) for i in items] == [
                 ("customer", "hi"),
                 ("assistant", "First answer."),
@@ -224,16 +209,8 @@ def test_postgres_cli_two_service_workers_take_turns(
                 ("assistant", "Second answer."),
             ]
             assert len(fake.requests) == 2  # the refused message never reached the model
-            for worker in workers:
-                worker.send_signal(signal.SIGINT)
-            for worker in workers:
-                assert worker.wait(timeout=60) == 0
         finally:
             first_may_end.set()
-            for process in (*workers, issuing):
-                if process.poll() is None:
-                    process.kill()
-                process.communicate()
 
 
 def test_postgres_cli_graph_and_eval_accept_the_url(
@@ -305,27 +282,10 @@ def test_postgres_cli_approval_on_another_worker_then_that_worker_killed_mid_tur
     charges_before = payments(travel)
     with FakeOpenAI([*script[:2], hangs, Reply(text="Yes: your flight is changed.")]) as fake:
         env = workers_env(fake, tmp_path, travel, conversations)
-        ports = [free_port(), free_port()]
-        workers = [serve(port, env) for port in ports]
         try:
-            urls = [f"http://127.0.0.1:{port}" for port in ports]
-            for url, worker in zip(urls, workers, strict=True):
-                wait_healthy(url, worker)
-            token = subprocess.run(
-                [str(PROGRAM), "token", "--passenger-id", FIXTURE_PASSENGER_ID],
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=120,
-                check=True,
-            ).stdout.strip()
-            headers = {"Authorization": f"Bearer {token}"}
-            with (
-                httpx.Client(base_url=urls[0], headers=headers, timeout=30) as one,
-                httpx.Client(base_url=urls[1], headers=headers, timeout=30) as other,
-            ):
-                conversation = one.post("/api/v1/conversations").json()["conversation_id"]
-                base = f"/api/v1/conversations/{conversation}"
+            with two_workers(env) as workers:
+                one, other = workers.one, workers.other
+                base = workers.new_conversation()
                 events = stream(one, f"{base}/messages", {"text": "Move me to tomorrow."})
                 assert [e.name for e in events][-2:] == ["pending", "done"]
                 (action,) = other.get(f"{base}/pending").json()["actions"]
@@ -341,8 +301,8 @@ def test_postgres_cli_approval_on_another_worker_then_that_worker_killed_mid_tur
                 decided = threading.Thread(target=approve_on_the_other_worker, daemon=True)
                 decided.start()
                 assert reply_started.wait(60), "the approved change never reached the model"
-                workers[1].kill()  # SIGKILL while the model writes the reply
-                workers[1].wait(timeout=30)
+                workers.processes[1].kill()  # SIGKILL while the model writes the reply
+                workers.processes[1].wait(timeout=30)
                 decided.join(timeout=30)
                 assert cut_off, "the stream should have broken off with its worker"
                 assert ticket_flight(travel) == new_flight  # the change had committed
@@ -360,7 +320,3 @@ def test_postgres_cli_approval_on_another_worker_then_that_worker_killed_mid_tur
             assert len(fake.requests) == 4
         finally:
             never.set()
-            for process in workers:
-                if process.poll() is None:
-                    process.kill()
-                process.communicate()

@@ -5,14 +5,18 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from db.fixtures import FIXTURE_PASSENGER_ID
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.terminal import PROGRAM
-from tests.support.web import parse_sse
+from tests.support.web import free_port, parse_sse
 
 SECRET = "postgres-workers-secret-" + "x" * 40
 
@@ -89,3 +93,36 @@ def stop(*processes: subprocess.Popen[str]) -> None:
         if process.poll() is None:
             process.kill()
         process.communicate()
+
+
+@dataclass
+class Workers:
+    """Two running workers and a client of each, signed in as the fixture passenger."""
+
+    processes: list[subprocess.Popen[str]]
+    one: httpx.Client
+    other: httpx.Client
+
+    def new_conversation(self) -> str:
+        """Start a conversation on the first worker; return its path under the API."""
+        conversation = self.one.post("/api/v1/conversations").json()["conversation_id"]
+        return f"/api/v1/conversations/{conversation}"
+
+
+@contextmanager
+def two_workers(env: dict[str, str]) -> Iterator[Workers]:
+    """Start two ``serve`` workers with ``env``; stop them (SIGKILL if need be) after."""
+    ports = [free_port(), free_port()]
+    processes = [serve(port, env) for port in ports]
+    try:
+        urls = [f"http://127.0.0.1:{port}" for port in ports]
+        for url, process in zip(urls, processes, strict=True):
+            wait_healthy(url, process)
+        headers = {"Authorization": f"Bearer {token(env, FIXTURE_PASSENGER_ID)}"}
+        with (
+            httpx.Client(base_url=urls[0], headers=headers, timeout=30) as one,
+            httpx.Client(base_url=urls[1], headers=headers, timeout=30) as other,
+        ):
+            yield Workers(processes, one, other)
+    finally:
+        stop(*processes)
