@@ -229,7 +229,8 @@ function drawDetail(detail) {
   );
 
   $("pending-section").hidden = detail.pending.length === 0;
-  $("pending").replaceChildren(...detail.pending.map(pendingCard));
+  const titles = new Map(detail.assistants.map((a) => [a.name, a.title]));
+  $("pending").replaceChildren(...detail.pending.map((action) => pendingCard(action, titles)));
 
   $("errors-section").hidden = detail.errors.length === 0;
   $("errors").replaceChildren(
@@ -257,10 +258,11 @@ function previewLines(lines, amount) {
   return list;
 }
 
-function pendingCard(action) {
+function pendingCard(action, titles) {
   const card = el("article", { class: "card pending-card", "aria-label": `Waiting: ${action.preview.title}` });
   card.append(el("h4", {}, action.preview.title));
-  card.append(el("p", { class: "muted" }, `Asked by the ${action.assistant_label || "primary"} assistant; shown to the customer:`));
+  const asker = titles.get(action.assistant) || action.assistant;
+  card.append(el("p", { class: "muted" }, `Asked by the ${asker}; shown to the customer:`));
   if (action.preview.error) {
     card.append(el("p", { class: "refused" }, `Cannot be done: ${action.preview.error}`));
   } else {
