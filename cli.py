@@ -8,7 +8,8 @@ Commands::
     travel-assistant db init [--scale N] [--seed N] [--force]
     travel-assistant graph
     travel-assistant serve [--host 127.0.0.1] [--port 8000]
-    travel-assistant token --passenger-id ID [--hours N]
+    travel-assistant token (--passenger-id ID | --supervisor NAME) [--hours N]
+    travel-assistant audit [--supervisor NAME] [--conversation ID] [--limit N]
 
 ``--home DIR``, ``--db PATH_OR_URL``, ``--conversations PATH_OR_URL`` and ``--debug`` go
 before or after the command. The travel database and the conversations are each a SQLite
@@ -31,6 +32,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from commands.audit import cmd_audit
 from commands.chat import cmd_chat
 from commands.common import EXIT_ERROR, EXIT_USAGE, CliError, Overrides
 from commands.db import cmd_db_init
@@ -286,14 +288,29 @@ def _add_server_commands(commands: argparse._SubParsersAction[argparse.ArgumentP
         default=BODY_TIMEOUT,
         help=f"seconds for a request's body to arrive (default {BODY_TIMEOUT:g})",
     )
-    token = commands.add_parser("token", help="issue a passenger's access token for the service")
-    token.add_argument("--passenger-id", required=True, help='e.g. "3442 587242"')
+    token = commands.add_parser(
+        "token", help="issue a passenger's (or a supervisor's) access token for the service"
+    )
+    who = token.add_mutually_exclusive_group(required=True)
+    who.add_argument("--passenger-id", help='e.g. "3442 587242"')
+    who.add_argument(
+        "--supervisor",
+        metavar="NAME",
+        help="a supervisor's read-only token, for the view at /supervisor; NAME is who the "
+        "audit log records (e.g. your e-mail address)",
+    )
     token.add_argument(
         "--hours",
         type=float,
         default=24.0,
         help="how long the token is valid, 1/60 to 720 (default 24)",
     )
+    audit = commands.add_parser(
+        "audit", help="show which supervisor looked at which conversation, when"
+    )
+    audit.add_argument("--supervisor", metavar="NAME", help="only this supervisor's looks")
+    audit.add_argument("--conversation", metavar="ID", help="only the looks at this conversation")
+    audit.add_argument("--limit", type=int, default=100, help="the newest N entries (default 100)")
 
 
 def main(argv: Sequence[str] | None = None, overrides: Overrides | None = None) -> int:
@@ -326,6 +343,8 @@ def main(argv: Sequence[str] | None = None, overrides: Overrides | None = None) 
             return cmd_serve(args, console, overrides)
         if args.command == "token":
             return cmd_token(args, console, overrides)
+        if args.command == "audit":
+            return cmd_audit(args, console)
         parser.print_help(sys.stderr)
         return EXIT_USAGE
     except CliError as error:

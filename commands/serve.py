@@ -1,9 +1,10 @@
-"""``travel-assistant serve`` and ``token``: the HTTP service and its passengers' tokens."""
+"""``travel-assistant serve`` and ``token``: the HTTP service and its tokens."""
 
 from __future__ import annotations
 
 import argparse
 import shlex
+from datetime import timedelta
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -29,6 +30,9 @@ from terminal import Console
 
 if TYPE_CHECKING:
     from server.auth import TokenSigner
+
+# A supervisor's name, as the audit log records it.
+MAX_SUPERVISOR_NAME = 200
 
 
 def _signer(args: argparse.Namespace) -> TokenSigner:
@@ -83,7 +87,9 @@ def cmd_serve(args: argparse.Namespace, console: Console, overrides: Overrides) 
                 )
             console.status(
                 f"The web chat: http://{args.host}:{args.port}/ (Ctrl-C stops). "
-                "Get a token with: travel-assistant token --passenger-id ID"
+                "Get a token with: travel-assistant token --passenger-id ID; the "
+                f"supervisor view: http://{args.host}:{args.port}/supervisor (travel-assistant "
+                "token --supervisor NAME)"
             )
             app = create_app(service, signer, docs=args.docs, body_timeout=limits.body_timeout)
             serve(app, args.host, args.port, limits)
@@ -92,22 +98,49 @@ def cmd_serve(args: argparse.Namespace, console: Console, overrides: Overrides) 
     return EXIT_OK
 
 
-def cmd_token(args: argparse.Namespace, console: Console, overrides: Overrides) -> int:
-    """Run ``travel-assistant token``: print a passenger's token on stdout."""
-    from datetime import timedelta
-
-    from db.passengers import passenger_exists
+def _lifetime(args: argparse.Namespace) -> timedelta:
     from server.auth import MAX_LIFETIME
 
-    passenger_id = canonical_passenger_id(args.passenger_id)
-    if not passenger_id:
-        raise CliError("--passenger-id is empty, e.g. --passenger-id '3442 587242'.", EXIT_USAGE)
     # Checked as a number before it becomes a duration, which nan, inf and 1e20 break
     # (NaN compares false, so it fails this check too).
     longest = MAX_LIFETIME.total_seconds() / 3600
     if not 1 / 60 <= args.hours <= longest:
         raise CliError(f"--hours must be between 1/60 and {longest:g} hours.", EXIT_USAGE)
-    lifetime = timedelta(hours=args.hours)
+    return timedelta(hours=args.hours)
+
+
+def _supervisor_token(args: argparse.Namespace, console: Console) -> int:
+    """Print a supervisor's read-only token: it reads every conversation, audited."""
+    from server.auth import SUPERVISOR
+
+    name = " ".join(args.supervisor.split())
+    if not name or not name.isprintable() or len(name) > MAX_SUPERVISOR_NAME:
+        raise CliError(
+            f"--supervisor takes who you are, as the audit log records it (printable, at "
+            f"most {MAX_SUPERVISOR_NAME} characters), e.g. --supervisor ana@example.com.",
+            EXIT_USAGE,
+        )
+    lifetime = _lifetime(args)
+    token = _signer(args).issue(name, lifetime, role=SUPERVISOR)
+    console.say(token)
+    console.status(
+        f"Supervisor token for {name}, valid for {args.hours:g} hours: it reads every "
+        "conversation and changes nothing, and every look is recorded. Open "
+        "http://127.0.0.1:8000/supervisor#token=<token>."
+    )
+    return EXIT_OK
+
+
+def cmd_token(args: argparse.Namespace, console: Console, overrides: Overrides) -> int:
+    """Run ``travel-assistant token``: print a passenger's or a supervisor's token on stdout."""
+    from db.passengers import passenger_exists
+
+    if args.supervisor is not None:
+        return _supervisor_token(args, console)
+    passenger_id = canonical_passenger_id(args.passenger_id)
+    if not passenger_id:
+        raise CliError("--passenger-id is empty, e.g. --passenger-id '3442 587242'.", EXIT_USAGE)
+    lifetime = _lifetime(args)
     # The secret next: a refusal must come before a database is opened, or built.
     signer = _signer(args)
     location = db_location(args)

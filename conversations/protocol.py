@@ -2,7 +2,8 @@
 
 ``Conversations`` holds the assistant, the session registry and the turn locks.
 ``Conversation`` is one thread of one passenger: its history, the actions waiting for a
-decision (``Approval``), a summary, the tool calls of its last turn. ``Conversation.claim``
+decision (``Approval``), a summary, the tool calls of its last turn, and for supervisors the whole
+conversation step by step (``timeline``). ``Conversation.claim``
 takes the conversation for one turn (one at a time, across processes) and returns a
 ``Turn``, which sends a message or resolves the pending actions and yields what happened
 as ``conversations.records`` outcomes, ending with ``TurnEnd`` or ``TurnFailure``.
@@ -20,14 +21,15 @@ import threading
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
 
-from assistants.approvals import ActionPreview, Decision, PendingAction, facts_of
+from assistants.approvals import ActionPreview, Amount, Decision, PendingAction, facts_of
 from assistants.providers import ModelProviderError, TurnCancelledError
 from conversations import words
 from conversations.assistant import Thread, TravelAssistant, TurnEvent
+from conversations.events import is_cancel_note
 from conversations.fences import TurnClaimLostError
 from conversations.locks import (
     ConversationBusyError,
@@ -37,7 +39,11 @@ from conversations.locks import (
     TurnLocks,
 )
 from conversations.records import (
+    PRIMARY,
+    ActionRecord,
     Approval,
+    AssistantLine,
+    CustomerLine,
     Describer,
     Narrator,
     Notice,
@@ -53,10 +59,13 @@ if TYPE_CHECKING:
     from conversations.sessions import SessionRecord, SessionStore
 
 __all__ = [
+    "ActionStep",
     "Answer",
     "Conversation",
     "Conversations",
     "DecisionsError",
+    "HandOverStep",
+    "Step",
     "Summary",
     "ToolCallDetail",
     "Turn",
@@ -116,6 +125,40 @@ class ToolCallDetail:
     arguments: Mapping[str, object]
     outcome: str | None
     answer: str | None
+    tool_call_id: str = ""
+    assistant: str = ""
+    label: str = ""
+
+
+@dataclass(frozen=True)
+class HandOverStep:
+    """One assistant hands the conversation to another (a specialist enters or leaves)."""
+
+    from_assistant: str
+    from_label: str
+    to_assistant: str
+    to_label: str
+    tool: str
+
+
+@dataclass(frozen=True)
+class ActionStep:
+    """What became of a sensitive action, with the money it moved or would have moved.
+
+    ``amount`` is the amount of the preview the customer decided on, from its numbers;
+    ``moved`` tells whether it was charged or refunded (the action ran).
+    """
+
+    record: ActionRecord
+    amount: Amount | None
+
+    @property
+    def moved(self) -> bool:
+        """Tell whether the amount was charged or refunded: the action ran."""
+        return self.amount is not None and self.record.outcome == "approved"
+
+
+Step = CustomerLine | AssistantLine | Notice | ToolCallDetail | HandOverStep | ActionStep
 
 
 class Conversations:
@@ -238,17 +281,71 @@ class Conversation:
         turn = messages[_last_customer_message(messages) or 0 :]
         answers = {m.tool_call_id: m for m in turn if isinstance(m, ToolMessage)}
         found: list[ToolCallDetail] = []
-        for call in (c for m in turn if isinstance(m, AIMessage) for c in m.tool_calls):
-            answer = answers.get(str(call["id"]))
-            if answer is None:
-                found.append(ToolCallDetail(call["name"], call["args"], None, None))
-                continue
-            facts = facts_of(answer)
-            outcome = "error" if answer.status == "error" else "ok"
-            if facts.not_run:
-                outcome = f"not run: {facts.not_run}"
-            found.append(ToolCallDetail(call["name"], call["args"], outcome, str(answer.content)))
+        for message in turn:
+            if isinstance(message, AIMessage):
+                name = message.name or PRIMARY
+                found.extend(self._call(c, answers, name) for c in message.tool_calls)
         return found
+
+    def timeline(self) -> list[Step]:
+        """Return the whole conversation step by step, for the people behind the desk.
+
+        Every customer message and reply, every tool call with its arguments and raw
+        answer, every hand-over from one assistant to another, and what became of each
+        sensitive action with the preview the customer was shown and its amount.
+        """
+        messages = self.assistant.messages(self.thread)
+        answers = {m.tool_call_id: m for m in messages if isinstance(m, ToolMessage)}
+        describer = self.describer
+        current = PRIMARY
+        steps: list[Step] = []
+        for message in messages:
+            if isinstance(message, HumanMessage):
+                steps.append(CustomerLine(message_text(message), message.id))
+            elif isinstance(message, AIMessage):
+                if is_cancel_note(message):
+                    steps.append(Notice(words.TURN_CANCELLED_NOTICE))
+                    continue
+                if message_text(message):
+                    steps.append(describer.assistant_line(message, current))
+                name = message.name or current
+                steps.extend(self._call(c, answers, name) for c in message.tool_calls)
+            elif isinstance(message, ToolMessage):
+                facts = facts_of(message)
+                entered = facts.specialist if facts.hand_over == "enter" else None
+                if entered or facts.hand_over == "leave":
+                    after = entered or PRIMARY
+                    steps.append(
+                        HandOverStep(
+                            current,
+                            describer.label(current),
+                            after,
+                            describer.label(after),
+                            message.name or "",
+                        )
+                    )
+                    current = after
+                action = describer.action(message)
+                if action is not None:
+                    steps.append(ActionStep(action, facts.amount))
+        return steps
+
+    def _call(
+        self, call: Mapping[str, Any], answers: Mapping[str, ToolMessage], assistant: str
+    ) -> ToolCallDetail:
+        """Return one tool call with its answer (``None`` while it waits for approval)."""
+        call_id = str(call["id"])
+        label = self.describer.label(assistant)
+        answer = answers.get(call_id)
+        if answer is None:
+            return ToolCallDetail(call["name"], call["args"], None, None, call_id, assistant, label)
+        facts = facts_of(answer)
+        outcome = "error" if answer.status == "error" else "ok"
+        if facts.not_run:
+            outcome = f"not run: {facts.not_run}"
+        return ToolCallDetail(
+            call["name"], call["args"], outcome, str(answer.content), call_id, assistant, label
+        )
 
     # Turns ------------------------------------------------------------------------------
 

@@ -10,7 +10,9 @@ program and the HTTP service share:
 - ``registry``: who owns which conversation, and its title and times
   (``conversations.sessions``), in the same file or database;
 - ``locks``: one turn at a time per conversation, across processes and machines
-  (``conversations.locks``).
+  (``conversations.locks``);
+- ``audit``: who among the supervisors looked at which conversation, when
+  (``conversations.audit``), in the same file or database.
 
 The location is what the user gave (``--conversations`` or its environment variable),
 read by ``locations.Location``.
@@ -26,6 +28,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from conversations.audit import AuditLog, PostgresAuditLog, SqliteAuditLog
 from conversations.locks import (
     POLL_SECONDS,
     ConversationBusyError,
@@ -67,7 +70,7 @@ SETUP_WAIT_SECONDS = 60.0
 
 
 class ConversationStore:
-    """The checkpointer, the session registry and the turn locks of one location."""
+    """The checkpointer, the session registry, the turn locks and the audit log of one location."""
 
     def __init__(
         self,
@@ -77,11 +80,13 @@ class ConversationStore:
         *,
         location: str,
         closers: tuple[Callable[[], None], ...] = (),
+        audit: AuditLog | None = None,
     ) -> None:
         """Bundle the parts; ``closers`` run on ``close`` (use ``open`` rather than this)."""
         self.saver = saver
         self.registry = registry
         self.locks = locks
+        self.audit: AuditLog = audit if audit is not None else SqliteAuditLog.in_memory()
         self.location = location
         self._closers = closers
         self._closed = False
@@ -208,6 +213,9 @@ def _open_sqlite(path: Path) -> ConversationStore:
         registry_connection = sqlite3.connect(path, check_same_thread=False)
         connections.append(registry_connection)
         registry = SessionRegistry(registry_connection)
+        audit_connection = sqlite3.connect(path, check_same_thread=False)
+        connections.append(audit_connection)
+        audit = SqliteAuditLog(audit_connection)
     except sqlite3.DatabaseError as error:
         for connection in connections:
             connection.close()
@@ -222,7 +230,8 @@ def _open_sqlite(path: Path) -> ConversationStore:
         registry,
         FencedTurnLocks(locks, SqliteClaims(checkpoints, saver.lock), saver),
         location=str(path),
-        closers=(locks.close, registry.close, checkpoints.close),
+        closers=(locks.close, audit.close, registry.close, checkpoints.close),
+        audit=audit,
     )
 
 
@@ -288,6 +297,7 @@ def _open_postgres(location: Location) -> ConversationStore:
         FencedTurnLocks(PostgresTurnLocks(conninfo, probe), PostgresClaims(pool), saver),
         location=location.shown(),
         closers=(pool.close,),
+        audit=PostgresAuditLog(pool),
     )
 
 
@@ -300,6 +310,7 @@ def _setup_postgres(connection: Any) -> None:
     """
     from langgraph.checkpoint.postgres import PostgresSaver
 
+    from conversations.audit import create_postgres_schema as create_audit_schema
     from conversations.fences import POSTGRES_CLAIMS_TABLE
     from conversations.sessions import create_postgres_schema
 
@@ -317,5 +328,6 @@ def _setup_postgres(connection: Any) -> None:
         PostgresSaver(connection).setup()
         create_postgres_schema(connection)
         connection.execute(POSTGRES_CLAIMS_TABLE)
+        create_audit_schema(connection)
     finally:
         connection.execute("SELECT pg_advisory_unlock(%s)", (SETUP_LOCK_KEY,))

@@ -902,6 +902,54 @@ MUTANTS: tuple[Mutant, ...] = (
         (U + "test_server_access.py::test_server_every_endpoint_needs_a_valid_token",),
     ),
     Mutant(
+        "service-supervisor-acts-for-a-passenger",
+        "service",
+        "a supervisor's token is refused (403) on every passenger's endpoint: it cannot write",
+        "server/access.py",
+        "    if claims.role != CUSTOMER:\n",
+        "    if claims.role not in (CUSTOMER, SUPERVISOR):\n",
+        (
+            U + "test_server_access.py::"
+            "test_server_roles_keep_customers_and_supervisors_to_their_own_endpoints",
+        ),
+    ),
+    Mutant(
+        "service-customer-reads-the-supervisor-view",
+        "service",
+        "a passenger's token is refused (403) on every supervisor's endpoint",
+        "server/access.py",
+        "    if claims.role != SUPERVISOR:\n",
+        "    if claims.role not in (CUSTOMER, SUPERVISOR):\n",
+        (
+            U + "test_server_access.py::"
+            "test_server_roles_keep_customers_and_supervisors_to_their_own_endpoints",
+        ),
+    ),
+    Mutant(
+        "service-unknown-role-accepted",
+        "service",
+        "a token with a role the service does not know is refused",
+        "server/auth.py",
+        "        if role not in ROLES:\n            raise AuthError",
+        "        if role is None:\n            raise AuthError",
+        (
+            U + "test_server_auth.py::"
+            "test_server_token_roles_customer_by_default_supervisor_acts_for_no_passenger",
+        ),
+    ),
+    Mutant(
+        "service-audit-window-reversed",
+        "service",
+        "a supervisor's look is recorded once per thing looked at within five minutes, and "
+        "again after them",
+        "conversations/audit.py",
+        '"AND at > ?)",',
+        '"AND at < ?)",',
+        (
+            "tests/integration/test_supervisor.py::test_supervisor_looks_are_audited_durably[sqlite]",
+        ),
+    ),
+    Mutant(
         "service-secret-group-readable",
         "service",
         "a signing secret file readable by its group is refused",

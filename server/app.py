@@ -29,14 +29,14 @@ from fastapi import Path as PathParam
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 from fastapi.staticfiles import StaticFiles
 from pydantic import TypeAdapter
 from starlette.datastructures import MutableHeaders
 
 from conversations.assistant import Thread
-from server.auth import AuthError, Claims, TokenSigner
+from server.access import customer
+from server.auth import Claims, TokenSigner
 from server.limits import BODY_TIMEOUT, ServerLimits, uvicorn_options
 from server.schemas import (
     CONVERSATION_ID_PATTERN,
@@ -52,6 +52,7 @@ from server.schemas import (
     StreamEvent,
 )
 from server.service import ConversationService, ServiceError
+from server.supervisor import router as supervisor_router
 
 API_PREFIX = "/api/v1"
 API_VERSION = "1.0.0"
@@ -82,12 +83,6 @@ ASGIApp = Callable[
     Awaitable[None],
 ]
 
-_bearer = HTTPBearer(
-    auto_error=False,
-    bearerFormat="JWT",
-    description="A token from: travel-assistant token --passenger-id ID",
-)
-
 ConversationId = Annotated[
     str,
     PathParam(
@@ -99,6 +94,11 @@ ConversationId = Annotated[
 
 _PROBLEMS: dict[int | str, dict[str, Any]] = {
     401: {"model": Problem, "description": "No token, or one that is not valid or expired."},
+    403: {
+        "model": Problem,
+        "description": "A supervisor's token, which reads conversations and acts for no "
+        "passenger (or, on creating a conversation, a passenger the database does not know).",
+    },
     408: {"model": Problem, "description": "The request body did not arrive in time."},
     413: {"model": Problem, "description": "The request body is too large."},
 }
@@ -123,28 +123,8 @@ def _service(request: Request) -> ConversationService:
     return cast(ConversationService, request.app.state.service)
 
 
-def current_passenger(
-    request: Request,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-) -> Claims:
-    """Return what the request's bearer token says, or answer 401."""
-    if credentials is None:
-        raise HTTPException(
-            401,
-            "Sign in: send 'Authorization: Bearer <token>'; get a token with: "
-            "travel-assistant token --passenger-id ID",
-            headers={"WWW-Authenticate": "Bearer"},
-        )
-    signer = cast(TokenSigner, request.app.state.signer)
-    try:
-        return signer.verify(credentials.credentials)
-    except AuthError as error:
-        raise HTTPException(
-            401, str(error), headers={"WWW-Authenticate": 'Bearer error="invalid_token"'}
-        ) from error
-
-
-Passenger = Annotated[Claims, Depends(current_passenger)]
+# A passenger's token; a supervisor's answers 403 on every passenger's endpoint.
+Passenger = Annotated[Claims, Depends(customer)]
 Service = Annotated[ConversationService, Depends(_service)]
 
 
@@ -541,11 +521,16 @@ def create_app(
         return {"status": "ok"}
 
     app.include_router(_router())
+    app.include_router(supervisor_router())
     folder = static_dir()
 
     @app.get("/", include_in_schema=False)
     def page() -> FileResponse:
         return FileResponse(folder / "index.html", headers=PAGE_HEADERS)
+
+    @app.get("/supervisor", include_in_schema=False)
+    def supervisor_page() -> FileResponse:
+        return FileResponse(folder / "supervisor.html", headers=PAGE_HEADERS)
 
     app.mount("/static", StaticFiles(directory=folder), name="static")
     return app

@@ -1,10 +1,13 @@
-"""Who is asking: signed bearer tokens, one passenger each.
+"""Who is asking: signed bearer tokens, one passenger or one supervisor each.
 
-``travel-assistant token --passenger-id ID`` issues a token; every API request carries it
+``travel-assistant token --passenger-id ID`` issues a passenger's token and
+``travel-assistant token --supervisor NAME`` a supervisor's; every API request carries it
 as ``Authorization: Bearer <token>``. A token is a JWT signed with HMAC-SHA256 (PyJWT)
-naming the passenger (``sub``), when it was issued and when it expires; the service
-accepts nothing else (no other algorithm, no token without an expiry, no other issuer
-or audience).
+naming who it is for (``sub``), their ``role`` (``customer`` or ``supervisor``; a token
+without one, as issued before roles existed, is a customer's), when it was issued and
+when it expires; the service accepts nothing else (no other algorithm, no token without
+an expiry, no other issuer or audience, no other role). A customer's token acts for its
+passenger only; a supervisor's reads every conversation and changes nothing.
 
 The signing secret is ``TRAVEL_ASSISTANT_SECRET`` when it is set (at least 32
 characters; every worker of a deployment needs the same one), otherwise a random secret
@@ -23,6 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Literal, cast
 
 import jwt
 
@@ -35,6 +39,11 @@ AUDIENCE = "travel-assistant-api"
 DEFAULT_LIFETIME = timedelta(hours=24)
 MAX_LIFETIME = timedelta(days=30)
 
+Role = Literal["customer", "supervisor"]
+CUSTOMER: Role = "customer"
+SUPERVISOR: Role = "supervisor"
+ROLES: tuple[Role, ...] = (CUSTOMER, SUPERVISOR)
+
 
 class SecretError(Exception):
     """The signing secret cannot be used; the message names the fix."""
@@ -46,10 +55,22 @@ class AuthError(Exception):
 
 @dataclass(frozen=True)
 class Claims:
-    """What a valid token says: the passenger and until when."""
+    """What a valid token says: who (a passenger, or a supervisor's name), as what, until when."""
 
-    passenger_id: str
+    subject: str
     expires_at: datetime
+    role: Role = CUSTOMER
+
+    @property
+    def passenger_id(self) -> str:
+        """Return the passenger a customer's token acts for.
+
+        Raises:
+            AuthError: The token is a supervisor's, which acts for no passenger.
+        """
+        if self.role != CUSTOMER:
+            raise AuthError("A supervisor's token acts for no passenger.")
+        return self.subject
 
 
 def load_secret(home: Path, env: Mapping[str, str]) -> str:
@@ -109,7 +130,7 @@ def _read_secret_file(path: Path) -> str:
 
 
 class TokenSigner:
-    """Issue and check the passengers' tokens with one secret."""
+    """Issue and check the tokens of passengers and supervisors with one secret."""
 
     def __init__(self, secret: str) -> None:
         """Sign with ``secret`` (see ``load_secret``)."""
@@ -119,23 +140,32 @@ class TokenSigner:
 
     def issue(
         self,
-        passenger_id: str,
+        subject: str,
         lifetime: timedelta = DEFAULT_LIFETIME,
         *,
         now: datetime | None = None,
+        role: Role = CUSTOMER,
     ) -> str:
-        """Return a token for ``passenger_id``, valid for ``lifetime`` from ``now``."""
-        if not passenger_id.strip():
-            raise ValueError("A token needs a passenger id.")
+        """Return a token for ``subject``: a passenger id, or a supervisor's name.
+
+        The token is valid for ``lifetime`` from ``now``.
+        """
+        if not subject.strip():
+            raise ValueError(
+                "A token needs a passenger id." if role == CUSTOMER else "A token needs a name."
+            )
+        if role not in ROLES:
+            raise ValueError(f"A token's role is one of {', '.join(ROLES)}, not {role!r}.")
         if lifetime > MAX_LIFETIME:
             raise ValueError(f"A token may live at most {MAX_LIFETIME.days} days.")
         issued = (now or datetime.now(UTC)).replace(microsecond=0)
         claims = {
-            "sub": passenger_id,
+            "sub": subject,
             "iat": issued,
             "exp": issued + lifetime,
             "iss": ISSUER,
             "aud": AUDIENCE,
+            "role": role,
         }
         return jwt.encode(claims, self._secret, algorithm=ALGORITHM)
 
@@ -161,7 +191,11 @@ class TokenSigner:
             ) from error
         except jwt.InvalidTokenError as error:
             raise AuthError("The token is not valid.") from error
-        passenger_id = claims.get("sub")
-        if not isinstance(passenger_id, str) or not passenger_id.strip():
+        subject = claims.get("sub")
+        if not isinstance(subject, str) or not subject.strip():
             raise AuthError("The token names no passenger.")
-        return Claims(passenger_id, datetime.fromtimestamp(int(claims["exp"]), UTC))
+        # Tokens issued before roles existed carry none: they are customers'.
+        role = claims.get("role", CUSTOMER)
+        if role not in ROLES:
+            raise AuthError("The token is not valid.")
+        return Claims(subject, datetime.fromtimestamp(int(claims["exp"]), UTC), cast(Role, role))

@@ -24,12 +24,14 @@ import asyncio
 import contextlib
 import logging
 import threading
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from conversations.audit import AuditLog, SqliteAuditLog
 from conversations.events import Thread
 from conversations.protocol import (
     Answer,
@@ -279,6 +281,41 @@ async def _drain(queue: asyncio.Queue[StreamEvent | None]) -> AsyncIterator[Stre
         yield item
 
 
+@dataclass(frozen=True)
+class FailedTurn:
+    """A turn that failed or was cancelled, as a supervisor sees it (``detail``: the operator's)."""
+
+    at: datetime
+    kind: str
+    text: str
+    detail: str | None
+
+
+class RecentFailures:
+    """The last failed turns of each conversation served by this process, for supervisors.
+
+    Kept in memory: a model-server failure leaves nothing in the conversation itself.
+    """
+
+    KEEP = 20
+
+    def __init__(self) -> None:
+        """Start empty."""
+        self._lock = threading.Lock()
+        self._by_thread: dict[str, deque[FailedTurn]] = {}
+
+    def add(self, thread_id: str, kind: str, text: str, detail: str | None) -> None:
+        """Remember that a turn of ``thread_id`` failed just now."""
+        entry = FailedTurn(datetime.now(UTC), kind, text, detail)
+        with self._lock:
+            self._by_thread.setdefault(thread_id, deque(maxlen=self.KEEP)).append(entry)
+
+    def of(self, thread_id: str) -> list[FailedTurn]:
+        """Return the failures of ``thread_id``, oldest first."""
+        with self._lock:
+            return list(self._by_thread.get(thread_id, ()))
+
+
 # --- outcomes as the API's models ----------------------------------------------------------
 
 
@@ -372,16 +409,20 @@ class ConversationService:
         *,
         runner: TurnRunner | None = None,
         locks: TurnLocks | None = None,
+        audit: AuditLog | None = None,
     ) -> None:
         """Drive ``assistant``; ``sessions`` records who owns which conversation.
 
         ``locks`` keep one turn at a time per conversation beyond this process (the
-        store's); without them, within this process only.
+        store's); without them, within this process only. ``audit`` records the
+        supervisors' looks (the store's; without it, in memory only).
         """
         self.assistant = assistant
         self.sessions = LockedSessions(sessions)
         self.conversations = Conversations(assistant, self.sessions, locks)
         self.runner = runner or TurnRunner()
+        self.audit: AuditLog = audit if audit is not None else SqliteAuditLog.in_memory()
+        self.failures = RecentFailures()
 
     @classmethod
     def over_store(
@@ -391,7 +432,7 @@ class ConversationService:
 
         ``assistant`` must save its checkpoints in ``store.saver``.
         """
-        return cls(assistant, store.registry, locks=store.locks)
+        return cls(assistant, store.registry, locks=store.locks, audit=store.audit)
 
     # Conversations ------------------------------------------------------------------------
 
@@ -511,11 +552,16 @@ class ConversationService:
         def work() -> Iterator[StreamEvent]:
             try:
                 for outcome in run():
+                    if isinstance(outcome, TurnFailure):
+                        self.failures.add(
+                            thread.thread_id, outcome.kind, outcome.text, outcome.detail
+                        )
                     if isinstance(outcome, TurnFailure) and outcome.detail:
                         log.warning("A turn of %s failed: %s", thread.thread_id, outcome.detail)
                     yield from stream_events(outcome)
-            except Exception:
+            except Exception as error:
                 log.exception("A turn of conversation %s failed", thread.thread_id)
+                self.failures.add(thread.thread_id, "unexpected", UNEXPECTED_ERROR, repr(error))
                 yield ErrorEvent(detail=UNEXPECTED_ERROR)
 
         return self.runner.stream(thread.thread_id, work)

@@ -3,6 +3,8 @@
 The operations are read from the app's own OpenAPI document, so an endpoint added later
 is checked too: without a valid token it answers 401; for another passenger's
 conversation it answers 404 exactly as for one that does not exist, and changes nothing.
+A passenger's token is refused (403) on every supervisor's endpoint, and a supervisor's
+on every passenger's endpoint, reading or writing.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from fastapi.testclient import TestClient
 
 from db.engine import Database
 from db.fixtures import BUSINESS_PASSENGER_ID, FIXTURE_PASSENGER_ID
-from server.auth import ALGORITHM, AUDIENCE, ISSUER, TokenSigner
+from server.auth import ALGORITHM, AUDIENCE, ISSUER, SUPERVISOR, TokenSigner
 from server.service import ConversationService
 from tests.support.flights import ticket_flight
 from tests.support.scripted import ScriptedChatModel
@@ -35,6 +37,7 @@ from tests.support.web import (
 )
 
 PUBLIC = {("get", "/api/v1/health")}
+SUPERVISOR_PATHS = "/api/v1/supervisor/"
 
 
 @pytest.fixture
@@ -114,7 +117,7 @@ def test_server_another_passenger_gets_404_from_every_conversation_endpoint(
     other = auth(signer, BUSINESS_PASSENGER_ID)
     checked = 0
     for method, path, operation in operations(client):
-        if "{conversation_id}" not in path:
+        if "{conversation_id}" not in path or path.startswith(SUPERVISOR_PATHS):
             continue
         body = body_for(operation, call_id)
         theirs = call(client, method, path.format(conversation_id=conversation), body, other)
@@ -197,3 +200,37 @@ def test_server_every_endpoint_needs_a_valid_token(
         ).json()["detail"]
     )
     assert state(client, signer, conversation, travel_db) == before
+
+
+def test_server_roles_keep_customers_and_supervisors_to_their_own_endpoints(
+    setup: tuple[TestClient, TokenSigner, str, str], travel_db: Database
+) -> None:
+    client, signer, conversation, call_id = setup
+    before = state(client, signer, conversation, travel_db)
+    customer = auth(signer, FIXTURE_PASSENGER_ID)
+    # A supervisor named like a passenger still acts for no passenger.
+    supervisor = {"Authorization": f"Bearer {signer.issue(FIXTURE_PASSENGER_ID, role=SUPERVISOR)}"}
+    supervised = passengers = 0
+    for method, path, operation in operations(client):
+        if (method, path) in PUBLIC:
+            continue
+        url = path.format(conversation_id=conversation)
+        body = body_for(operation, call_id)
+        if path.startswith(SUPERVISOR_PATHS):
+            assert method == "get", f"a supervisor's endpoint that writes: {method} {path}"
+            refused = call(client, method, url, body, customer)
+            assert refused.status_code == 403, (method, path, refused.text)
+            assert "supervisor" in refused.json()["detail"]
+            assert call(client, method, url, body, supervisor).status_code == 200
+            supervised += 1
+        else:
+            refused = call(client, method, url, body, supervisor)
+            assert refused.status_code == 403, (method, path, refused.text)
+            assert "cannot act for a passenger" in refused.json()["detail"]
+            passengers += 1
+    assert supervised >= 4 and passengers >= 7
+    # Nothing a refused supervisor sent was run: the change still waits for approval.
+    assert state(client, signer, conversation, travel_db) == before
+    for method in ("post", "put", "patch", "delete"):
+        url = f"/api/v1/supervisor/conversations/{conversation}"
+        assert call(client, method, url, {}, supervisor).status_code == 405

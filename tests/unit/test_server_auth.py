@@ -1,4 +1,4 @@
-"""Passenger tokens: issued, checked, expired, forged; the secret; ``travel-assistant token``."""
+"""Tokens: issued, checked, expired, forged; their roles; the secret; ``travel-assistant token``."""
 
 from __future__ import annotations
 
@@ -7,12 +7,18 @@ import stat
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import jwt
 import pytest
 
 from db.fixtures import FIXTURE_PASSENGER_ID
 from server.auth import (
+    ALGORITHM,
+    AUDIENCE,
+    CUSTOMER,
+    ISSUER,
     SECRET_ENV,
     SECRET_FILE,
+    SUPERVISOR,
     AuthError,
     SecretError,
     TokenSigner,
@@ -172,3 +178,40 @@ def test_cli_serve_refuses_limits_that_are_not_positive_numbers(
         run(["--home", str(tmp_path), "serve", f"{option}={value}"])
     assert stopped.value.code == 2
     assert "must be a positive" in capsys.readouterr().err
+
+
+def test_server_token_roles_customer_by_default_supervisor_acts_for_no_passenger() -> None:
+    signer = TokenSigner(SECRET)
+    assert signer.verify(signer.issue(FIXTURE_PASSENGER_ID)).role == CUSTOMER
+    claims = signer.verify(signer.issue("ana", role=SUPERVISOR))
+    assert (claims.role, claims.subject) == (SUPERVISOR, "ana")
+    with pytest.raises(AuthError, match="acts for no passenger"):
+        _ = claims.passenger_id
+    now = datetime.now(UTC)
+    base = {"sub": FIXTURE_PASSENGER_ID, "iat": now, "exp": now + timedelta(hours=1)}
+    base |= {"iss": ISSUER, "aud": AUDIENCE}
+    # A token issued before roles existed is a customer's.
+    old = signer.verify(jwt.encode(base, SECRET, algorithm=ALGORITHM))
+    assert (old.role, old.passenger_id) == (CUSTOMER, FIXTURE_PASSENGER_ID)
+    for role in ("admin", "Supervisor", 1, None):
+        with pytest.raises(AuthError):
+            signer.verify(jwt.encode({**base, "role": role}, SECRET, algorithm=ALGORITHM))
+    with pytest.raises(ValueError, match="role"):
+        signer.issue("ana", role="admin")  # type: ignore[arg-type]
+
+
+def test_cli_token_supervisor_prints_a_read_only_token(tmp_path: Path) -> None:
+    home = tmp_path / "app"
+    result = run(["--home", str(home), "token", "--supervisor", "  Ana   López "])
+    assert result.code == 0, result.err
+    claims = TokenSigner(load_secret(home, env={})).verify(result.out.strip())
+    assert (claims.role, claims.subject) == (SUPERVISOR, "Ana López")
+    assert "changes nothing" in result.err and "/supervisor" in result.err
+    assert not (home / "travel.sqlite").exists()  # no passenger to look up, no database
+    for bad in ("", "   ", "a\x07b", "x" * 201):
+        refused = run(["--home", str(home), "token", "--supervisor", bad])
+        assert (refused.code, refused.out) == (2, ""), bad
+        assert "--supervisor takes who you are" in refused.err
+    with pytest.raises(SystemExit) as both:
+        run(["--home", str(home), "token", "--supervisor", "ana", "--passenger-id", "x"])
+    assert both.value.code == 2

@@ -22,7 +22,7 @@ from schemathesis.checks import positive_data_acceptance
 
 from db.engine import Database
 from db.fixtures import FIXTURE_PASSENGER_ID
-from server.auth import TokenSigner
+from server.auth import SUPERVISOR, TokenSigner
 from tests.support.web import EchoModel, auth, build_app, build_service
 
 EXAMPLES = settings(
@@ -72,6 +72,10 @@ def test_server_openapi_document_is_served(client: TestClient) -> None:
         "/api/v1/conversations/{conversation_id}/messages",
         "/api/v1/conversations/{conversation_id}/pending",
         "/api/v1/conversations/{conversation_id}/decisions",
+        "/api/v1/supervisor/me",
+        "/api/v1/supervisor/conversations",
+        "/api/v1/supervisor/conversations/{conversation_id}",
+        "/api/v1/supervisor/audit",
     }
     assert document["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
     for path in ("messages", "decisions"):
@@ -205,7 +209,17 @@ def conform(app: FastAPI, headers: dict[str, str], conversation: str | None = No
 def test_server_conforms_to_its_openapi_document(
     app_and_signer: tuple[FastAPI, TokenSigner], headers: dict[str, str], client: TestClient
 ) -> None:
-    assert conform(app_and_signer[0], headers) == 9
+    assert conform(app_and_signer[0], headers) == 13
+
+
+def test_server_conforms_to_its_openapi_document_for_a_supervisor(
+    app_and_signer: tuple[FastAPI, TokenSigner], conversation: str
+) -> None:
+    # The supervisor's endpoints answer what they document, and the passengers' a 403.
+    app, signer = app_and_signer
+    supervisor = {"Authorization": f"Bearer {signer.issue('ana', role=SUPERVISOR)}"}
+    assert conform(app, supervisor) == 13
+    assert conform(app, supervisor, conversation) == 6
 
 
 def test_server_conforms_on_a_real_conversation(
@@ -213,7 +227,7 @@ def test_server_conforms_on_a_real_conversation(
 ) -> None:
     # Generated ids name no conversation (404); this runs the operations on a real one,
     # so turns really stream and are checked event by event.
-    assert conform(app_and_signer[0], headers, conversation) == 5
+    assert conform(app_and_signer[0], headers, conversation) == 6
 
 
 def repeat_the_first_decision(case: Any) -> Any:

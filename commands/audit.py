@@ -1,0 +1,40 @@
+"""``travel-assistant audit``: who among the supervisors looked at which conversation, when."""
+
+from __future__ import annotations
+
+import argparse
+
+from commands.common import EXIT_OK, EXIT_USAGE, CliError, open_existing_store
+from terminal import Console
+
+MAX_ENTRIES = 10_000
+
+
+def cmd_audit(args: argparse.Namespace, console: Console) -> int:
+    """Print the audit log of the conversation store, newest first, as a table."""
+    if not 1 <= args.limit <= MAX_ENTRIES:
+        raise CliError(f"--limit must be between 1 and {MAX_ENTRIES}.", EXIT_USAGE)
+    store = open_existing_store(args)
+    if store is None:
+        console.say("No supervisor has looked at any conversation.")
+        return EXIT_OK
+    with store:
+        entries = store.audit.entries(
+            supervisor=args.supervisor, conversation_id=args.conversation, limit=args.limit
+        )
+    if not entries:
+        console.say("No supervisor has looked at any conversation.")
+        return EXIT_OK
+    rows = [
+        [
+            e.at.astimezone().strftime("%Y-%m-%d %H:%M:%S"),
+            e.supervisor,
+            "the list of conversations" if e.looked_at == "conversations" else "conversation",
+            e.passenger_id,
+            e.conversation_id,
+        ]
+        for e in entries
+    ]
+    headers = ["when (local time)", "supervisor", "looked at", "passenger", "conversation"]
+    console.table(headers, rows, err=False, wrap=1)
+    return EXIT_OK

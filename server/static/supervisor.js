@@ -1,0 +1,401 @@
+// The supervisor's view: every passenger's conversations, read-only, refreshed every few
+// seconds. Plain JavaScript, no build step. Text from the API is only ever set as
+// textContent. It only ever sends GET requests: a supervisor's token can change nothing.
+"use strict";
+
+const TOKEN_KEY = "travel-assistant-supervisor-token";
+const API = "/api/v1/supervisor";
+const REFRESH_MS = 2500;
+
+const state = {
+  token: null,
+  selected: null, // conversation id
+  listText: "", // the last list answer, to redraw only on change
+  detailText: "",
+  conversations: [],
+  open: new Set(), // ids of the <details> left open by the reader
+  timer: null,
+};
+
+const $ = (id) => document.getElementById(id);
+
+function el(tag, attributes = {}, text = null) {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(attributes)) {
+    if (name === "class") node.className = value;
+    else node.setAttribute(name, value);
+  }
+  if (text !== null) node.textContent = text;
+  return node;
+}
+
+function timeOf(iso) {
+  const when = new Date(iso);
+  return Number.isNaN(when.getTime()) ? iso : when.toLocaleString();
+}
+
+// --- the token -------------------------------------------------------------------------
+
+function tokenFromFragment() {
+  const params = new URLSearchParams(location.hash.slice(1));
+  const token = params.get("token");
+  if (token) history.replaceState(null, "", location.pathname + location.search);
+  return token;
+}
+
+class SignedOut extends Error {}
+
+async function api(path) {
+  const response = await fetch(API + path, {
+    headers: { Accept: "application/json", Authorization: `Bearer ${state.token}` },
+  });
+  if (response.status === 401 || response.status === 403) {
+    const problem = await readProblem(response);
+    signOut(problem);
+    throw new SignedOut(problem);
+  }
+  return response;
+}
+
+async function readProblem(response) {
+  try {
+    const body = await response.json();
+    if (typeof body.detail === "string") return body.detail;
+  } catch (_) {
+    // not JSON
+  }
+  return `The service answered ${response.status}.`;
+}
+
+async function signIn(token) {
+  state.token = token;
+  let me;
+  try {
+    const response = await api("/me");
+    if (!response.ok) throw new Error(await readProblem(response));
+    me = await response.json();
+  } catch (error) {
+    if (!(error instanceof SignedOut)) signOut("The service cannot be reached; try again.");
+    return false;
+  }
+  sessionStorage.setItem(TOKEN_KEY, token);
+  $("who-text").textContent = `Supervisor ${me.name}`;
+  $("who").hidden = false;
+  $("sign-in").hidden = true;
+  $("desk").hidden = false;
+  const wanted = new URLSearchParams(location.search).get("conversation");
+  if (wanted) state.selected = wanted;
+  await refresh();
+  $("desk").focus();
+  return true;
+}
+
+function signOut(message = "") {
+  clearTimeout(state.timer);
+  state.token = null;
+  state.selected = null;
+  state.listText = "";
+  state.detailText = "";
+  sessionStorage.removeItem(TOKEN_KEY);
+  $("who").hidden = true;
+  $("desk").hidden = true;
+  $("sign-in").hidden = false;
+  $("sign-in-error").textContent = message;
+  $("token-input").value = "";
+  $("token-input").focus();
+}
+
+// --- refreshing --------------------------------------------------------------------------
+
+async function refresh() {
+  clearTimeout(state.timer);
+  try {
+    await loadList();
+    if (state.selected) await loadDetail();
+    $("list-status").textContent = `Live: updated ${new Date().toLocaleTimeString()}`;
+  } catch (error) {
+    if (error instanceof SignedOut) return;
+    $("list-status").textContent = "Cannot reach the service; trying again…";
+  }
+  state.timer = setTimeout(refresh, REFRESH_MS);
+}
+
+async function loadList() {
+  const response = await api("/conversations");
+  if (!response.ok) throw new Error(await readProblem(response));
+  const text = await response.text();
+  if (text === state.listText) return;
+  state.listText = text;
+  state.conversations = JSON.parse(text).conversations;
+  drawList();
+}
+
+function drawList() {
+  const list = $("conversation-list");
+  const words = $("filter").value.trim().toLowerCase();
+  const shown = state.conversations.filter(
+    (c) => !words || `${c.passenger_id} ${c.title} ${c.conversation_id}`.toLowerCase().includes(words),
+  );
+  list.replaceChildren(
+    ...shown.map((c) => {
+      const button = el("button", { type: "button", class: "conversation", "data-id": c.conversation_id });
+      if (c.conversation_id === state.selected) button.setAttribute("aria-current", "true");
+      button.append(
+        el("span", { class: "who-line" }, `Passenger ${c.passenger_id}`),
+        el("span", { class: "title" }, c.title || "(no message yet)"),
+      );
+      const badges = el("span", { class: "badges" });
+      badges.append(el("span", { class: "badge agent" }, c.assistant_title));
+      if (c.pending_actions) {
+        badges.append(el("span", { class: "badge waiting" }, `${c.pending_actions} waiting`));
+      }
+      if (c.busy) badges.append(el("span", { class: "badge busy" }, "answering now"));
+      button.append(badges, el("span", { class: "when" }, `Last used ${timeOf(c.updated_at)}`));
+      button.addEventListener("click", () => select(c.conversation_id));
+      return el("li", {}, null).appendChild(button).parentNode;
+    }),
+  );
+  $("list-empty").hidden = state.conversations.length > 0;
+}
+
+async function select(id) {
+  state.selected = id;
+  state.detailText = "";
+  history.replaceState(null, "", `${location.pathname}?conversation=${encodeURIComponent(id)}`);
+  for (const button of document.querySelectorAll(".conversation")) {
+    if (button.dataset.id === id) button.setAttribute("aria-current", "true");
+    else button.removeAttribute("aria-current");
+  }
+  $("desk").dataset.view = "detail";
+  try {
+    await loadDetail();
+  } catch (error) {
+    if (!(error instanceof SignedOut)) $("detail-error").textContent = "Cannot reach the service; trying again…";
+  }
+  $("detail-heading").focus();
+}
+
+async function loadDetail() {
+  const id = state.selected;
+  const response = await api(`/conversations/${encodeURIComponent(id)}`);
+  if (id !== state.selected) return;
+  if (response.status === 404) {
+    $("detail-error").textContent = await readProblem(response);
+    $("detail-body").hidden = true;
+    return;
+  }
+  if (!response.ok) throw new Error(await readProblem(response));
+  $("detail-error").textContent = "";
+  const text = await response.text();
+  if (text === state.detailText) return;
+  state.detailText = text;
+  drawDetail(JSON.parse(text));
+}
+
+// --- one conversation --------------------------------------------------------------------
+
+function drawDetail(detail) {
+  const c = detail.conversation;
+  $("detail-heading").textContent = c.title || "(no message yet)";
+  $("detail-hint").hidden = true;
+  $("detail-body").hidden = false;
+
+  const facts = [
+    ["Passenger", c.passenger_id],
+    ["Conversation", c.conversation_id],
+    ["Answering next", c.assistant_title],
+    ["State", c.busy ? "answering now" : "idle"],
+    ["Customer messages", String(c.turns)],
+    ["Charged", detail.money.charged],
+    ["Refunded", detail.money.refunded],
+    ["Waiting for a decision", String(detail.pending.length)],
+    ["Errors", String(detail.errors.length)],
+    ["Last used", timeOf(c.updated_at)],
+  ];
+  $("facts").replaceChildren(
+    ...facts.map(([name, value]) => {
+      const row = el("div", { class: "fact" });
+      row.append(el("dt", {}, name), el("dd", {}, value));
+      return row;
+    }),
+  );
+
+  $("crew").replaceChildren(
+    ...detail.assistants.map((a) => {
+      const item = el("li", { class: a.active ? "active" : "" }, a.title);
+      if (a.active) item.append(el("span", { class: "badge agent" }, "answers next"));
+      return item;
+    }),
+  );
+
+  $("pending-section").hidden = detail.pending.length === 0;
+  const titles = new Map(detail.assistants.map((a) => [a.name, a.title]));
+  $("pending").replaceChildren(...detail.pending.map((action) => pendingCard(action, titles)));
+
+  $("errors-section").hidden = detail.errors.length === 0;
+  $("errors").replaceChildren(
+    ...detail.errors.map((e) => {
+      const item = el("li", { class: "error-item" });
+      const where = e.source === "tool" ? "Tool" : `Turn (${e.kind})`;
+      item.append(el("strong", {}, `${where}: `), document.createTextNode(e.text));
+      if (e.at) item.append(el("span", { class: "when" }, ` ${timeOf(e.at)}`));
+      if (e.detail) item.append(collapsible("Detail", e.detail, `error-${e.kind}-${e.at}-${e.text}`));
+      return item;
+    }),
+  );
+
+  drawTimeline(detail.steps);
+}
+
+function amountLine(text, kind) {
+  return el("p", { class: `amount ${kind === "refund" ? "refund" : "pay"}` }, text);
+}
+
+function previewLines(lines, amount) {
+  const shown = amount ? lines.slice(0, -1) : lines;
+  const list = el("ul", { class: "preview-lines" });
+  list.append(...shown.map((line) => el("li", {}, line)));
+  return list;
+}
+
+function pendingCard(action, titles) {
+  const card = el("article", { class: "card pending-card", "aria-label": `Waiting: ${action.preview.title}` });
+  card.append(el("h4", {}, action.preview.title));
+  const asker = titles.get(action.assistant) || action.assistant;
+  card.append(el("p", { class: "muted" }, `Asked by the ${asker}; shown to the customer:`));
+  if (action.preview.error) {
+    card.append(el("p", { class: "refused" }, `Cannot be done: ${action.preview.error}`));
+  } else {
+    card.append(previewLines(action.preview.lines, action.preview.amount));
+    if (action.preview.amount) card.append(amountLine(action.preview.amount, action.preview.amount_kind));
+  }
+  return card;
+}
+
+const OUTCOMES = {
+  approved: "approved, done",
+  failed: "approved, failed",
+  declined: "declined",
+  refused: "not possible",
+  not_done: "not done",
+};
+
+function stepItem(step) {
+  const item = el("li", { class: `step step-${step.type}` });
+  const head = el("p", { class: "step-head" });
+  item.append(head);
+  if (step.type === "customer") {
+    head.append(el("span", { class: "kind" }, "Customer"));
+    item.append(el("p", { class: "text" }, step.text));
+  } else if (step.type === "reply") {
+    head.append(el("span", { class: "kind" }, "Reply"), el("span", { class: "by" }, step.assistant_title));
+    item.append(el("p", { class: "text" }, step.text));
+  } else if (step.type === "notice") {
+    head.append(el("span", { class: "kind" }, "Notice"));
+    item.append(el("p", { class: "text" }, step.text));
+  } else if (step.type === "hand_over") {
+    head.append(el("span", { class: "kind" }, "Hand-over"), el("span", { class: "by" }, step.tool));
+    item.append(el("p", { class: "text" }, `${step.from_title} → ${step.to_title}`));
+  } else if (step.type === "tool_call") {
+    const outcome = step.outcome === null ? "waiting for approval" : step.outcome;
+    const tone = step.outcome === "ok" ? "ok" : step.outcome === null ? "waiting" : "bad";
+    head.append(
+      el("span", { class: "kind" }, "Tool call"),
+      el("code", { class: "tool" }, step.tool),
+      el("span", { class: "by" }, step.assistant_title),
+      el("span", { class: `badge ${tone}` }, outcome),
+    );
+    item.append(collapsible("Arguments", JSON.stringify(step.arguments, null, 2), `args-${step.tool_call_id}`, true));
+    if (step.result !== null) item.append(collapsible("Result", pretty(step.result), `result-${step.tool_call_id}`));
+  } else if (step.type === "approval") {
+    const tone = step.outcome === "approved" ? "ok" : step.outcome === "declined" ? "waiting" : "bad";
+    head.append(
+      el("span", { class: "kind" }, "Approval"),
+      el("span", { class: "title" }, step.title),
+      el("span", { class: `badge ${tone}` }, OUTCOMES[step.outcome] || step.outcome),
+    );
+    if (step.lines.length) {
+      item.append(el("p", { class: "muted" }, "Shown to the customer:"));
+      item.append(previewLines(step.lines, step.amount));
+      if (step.amount) {
+        const amount = amountLine(step.amount, step.amount_kind);
+        amount.append(el("span", { class: "moved" }, step.moved ? (step.amount_kind === "refund" ? " refunded" : " charged") : " not moved"));
+        item.append(amount);
+      }
+    }
+    if (step.reason) item.append(el("p", { class: "text" }, `Reason: ${step.reason}`));
+    if (step.result) item.append(el("p", { class: "text" }, `Result: ${step.result}`));
+    if (step.recovered) item.append(el("p", { class: "muted" }, "Done before an interruption; reported, not asked again."));
+  }
+  return item;
+}
+
+function drawTimeline(steps) {
+  const turns = [];
+  for (const step of steps) {
+    if (step.type === "customer" || turns.length === 0) turns.push([]);
+    turns[turns.length - 1].push(step);
+  }
+  $("timeline").replaceChildren(
+    ...turns.map((turnSteps, index) => {
+      const turn = el("li", { class: "turn" });
+      turn.append(el("h4", {}, `Turn ${index + 1}`));
+      const list = el("ol", { class: "steps" });
+      list.append(...turnSteps.map(stepItem));
+      turn.append(list);
+      return turn;
+    }),
+  );
+}
+
+function pretty(text) {
+  try {
+    return JSON.stringify(JSON.parse(text), null, 2);
+  } catch (_) {
+    return text;
+  }
+}
+
+function collapsible(title, text, key, openByDefault = false) {
+  const box = el("details", { class: "raw" });
+  box.open = state.open.has(key) || (openByDefault && !state.open.has(`closed:${key}`));
+  box.append(el("summary", {}, title), el("pre", { tabindex: "0" }, text));
+  box.addEventListener("toggle", () => {
+    if (box.open) {
+      state.open.add(key);
+      state.open.delete(`closed:${key}`);
+    } else {
+      state.open.delete(key);
+      state.open.add(`closed:${key}`);
+    }
+  });
+  return box;
+}
+
+// --- start -------------------------------------------------------------------------------
+
+document.addEventListener("DOMContentLoaded", () => {
+  $("sign-in-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const token = $("token-input").value.trim();
+    if (!token) {
+      $("sign-in-error").textContent = "Paste your supervisor token first.";
+      return;
+    }
+    signIn(token);
+  });
+  $("sign-out").addEventListener("click", () => signOut());
+  $("filter").addEventListener("input", drawList);
+  $("back").addEventListener("click", () => {
+    $("desk").dataset.view = "list";
+    const current = document.querySelector(".conversation[aria-current]");
+    (current || $("filter")).focus();
+  });
+  window.addEventListener("hashchange", () => {
+    const token = tokenFromFragment();
+    if (token) signIn(token);
+  });
+  const token = tokenFromFragment() || sessionStorage.getItem(TOKEN_KEY);
+  if (token) signIn(token);
+  else signOut();
+});

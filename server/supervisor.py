@@ -1,0 +1,446 @@
+"""The supervisor's view: every passenger's conversations, read-only and audited.
+
+A supervisor's token (``travel-assistant token --supervisor NAME``) reads, under
+``/api/v1/supervisor``, the list of all conversations and, for each, what the people
+behind the desk need and the customer never sees: the active specialist, the hand-overs,
+every tool call with its arguments and raw result, every approval with the preview the
+customer was shown and its amount, the money moved, and the errors. It is built from the
+conversation protocol (``Conversation.timeline``, ``approvals``, ``summary``), as the
+terminal's ``/details`` is for one turn. Nothing here writes a conversation: the routes
+are all ``GET``, and a supervisor's token is refused (403) on the passengers' routes.
+
+Every look is recorded in the store's audit log (``conversations.audit``): who, at what,
+when; ``GET /api/v1/supervisor/audit`` and ``travel-assistant audit`` read it.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi import Path as PathParam
+from pydantic import BaseModel, Field
+
+from conversations.audit import AuditEntry, Looked
+from conversations.events import Thread
+from conversations.protocol import ActionStep, HandOverStep, Step, ToolCallDetail
+from conversations.records import PRIMARY, AssistantLine, CustomerLine, Notice
+from db.values import AmountKind, fmt_money
+from server.access import supervisor
+from server.auth import Claims
+from server.schemas import CONVERSATION_ID_PATTERN, PendingActionOut, Problem
+from server.service import ConversationService, approval_out
+
+if TYPE_CHECKING:
+    from assistants.specialists import Crew
+    from conversations.sessions import SessionRecord
+
+PREFIX = "/api/v1/supervisor"
+LIST_LIMIT = 200
+PRIMARY_TITLE = "primary assistant"
+# Query text no storage engine keeps (PostgreSQL refuses NUL) is refused with 422.
+NO_NUL = r"^[^\x00]*$"
+
+
+# --- what the API shows ---------------------------------------------------------------------
+
+
+class SupervisorMe(BaseModel):
+    """Who the supervisor's token names, and until when."""
+
+    name: str
+    role: Literal["supervisor"] = "supervisor"
+    expires_at: datetime
+
+
+class SupervisedConversation(BaseModel):
+    """One conversation in the supervisor's list."""
+
+    conversation_id: str
+    passenger_id: str
+    title: str = Field(description="The first customer message (empty until there is one).")
+    created_at: datetime
+    updated_at: datetime
+    assistant: str = Field(description="The assistant that answers the next message.")
+    assistant_title: str = Field(description='How it is named ("flights specialist").')
+    pending_actions: int
+    turns: int = Field(description="Customer messages so far.")
+    busy: bool = Field(description="A turn is running right now.")
+
+
+class SupervisedList(BaseModel):
+    """Every passenger's conversations, most recently used first."""
+
+    conversations: list[SupervisedConversation]
+
+
+class AssistantOut(BaseModel):
+    """One assistant of the crew; ``active`` answers the conversation's next message."""
+
+    name: str
+    title: str
+    active: bool
+
+
+class CustomerStep(BaseModel):
+    """A message the customer sent."""
+
+    type: Literal["customer"] = "customer"
+    text: str
+
+
+class ReplyStep(BaseModel):
+    """A reply an assistant wrote."""
+
+    type: Literal["reply"] = "reply"
+    assistant: str
+    assistant_title: str
+    text: str
+
+
+class NoticeStep(BaseModel):
+    """A note no one wrote (a turn cancelled)."""
+
+    type: Literal["notice"] = "notice"
+    text: str
+
+
+class HandOverOut(BaseModel):
+    """One assistant hands the conversation to another."""
+
+    type: Literal["hand_over"] = "hand_over"
+    from_assistant: str
+    from_title: str
+    to_assistant: str
+    to_title: str
+    tool: str
+
+
+class ToolCallOut(BaseModel):
+    """A tool call with its arguments and its raw result."""
+
+    type: Literal["tool_call"] = "tool_call"
+    tool_call_id: str
+    tool: str
+    assistant: str
+    assistant_title: str
+    arguments: dict[str, Any]
+    outcome: str | None = Field(
+        description="ok, error, 'not run: <why>', or null while it waits for approval."
+    )
+    result: str | None = Field(description="The tool's raw answer, as the model read it.")
+
+
+class ApprovalOut(BaseModel):
+    """What became of an action that needed the customer's approval."""
+
+    type: Literal["approval"] = "approval"
+    tool_call_id: str
+    tool: str
+    title: str
+    outcome: Literal["approved", "failed", "declined", "refused", "not_done"]
+    reason: str | None
+    lines: list[str] = Field(description="The preview the customer decided on.")
+    amount: str | None = Field(description="Its line stating the amount.")
+    amount_kind: AmountKind | None
+    amount_cents: int | None
+    moved: bool = Field(description="The amount was charged or refunded (the action ran).")
+    result: str | None
+    recovered: bool
+    text: str = Field(description="The sentence the customer's history shows for it.")
+
+
+StepOut = Annotated[
+    CustomerStep | ReplyStep | NoticeStep | HandOverOut | ToolCallOut | ApprovalOut,
+    Field(discriminator="type"),
+]
+
+
+class MoneyOut(BaseModel):
+    """The money the conversation's actions moved."""
+
+    charged: str
+    refunded: str
+    charged_cents: int
+    refunded_cents: int
+
+
+class ErrorOut(BaseModel):
+    """Something that went wrong: a tool that answered with an error, or a failed turn.
+
+    Failed turns (a model server down, a cancelled turn) are those served by this
+    worker since it started; ``detail`` is what the operator needs.
+    """
+
+    source: Literal["tool", "turn"]
+    kind: str
+    text: str
+    detail: str | None
+    at: datetime | None
+
+
+class SupervisedDetail(BaseModel):
+    """One conversation as the people behind the desk see it."""
+
+    conversation: SupervisedConversation
+    assistants: list[AssistantOut]
+    steps: list[StepOut]
+    pending: list[PendingActionOut] = Field(
+        description="Actions waiting for the customer's decision, as the customer sees them."
+    )
+    money: MoneyOut
+    errors: list[ErrorOut]
+
+
+class AuditEntryOut(BaseModel):
+    """One look: who, at what, when."""
+
+    at: datetime
+    supervisor: str
+    looked_at: Looked
+    conversation_id: str
+    passenger_id: str
+
+
+class AuditList(BaseModel):
+    """The audit log, newest first."""
+
+    entries: list[AuditEntryOut]
+
+
+# --- building it ----------------------------------------------------------------------------
+
+
+def assistant_title(crew: Crew, name: str) -> str:
+    """Return how a supervisor reads ``name``: "flights specialist", "primary assistant"."""
+    member = crew.member(name)
+    return member.specialist.title if member is not None else PRIMARY_TITLE
+
+
+def step_out(step: Step, crew: Crew) -> StepOut:
+    """Return one step of the timeline as the API shows it."""
+    if isinstance(step, CustomerLine):
+        return CustomerStep(text=step.text)
+    if isinstance(step, AssistantLine):
+        return ReplyStep(
+            assistant=step.assistant,
+            assistant_title=assistant_title(crew, step.assistant),
+            text=step.text,
+        )
+    if isinstance(step, Notice):
+        return NoticeStep(text=step.text)
+    if isinstance(step, HandOverStep):
+        return HandOverOut(
+            from_assistant=step.from_assistant,
+            from_title=assistant_title(crew, step.from_assistant),
+            to_assistant=step.to_assistant,
+            to_title=assistant_title(crew, step.to_assistant),
+            tool=step.tool,
+        )
+    if isinstance(step, ToolCallDetail):
+        return ToolCallOut(
+            tool_call_id=step.tool_call_id,
+            tool=step.tool,
+            assistant=step.assistant,
+            assistant_title=assistant_title(crew, step.assistant),
+            arguments=json.loads(json.dumps(dict(step.arguments), default=str)),
+            outcome=step.outcome,
+            result=step.answer,
+        )
+    record = step.record
+    return ApprovalOut(
+        tool_call_id=record.tool_call_id,
+        tool=record.tool,
+        title=record.title,
+        outcome=record.outcome,
+        reason=record.reason,
+        lines=list(record.lines),
+        amount=record.amount,
+        amount_kind=step.amount.kind if step.amount is not None else None,
+        amount_cents=step.amount.cents if step.amount is not None else None,
+        moved=step.moved,
+        result=record.result,
+        recovered=record.recovered,
+        text=record.line,
+    )
+
+
+def money_of(steps: list[Step]) -> MoneyOut:
+    """Return the money the actions that ran moved, charged and refunded."""
+    moved = [s.amount for s in steps if isinstance(s, ActionStep) and s.moved and s.amount]
+    charged = sum(a.cents for a in moved if a.kind == "pay")
+    refunded = sum(a.cents for a in moved if a.kind == "refund")
+    return MoneyOut(
+        charged=fmt_money(charged),
+        refunded=fmt_money(refunded),
+        charged_cents=charged,
+        refunded_cents=refunded,
+    )
+
+
+class Desk:
+    """What a supervisor reads of the service, each look recorded in its audit log."""
+
+    def __init__(self, service: ConversationService) -> None:
+        """Read the conversations of ``service`` and record looks in ``service.audit``."""
+        self.service = service
+        self.crew = service.conversations.describer.crew
+
+    def _look(self, who: str, looked_at: Looked, record: SessionRecord | None = None) -> None:
+        self.service.audit.record(
+            who,
+            looked_at,
+            datetime.now(UTC),
+            conversation_id=record.thread_id if record is not None else "",
+            passenger_id=record.passenger_id if record is not None else "",
+        )
+
+    def summary(self, record: SessionRecord) -> SupervisedConversation:
+        """Return one conversation as the supervisor's list shows it."""
+        service = self.service
+        conversation = service.conversations.get(Thread(record.thread_id, record.passenger_id))
+        summary = conversation.summary()
+        return SupervisedConversation(
+            conversation_id=record.thread_id,
+            passenger_id=record.passenger_id,
+            title=record.title,
+            created_at=record.created_at,
+            updated_at=record.updated_at,
+            assistant=summary.assistant,
+            assistant_title=assistant_title(self.crew, summary.assistant),
+            pending_actions=summary.pending_actions,
+            turns=summary.turns,
+            busy=service.runner.busy(record.thread_id) or conversation.busy(),
+        )
+
+    def conversations(
+        self, who: str, passenger_id: str | None = None, limit: int = LIST_LIMIT
+    ) -> list[SupervisedConversation]:
+        """Return every passenger's conversations (or one passenger's), most recent first."""
+        self._look(who, "conversations")
+        return [self.summary(r) for r in self.service.sessions.list(passenger_id, limit)]
+
+    def detail(self, who: str, conversation_id: str) -> SupervisedDetail:
+        """Return one conversation step by step.
+
+        Raises:
+            HTTPException: 404, no such conversation.
+        """
+        record = self.service.sessions.get(conversation_id)
+        if record is None:
+            raise HTTPException(404, f"No conversation {conversation_id}.")
+        self._look(who, "conversation", record)
+        conversation = self.service.conversations.get(Thread(record.thread_id, record.passenger_id))
+        steps = conversation.timeline()
+        head = self.summary(record)
+        names = [PRIMARY, *(m.name for m in self.crew.members)]
+        errors = [
+            ErrorOut(
+                source="tool",
+                kind="tool",
+                text=f"{s.tool} answered with an error.",
+                detail=s.answer,
+                at=None,
+            )
+            for s in steps
+            if isinstance(s, ToolCallDetail) and s.outcome == "error"
+        ]
+        errors += [
+            ErrorOut(source="turn", kind=f.kind, text=f.text, detail=f.detail, at=f.at)
+            for f in self.service.failures.of(record.thread_id)
+        ]
+        return SupervisedDetail(
+            conversation=head,
+            assistants=[
+                AssistantOut(
+                    name=n, title=assistant_title(self.crew, n), active=n == head.assistant
+                )
+                for n in names
+            ],
+            steps=[step_out(s, self.crew) for s in steps],
+            pending=[approval_out(a) for a in conversation.approvals()],
+            money=money_of(steps),
+            errors=errors,
+        )
+
+
+def audit_out(entry: AuditEntry) -> AuditEntryOut:
+    """Return one audit entry as the API shows it."""
+    return AuditEntryOut(
+        at=entry.at,
+        supervisor=entry.supervisor,
+        looked_at=entry.looked_at,
+        conversation_id=entry.conversation_id,
+        passenger_id=entry.passenger_id,
+    )
+
+
+# --- the routes -----------------------------------------------------------------------------
+
+
+def _desk(request: Request) -> Desk:
+    return Desk(cast(ConversationService, request.app.state.service))
+
+
+Supervisor = Annotated[Claims, Depends(supervisor)]
+DeskDep = Annotated[Desk, Depends(_desk)]
+
+_PROBLEMS: dict[int | str, dict[str, Any]] = {
+    401: {"model": Problem, "description": "No token, or one that is not valid or expired."},
+    403: {"model": Problem, "description": "Not a supervisor's token."},
+}
+
+
+def router() -> APIRouter:
+    """Return the supervisor's routes: all ``GET``, all audited but the audit log itself."""
+    routes = APIRouter(prefix=PREFIX, tags=["supervisor"], responses=_PROBLEMS)
+
+    @routes.get("/me", summary="Who the supervisor's token names")
+    def me(claims: Supervisor) -> SupervisorMe:
+        return SupervisorMe(name=claims.subject, expires_at=claims.expires_at)
+
+    @routes.get(
+        "/conversations",
+        summary="List every passenger's conversations (recorded in the audit log)",
+    )
+    def conversations(
+        desk: DeskDep,
+        claims: Supervisor,
+        passenger_id: Annotated[str | None, Query(max_length=64, pattern=NO_NUL)] = None,
+        limit: Annotated[int, Query(ge=1, le=LIST_LIMIT)] = LIST_LIMIT,
+    ) -> SupervisedList:
+        return SupervisedList(conversations=desk.conversations(claims.subject, passenger_id, limit))
+
+    @routes.get(
+        "/conversations/{conversation_id}",
+        summary="Read one conversation step by step (recorded in the audit log)",
+        description="The active specialist, the hand-overs, every tool call with its "
+        "arguments and raw result, every approval with what the customer was shown, the "
+        "money moved, the actions waiting, and the errors.",
+        responses={404: {"model": Problem, "description": "No such conversation."}},
+    )
+    def conversation(
+        desk: DeskDep,
+        claims: Supervisor,
+        conversation_id: Annotated[str, PathParam(pattern=CONVERSATION_ID_PATTERN, max_length=100)],
+    ) -> SupervisedDetail:
+        return desk.detail(claims.subject, conversation_id)
+
+    @routes.get("/audit", summary="Read the audit log: who looked at what, when")
+    def audit(
+        desk: DeskDep,
+        claims: Supervisor,
+        supervisor_name: Annotated[
+            str | None, Query(alias="supervisor", max_length=200, pattern=NO_NUL)
+        ] = None,
+        conversation_id: Annotated[str | None, Query(max_length=100, pattern=NO_NUL)] = None,
+        limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    ) -> AuditList:
+        entries = desk.service.audit.entries(
+            supervisor=supervisor_name, conversation_id=conversation_id, limit=limit
+        )
+        return AuditList(entries=[audit_out(e) for e in entries])
+
+    return routes

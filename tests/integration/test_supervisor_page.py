@@ -1,0 +1,236 @@
+"""The supervisor's page in Debian's Chromium (Playwright), at desktop and phone sizes.
+
+A passenger's flight change was approved and a hotel booking waits; a supervisor signs
+in, opens the conversation and sees the specialist at work, the hand-overs, the tool
+calls with their arguments and results, the approval with the lines and amount the
+customer was shown, and the booking waiting. When the customer declines it, the page
+shows it without a reload. axe-core (the npm package, injected) finds no serious or
+critical violation on any screen, and the page only ever reads. The screenshots go to
+``.cache/screenshots/`` in the checkout, for a person to look at.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from conversations.store import ConversationStore
+from db.engine import Database
+from db.fixtures import FIXTURE_PASSENGER_ID
+from server.app import create_app
+from server.auth import SUPERVISOR, TokenSigner
+from server.service import ConversationService
+from tests.support.assistants import build_assistant
+from tests.support.axe import serious_violations
+from tests.support.scripted import ScriptedChatModel
+from tests.support.web import (
+    DECLINE_REASON,
+    FLIGHT_REQUEST,
+    HOTEL_REQUEST,
+    SECRET,
+    LiveServer,
+    flight_then_hotel_script,
+    parse_sse,
+    plan_trip,
+)
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+SCREENSHOTS = Path(__file__).resolve().parents[2] / ".cache" / "screenshots"
+SUPERVISOR_NAME = "ana.lopez@meridian.example"
+DESKTOP = {"width": 1280, "height": 800}
+PHONE = {"width": 390, "height": 844}
+
+pytestmark = pytest.mark.skipif(
+    not Path(CHROMIUM).exists(),
+    reason="no chromium binary (install Debian's: apt-get install -y chromium)",
+)
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()
+
+
+def stream(client: httpx.Client, path: str, body: dict[str, Any]) -> None:
+    with client.stream("POST", path, json=body) as response:
+        assert response.status_code == 200, response.read()
+        assert parse_sse(response.read().decode())[-1].name in ("done", "pending")
+
+
+class Watch:
+    """What a page did that it should not: console errors, script errors, writes."""
+
+    def __init__(self, page: Any) -> None:
+        self.problems: list[str] = []
+        page.on("console", self._console)
+        page.on("pageerror", lambda error: self.problems.append(str(error)))
+        page.on(
+            "request",
+            lambda r: self.problems.append(f"{r.method} {r.url}") if r.method != "GET" else None,
+        )
+
+    def _console(self, message: Any) -> None:
+        # The browser logs the refusal of the passenger's token, which the test provokes.
+        if message.type == "error" and "status of 403" not in message.text:
+            self.problems.append(message.text)
+
+
+def check(page: Any, name: str) -> None:
+    """No serious axe-core violation, nothing wider than the screen; a screenshot."""
+    assert serious_violations(page) == [], name
+    width = page.viewport_size["width"]
+    assert page.evaluate("document.documentElement.scrollWidth") <= width, name
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    # What the screen shows, then everything: the panes scroll on their own on a desktop,
+    # so the window is made as tall as the longest of them for the second picture.
+    page.screenshot(path=str(SCREENSHOTS / f"supervisor-{name}.png"))
+    size = page.viewport_size
+    tallest = page.evaluate(
+        "Math.max(document.documentElement.scrollHeight, ...[...document.querySelectorAll("
+        "'.list, .detail')].map(e => e.offsetTop + e.scrollHeight))"
+    )
+    page.set_viewport_size({"width": size["width"], "height": min(max(tallest, 1), 6000)})
+    page.screenshot(path=str(SCREENSHOTS / f"supervisor-{name}-whole.png"))
+    page.set_viewport_size(size)
+
+
+def test_supervisor_page_desktop_and_phone(
+    browser: Any, travel_db: Database, tmp_path: Path
+) -> None:
+    from playwright.sync_api import expect
+
+    trip = plan_trip(travel_db)
+    model = ScriptedChatModel(script=flight_then_hotel_script(trip))
+    with ConversationStore.open(tmp_path / "sessions.sqlite") as store:
+        service = ConversationService.over_store(
+            build_assistant(travel_db, model, store.saver, retry_policy=None), store
+        )
+        signer = TokenSigner(SECRET)
+        customer_token = signer.issue(FIXTURE_PASSENGER_ID)
+        supervisor_token = signer.issue(SUPERVISOR_NAME, role=SUPERVISOR)
+        with (
+            LiveServer(create_app(service, signer)) as server,
+            httpx.Client(
+                base_url=server.url,
+                headers={"Authorization": f"Bearer {customer_token}"},
+                timeout=30,
+            ) as customer,
+        ):
+            conversation = customer.post("/api/v1/conversations").json()["conversation_id"]
+            base = f"/api/v1/conversations/{conversation}"
+            stream(customer, f"{base}/messages", {"text": FLIGHT_REQUEST})
+            (flight,) = customer.get(f"{base}/pending").json()["actions"]
+            decision = {"tool_call_id": flight["tool_call_id"], "approved": True}
+            stream(customer, f"{base}/decisions", {"decisions": [decision]})
+            stream(customer, f"{base}/messages", {"text": HOTEL_REQUEST})
+            (hotel,) = customer.get(f"{base}/pending").json()["actions"]
+
+            # Desktop: sign in, first with a passenger's token, which is refused.
+            page = browser.new_page(viewport=DESKTOP)
+            watch = Watch(page)
+            page.goto(f"{server.url}/supervisor")
+            field = page.get_by_label("Supervisor token")
+            expect(field).to_be_focused()
+            expect(page.get_by_role("navigation")).to_be_hidden()
+            check(page, "sign-in")
+            field.fill(customer_token)
+            field.press("Enter")
+            expect(page.get_by_role("alert")).to_contain_text("Only a supervisor's token")
+            expect(field).to_be_focused()
+            page.goto(f"{server.url}/supervisor#token={supervisor_token}")
+            expect(page.get_by_text(f"Supervisor {SUPERVISOR_NAME}")).to_be_visible()
+            assert "token" not in page.url
+
+            entry = page.get_by_role("button", name=re.compile(re.escape(FLIGHT_REQUEST[:30])))
+            expect(entry).to_contain_text(f"Passenger {FIXTURE_PASSENGER_ID}")
+            expect(entry).to_contain_text("hotel specialist")
+            expect(entry).to_contain_text("1 waiting")
+            entry.click()
+            heading = page.get_by_role("heading", name=FLIGHT_REQUEST)
+            expect(heading).to_be_focused()
+            assert f"conversation={conversation}" in page.url  # a link to come back to
+            main = page.get_by_role("main")
+            timeline = page.locator("#timeline")
+            expect(timeline).to_contain_text("primary assistant → flights specialist")
+            expect(timeline).to_contain_text("flights specialist → primary assistant")
+            expect(timeline).to_contain_text("update_ticket_to_new_flight")
+            expect(timeline).to_contain_text(str(trip.new_flight_id))  # its arguments
+            approval = timeline.locator(".step-approval")
+            expect(approval).to_contain_text("Change flight")
+            expect(approval).to_contain_text("approved, done")
+            expect(approval.locator(".preview-lines li")).to_have_text(
+                flight["preview"]["lines"][:-1]
+            )
+            expect(approval.locator(".amount")).to_have_text(
+                f"{flight['preview']['amount']} charged"
+            )
+            charged = flight["preview"]["amount"].removeprefix("To pay: ")
+            expect(page.locator("#facts")).to_contain_text(f"Charged{charged}")
+            waiting = main.get_by_role("article", name="Waiting: Book hotel")
+            expect(waiting.locator(".amount")).to_have_text(hotel["preview"]["amount"])
+            expect(page.locator("#crew .active")).to_contain_text("hotel specialist")
+            check(page, "desktop")
+
+            # Live: the customer declines; the page shows it without a reload.
+            stream(
+                customer,
+                f"{base}/decisions",
+                {
+                    "decisions": [
+                        {
+                            "tool_call_id": hotel["tool_call_id"],
+                            "approved": False,
+                            "reason": DECLINE_REASON,
+                        }
+                    ]
+                },
+            )
+            expect(timeline).to_contain_text(f"Reason: {DECLINE_REASON}", timeout=15_000)
+            expect(main.get_by_role("article")).to_have_count(0)
+            expect(timeline.locator(".step-approval").nth(1)).to_contain_text("declined")
+            expect(timeline.locator(".step-approval").nth(1).locator(".amount")).to_contain_text(
+                "not moved"
+            )
+            check(page, "desktop-after-decline")
+            page.close()
+
+            # A phone: the list first, then the conversation, and back.
+            phone = browser.new_page(viewport=PHONE, is_mobile=True, has_touch=True)
+            phone_watch = Watch(phone)
+            phone.goto(f"{server.url}/supervisor#token={supervisor_token}")
+            entry = phone.get_by_role("button", name=re.compile(re.escape(FLIGHT_REQUEST[:30])))
+            expect(entry).to_be_visible()
+            expect(phone.get_by_role("main")).to_be_hidden()
+            check(phone, "phone-list")
+            entry.tap()
+            expect(phone.get_by_role("heading", name=FLIGHT_REQUEST)).to_be_focused()
+            expect(phone.get_by_role("navigation")).to_be_hidden()
+            expect(phone.locator("#timeline")).to_contain_text("update_ticket_to_new_flight")
+            check(phone, "phone-detail")
+            phone.get_by_role("button", name="Back to the list").tap()
+            expect(entry).to_be_focused()
+            phone.close()
+
+            # Every look was recorded with the supervisor's name.
+            looks = store.audit.entries(supervisor=SUPERVISOR_NAME)
+            assert {e.looked_at for e in looks} == {"conversations", "conversation"}
+    assert watch.problems == [] and phone_watch.problems == []
