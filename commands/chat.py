@@ -32,7 +32,7 @@ from commands.common import (
     settings_of,
 )
 from terminal import Console
-from terminal.prompter import Prompter, sessions_command
+from terminal.prompter import Prompter, discard_typeahead, sessions_command
 
 if TYPE_CHECKING:
     from conversations.store import ConversationStore
@@ -60,6 +60,7 @@ def _make_prompter(home: Path, passenger_id: str, overrides: Overrides) -> Promp
     from prompt_toolkit import PromptSession
     from prompt_toolkit.history import DummyHistory, FileHistory
     from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+    from prompt_toolkit.output import create_output
 
     if overrides.pt_input is None and not sys.stdin.isatty():
         # Piped input: read plain lines, so scripts can drive the chat.
@@ -83,17 +84,27 @@ def _make_prompter(home: Path, passenger_id: str, overrides: Overrides) -> Promp
         else:
             event.app.exit(exception=KeyboardInterrupt, style="class:aborting")
 
+    output = overrides.pt_output or create_output()
+    # No cursor-position requests: the chat has no menu that needs the cursor's row, and
+    # a terminal that never answers one kept the prompt in raw mode for seconds after
+    # Enter, turning an early Ctrl-C into typed input instead of a cancel.
+    if hasattr(output, "enable_cpr"):
+        output.enable_cpr = False
     messages: PromptSession[str] = PromptSession(
         history=FileHistory(str(history_file(home, passenger_id))),
         key_bindings=keys,
         input=overrides.pt_input,
-        output=overrides.pt_output,
+        output=output,
     )
     # Approval answers and reasons are never kept: they are not messages to recall.
     answers: PromptSession[str] = PromptSession(
-        history=DummyHistory(), input=overrides.pt_input, output=overrides.pt_output
+        history=DummyHistory(), input=overrides.pt_input, output=output
     )
-    return Prompter(lambda text: messages.prompt(text), lambda text: answers.prompt(text))
+    return Prompter(
+        lambda text: messages.prompt(text),
+        lambda text: answers.prompt(text),
+        lambda: discard_typeahead(answers.input),
+    )
 
 
 def open_chat_db(args: argparse.Namespace, console: Console, overrides: Overrides) -> Database:

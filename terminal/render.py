@@ -103,7 +103,7 @@ class TurnView:
             console.status(outcome.text)
         elif isinstance(outcome, TurnFailure):
             self.end()
-            if outcome.kind == "model":
+            if outcome.kind in ("model", "time_limit", "lost_claim"):
                 console.error(outcome.text)
             elif outcome.kind == "pending_first":
                 console.status(f"{outcome.text} {PRESS_UP}")
