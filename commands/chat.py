@@ -146,10 +146,16 @@ def open_chat_db(args: argparse.Namespace, console: Console, overrides: Override
 
 def cmd_chat(args: argparse.Namespace, console: Console, overrides: Overrides) -> int:
     """Run ``travel-assistant chat``."""
-    passenger_id = canonical_passenger_id(args.passenger_id)
-    if not passenger_id:
+    given = args.passenger_id if args.passenger_id is not None else settings_of(args).passenger_id
+    passenger_id = canonical_passenger_id(given or "")
+    if not passenger_id and (given is not None or not args.continue_latest):
+        # ``--continue`` alone takes the passenger of the latest conversation (``_chat``).
         raise CliError(
-            "--passenger-id is empty. Pass your passenger id, e.g. '3442 587242'.", EXIT_USAGE
+            "--passenger-id is empty. Pass your passenger id, e.g. '3442 587242'."
+            if given is not None
+            else "Pass --passenger-id ID (e.g. '3442 587242'), set TRAVEL_ASSISTANT_PASSENGER, "
+            "or resume your latest conversation with --continue.",
+            EXIT_USAGE,
         )
     factory = overrides.model_factory or partial(
         default_model_factory, settings_of(args), max_tokens=args.max_tokens
@@ -180,6 +186,15 @@ def _chat(
     from terminal.chat import ChatSession
 
     registry = store.registry
+    if not passenger_id:  # --continue alone: the passenger of this home's latest conversation
+        latest = registry.list(None, limit=1)
+        if not latest:
+            raise CliError(
+                "No saved conversation to continue here. Start one with: "
+                "travel-assistant chat --passenger-id ID",
+                EXIT_USAGE,
+            )
+        passenger_id = latest[0].passenger_id
     assistant = prepared(
         TravelAssistant.build(
             models, store.saver, db=database, tavily_api_key=settings_of(args).tavily_api_key
