@@ -207,10 +207,17 @@ class ChatSession:
             self.console.status("No saved conversations yet.")
             return
         headers, rows, wrap = session_table(
-            self.conversations, self.listed, numbered=True, passenger_column=False
+            self.conversations,
+            self.listed,
+            numbered=True,
+            passenger_column=False,
+            current=self.thread.thread_id,
         )
         self.console.table(headers, rows, err=True, wrap=wrap)
-        self.console.status("Switch to one with /switch N.")
+        here = any(r.thread_id == self.thread.thread_id for r in self.listed)
+        self.console.status(
+            "Switch to one with /switch N." + (" * marks this conversation." if here else "")
+        )
 
     def switch(self, which: str) -> None:
         """Switch to the conversation numbered ``which`` in ``/sessions`` (or its id)."""
@@ -222,8 +229,8 @@ class ChatSession:
             chosen = next((r for r in records if r.thread_id == which), None)
         if chosen is None:
             self.console.error(
-                f"No conversation {which or '(none given)'} to switch to: "
-                "type /sessions, then /switch N with a number from the list."
+                (f"No conversation {which} to switch to: " if which else "Which one? ")
+                + "type /sessions, then /switch N with a number from the list."
             )
             return
         if chosen.thread_id == self.thread.thread_id:

@@ -62,3 +62,14 @@ def test_a_usage_error_shows_its_own_commands_usage(
     err = capsys.readouterr().err
     assert err.startswith(usage), err
     assert "COMMAND ..." not in err.splitlines()[0]  # not the whole program's usage
+
+
+def test_eval_summary_with_one_trial_has_one_pass_column() -> None:
+    from evaluation.reports import summarise
+
+    trials = {"flights": {"a": [True], "b": [False]}}
+    one = summarise(trials, 1)
+    assert one[0].split() == ["category", "scenarios", "pass^1"]
+    assert one[-1].split() == ["all", "2", "0.50"]
+    three = summarise({"flights": {"a": [True, True, False]}}, 3)
+    assert three[0].split() == ["category", "scenarios", "pass^1", "pass^3"]

@@ -188,13 +188,15 @@ def test_cli_switch_to_another_saved_conversation(
     chat(chat_args(db_path), ["second conversation"], model, home)
     result = chat(
         chat_args(db_path),
-        ["/sessions", "/switch 9", "/switch 2", "still there?", "exit"],
+        ["/sessions", "/switch", "/switch 9", "/switch 2", "/sessions", "still there?", "exit"],
         model,
         home,
     )
     assert result.code == 0, result.err
     assert "first conversation" in result.err and "second conversation" in result.err
     assert "No conversation 9 to switch to" in result.err
+    assert "Which one? type /sessions" in result.err and "none given" not in result.err
+    assert "* marks this conversation" in result.err  # /sessions marks the current one
     assert f"Resuming session {thread_of(first.err)}" in result.err
     assert thread_of(result.err) == thread_of(first.err)
     assert "Back in the first one." in result.out
