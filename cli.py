@@ -29,6 +29,7 @@ import math
 import sys
 import traceback
 from collections.abc import Iterator, Sequence
+from datetime import UTC, date, datetime, time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -100,6 +101,22 @@ def _add_global_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
     )
 
 
+def _chosen_parser(
+    parser: argparse.ArgumentParser, args: argparse.Namespace
+) -> argparse.ArgumentParser:
+    """Return the parser of the command (and sub-command) ``args`` were parsed for."""
+    for dest in ("command", "sessions_command", "db_command"):
+        chosen = getattr(args, dest, None)
+        for action in parser._actions:
+            if (
+                isinstance(action, argparse._SubParsersAction)
+                and action.dest == dest
+                and chosen in action.choices
+            ):
+                parser = action.choices[chosen]
+    return parser
+
+
 def _command_parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
     """Yield the parser of every command and sub-command under ``parser``."""
     for action in parser._actions:
@@ -120,21 +137,86 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Help that shows each option's default (unless its text says it) and keeps examples."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        shown = action.default not in (None, False, argparse.SUPPRESS) and not action.required
+        if shown and "default" not in text and action.option_strings:
+            text += " (default: %(default)s)"
+        return text
+
+
+# Each command's help page: a one-line description and an example.
+PAGES: dict[str, tuple[str, str]] = {
+    "": (
+        "Meridian Travel's customer-service assistant in your terminal.",
+        "travel-assistant chat --passenger-id '3442 587242'",
+    ),
+    "chat": (
+        "Talk to the assistant about your bookings; every change asks for your approval.",
+        "travel-assistant chat --passenger-id '3442 587242' --continue",
+    ),
+    "sessions": (
+        "List the saved conversations, most recently used first.",
+        "travel-assistant sessions --passenger-id '3442 587242'",
+    ),
+    "sessions delete": (
+        "Delete one saved conversation.",
+        "travel-assistant sessions delete 771addfc-714a-47d8-96f1-09950d215d6a",
+    ),
+    "db": (
+        "Manage the travel database.",
+        "travel-assistant db init --force",
+    ),
+    "db init": (
+        "Build the travel database, relative to --date: the same --seed, --scale and --date "
+        "always give the same data.",
+        "travel-assistant db init --seed 42 --date 2026-11-25 --force",
+    ),
+    "graph": (
+        "Print the assistant's graph as a Mermaid diagram.",
+        "travel-assistant graph > graph.mmd",
+    ),
+    "eval": (
+        "Run the scenario suite against a real model and report pass^k per scenario.",
+        "travel-assistant eval --model gpt-4o-mini --trials 3 --category flights",
+    ),
+    "serve": (
+        "Run the HTTP API and the web chat.",
+        "travel-assistant serve --host 127.0.0.1 --port 8000",
+    ),
+    "token": (
+        "Issue a passenger's access token (and link) for the service.",
+        "travel-assistant token --passenger-id '3442 587242' --hours 8",
+    ),
+}
+
+
+def _page(name: str) -> dict[str, Any]:
+    """Return the ``description``, ``epilog`` and formatter of the help page of ``name``."""
+    description, example = PAGES[name]
+    return {
+        "description": description,
+        "epilog": f"example:\n  {example}",
+        "formatter_class": _HelpFormatter,
+    }
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Return the argument parser of every command."""
-    parser = argparse.ArgumentParser(
-        prog="travel-assistant",
-        description="Meridian Travel's customer-service assistant in your terminal.",
-    )
+    parser = argparse.ArgumentParser(prog="travel-assistant", **_page(""))
     parser.add_argument("--version", action=_VersionAction, help="print the version and exit")
     _add_global_options(parser, top=True)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    chat = commands.add_parser("chat", help="talk to the assistant (the main job)")
+    chat = commands.add_parser("chat", help="talk to the assistant (the main job)", **_page("chat"))
     chat.add_argument(
         "--passenger-id",
-        required=True,
-        help='your passenger id, e.g. "3442 587242" (the space is optional)',
+        help='your passenger id, e.g. "3442 587242" (the space is optional; default: '
+        "$TRAVEL_ASSISTANT_PASSENGER, or with --continue the passenger of the latest "
+        "conversation)",
     )
     resume = chat.add_mutually_exclusive_group()
     resume.add_argument("--thread-id", help="resume a saved conversation")
@@ -162,28 +244,43 @@ def build_parser() -> argparse.ArgumentParser:
         help="longest reply in tokens (default: $TRAVEL_ASSISTANT_MAX_TOKENS or 1024)",
     )
 
-    sessions = commands.add_parser("sessions", help="list saved conversations")
+    sessions = commands.add_parser("sessions", help="list saved conversations", **_page("sessions"))
     sessions.add_argument("--passenger-id", help="only this passenger's conversations")
     sessions_commands = sessions.add_subparsers(dest="sessions_command", metavar="ACTION")
-    delete = sessions_commands.add_parser("delete", help="delete a saved conversation")
+    delete = sessions_commands.add_parser(
+        "delete", help="delete a saved conversation", **_page("sessions delete")
+    )
     delete.add_argument(
         "thread_id", metavar="ID", help="the session (see: travel-assistant sessions)"
     )
 
-    db = commands.add_parser("db", help="manage the travel database")
+    db = commands.add_parser("db", help="manage the travel database", **_page("db"))
     db_commands = db.add_subparsers(dest="db_command", metavar="DB_COMMAND")
-    init = db_commands.add_parser("init", help="(re)build the travel database (at --db)")
+    init = db_commands.add_parser(
+        "init", help="(re)build the travel database (at --db)", **_page("db init")
+    )
     init.add_argument(
         "--scale", type=int, default=1, help="size of the generated schedule (1 to 25)"
     )
-    init.add_argument("--seed", type=int, default=42, help="random seed (same seed, same data)")
+    init.add_argument("--seed", type=int, default=42, help="random seed")
+    init.add_argument(
+        "--date",
+        type=_reference_moment,
+        metavar="DATE",
+        help="the day the data is relative to (flights before and after it, bookings made "
+        "before it): YYYY-MM-DD for noon UTC that day, or an ISO time such as "
+        "2026-11-25T09:30Z (default: today, at the moment of the build, so the fixture's "
+        "flight leaves a few hours from now; two builds without --date differ)",
+    )
     init.add_argument("--force", action="store_true", help="replace an existing database")
 
-    commands.add_parser("graph", help="print the assistant graph as Mermaid")
+    commands.add_parser("graph", help="print the assistant graph as Mermaid", **_page("graph"))
     _add_server_commands(commands)
 
     evaluate = commands.add_parser(
-        "eval", help="run the scenario suite against a real model (needs a model endpoint)"
+        "eval",
+        help="run the scenario suite against a real model (needs a model endpoint)",
+        **_page("eval"),
     )
     evaluate.add_argument("--model", help="the assistant's model (default: as for chat)")
     evaluate.add_argument(
@@ -240,6 +337,19 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _reference_moment(text: str) -> datetime:
+    """Parse ``--date``: a day (noon UTC) or an ISO time (UTC unless it names a zone)."""
+    try:
+        if len(text) == 10:
+            return datetime.combine(date.fromisoformat(text), time(12), tzinfo=UTC)
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"must be a day such as 2026-11-25, or a time such as 2026-11-25T09:30Z, not {text!r}"
+        ) from None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
 def _positive_float(text: str) -> float:
     """Parse a positive, finite number (an argparse type): not "nan", not "inf"."""
     try:
@@ -253,7 +363,7 @@ def _positive_float(text: str) -> float:
 
 def _add_server_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``serve`` and ``token``."""
-    serve = commands.add_parser("serve", help="run the HTTP API and the web chat")
+    serve = commands.add_parser("serve", help="run the HTTP API and the web chat", **_page("serve"))
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on")
     serve.add_argument("--port", type=int, default=8000, help="port to listen on")
     serve.add_argument("--model", help="chat model name (default: as for chat)")
@@ -289,7 +399,9 @@ def _add_server_commands(commands: argparse._SubParsersAction[argparse.ArgumentP
         help=f"seconds for a request's body to arrive (default {BODY_TIMEOUT:g})",
     )
     token = commands.add_parser(
-        "token", help="issue a passenger's (or a supervisor's) access token for the service"
+        "token",
+        help="issue a passenger's (or a supervisor's) access token for the service",
+        **_page("token"),
     )
     who = token.add_mutually_exclusive_group(required=True)
     who.add_argument("--passenger-id", help='e.g. "3442 587242"')
@@ -317,7 +429,10 @@ def main(argv: Sequence[str] | None = None, overrides: Overrides | None = None) 
     """Run the program with ``argv``; return the exit code."""
     overrides = overrides or Overrides()
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    command = _chosen_parser(parser, args)
+    if extra:  # said by the command's own parser, with its usage
+        command.error(f"unrecognized arguments: {' '.join(extra)}")
     env_file = Path.cwd() / ".env"
     if env_file.is_file():
         from dotenv import load_dotenv
@@ -335,6 +450,8 @@ def main(argv: Sequence[str] | None = None, overrides: Overrides | None = None) 
             return cmd_sessions(args, console, overrides)
         if args.command == "db" and args.db_command == "init":
             return cmd_db_init(args, console)
+        if args.command == "db":
+            command.error("choose what to do with the database (DB_COMMAND): init")
         if args.command == "graph":
             return cmd_graph(console)
         if args.command == "eval":

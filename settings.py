@@ -15,6 +15,7 @@ Variables:
 - ``TRAVEL_ASSISTANT_DATA``: the folder of reference files (airports, catalogues, policy).
 - ``TAVILY_API_KEY``: adds web search to the primary assistant's tools.
 - ``TRAVEL_ASSISTANT_SECRET``: signs the service's passenger tokens.
+- ``TRAVEL_ASSISTANT_PASSENGER``: the passenger ``chat`` acts for without ``--passenger-id``.
 - ``NO_COLOR``, ``TERM=dumb``: plain terminal output.
 - The model endpoint and limits (``OPENAI_API_KEY``, ``OPENAI_BASE_URL``,
   ``TRAVEL_ASSISTANT_MODEL`` ...): ``Settings.models``, parsed by
@@ -39,6 +40,7 @@ CONVERSATIONS_ENV = "TRAVEL_ASSISTANT_CONVERSATIONS"
 DATA_ENV = "TRAVEL_ASSISTANT_DATA"
 TAVILY_ENV = "TAVILY_API_KEY"
 SECRET_ENV = "TRAVEL_ASSISTANT_SECRET"
+PASSENGER_ENV = "TRAVEL_ASSISTANT_PASSENGER"
 # The variables a graph built for LangGraph's server depends on (server.studio).
 PREFIXES = ("OPENAI_", "TRAVEL_ASSISTANT_", "TAVILY_", "XDG_DATA_HOME")
 
@@ -60,6 +62,8 @@ class Settings:
         data_dir: The reference files' folder named by ``TRAVEL_ASSISTANT_DATA``, if any.
         tavily_api_key: The web search key, if any.
         secret: The token signing secret, if set.
+        passenger_id: The passenger ``chat`` acts for when ``--passenger-id`` is not given
+            (``TRAVEL_ASSISTANT_PASSENGER``), if any.
         plain: Terminal output without colour (``NO_COLOR``, ``TERM=dumb``).
         env: The snapshot, for the model settings (``models``).
     """
@@ -71,6 +75,7 @@ class Settings:
     data_dir: Path | None = None
     tavily_api_key: str | None = None
     secret: str | None = None
+    passenger_id: str | None = None
     plain: bool = False
     env: Mapping[str, str] = field(default_factory=dict, repr=False)
 
@@ -95,6 +100,7 @@ class Settings:
             data_dir=Path(data) if data else None,
             tavily_api_key=_given(snapshot, TAVILY_ENV),
             secret=snapshot.get(SECRET_ENV),
+            passenger_id=_given(snapshot, PASSENGER_ENV),
             plain=bool(snapshot.get("NO_COLOR")) or snapshot.get("TERM") == "dumb",
             env=snapshot,
         )

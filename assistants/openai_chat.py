@@ -6,11 +6,14 @@
   one: the client's own timeout only bounds the wait between two chunks, so a model that
   loops and streams steadily would never trip it. Leaving the stream closes the HTTP
   response.
-- A cancelled turn stops the reply within a tenth of a second, even while the server
-  sends nothing (a long prompt still being processed, a stalled server): the HTTP
-  response is read by a helper thread, and the node's thread waits for its chunks while
-  watching the caller's cancel event (``conversations.TravelAssistant.send(cancel=…)``).
-  The helper closes the response at its next chunk, or gives up at the client's timeout.
+- A cancelled turn stops the reply within a tenth of a second and closes its HTTP
+  connection at once, even while the server sends nothing, not even the response headers
+  (a long prompt still being processed, a stalled server), so a server such as llama.cpp
+  stops working on it: the request is made with the async OpenAI client, as a task on
+  one event loop of the process (``_model_loop``), and the node's thread waits for its
+  chunks while watching the caller's cancel event
+  (``conversations.TravelAssistant.send(cancel=…)``). On a cancel, or a time limit, the
+  task is cancelled, and a cancelled request closes its connection.
 - A reply the server stopped at the output limit (``finish_reason == "length"``) ends with
   a note the customer sees as it streams (``assistants.context.cut_off_note``); the
   assistant node then drops the tool calls of such a reply, whose arguments are cut.
@@ -21,10 +24,12 @@ prompt they send (``assistants.assistant``).
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
+import os
 import queue
 import threading
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
@@ -85,9 +90,12 @@ class BoundedChatOpenAI(ChatOpenAI):
         timer = ReplyTimer(self.reply_seconds)
         timer.check()
         cancel = _CANCEL.get()
-        chunks = super()._stream(messages, stop=stop, run_manager=run_manager, **kwargs)
-        if cancel is not None:
-            chunks = _watched(chunks, cancel, timer)
+        chunks: Iterator[ChatGenerationChunk]
+        if cancel is None:
+            chunks = super()._stream(messages, stop=stop, run_manager=run_manager, **kwargs)
+        else:
+            source = super()._astream(messages, stop=stop, **kwargs)
+            chunks = _watched(source, cancel, timer, run_manager)
         finish: str | None = None
         texts = calls = False
         try:
@@ -139,36 +147,69 @@ _CANCEL: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar
 _END = object()
 # How often the node's thread looks at the cancel event while no chunk comes.
 _WATCH_SECONDS = 0.1
+# How long a cancelled request may take to close its connection before the turn goes on.
+_CLOSE_SECONDS = 2.0
+
+_loop_lock = threading.Lock()
+_loop: tuple[int, asyncio.AbstractEventLoop] | None = None
+
+
+def _model_loop() -> asyncio.AbstractEventLoop:
+    """Return the event loop that runs the model requests of this process.
+
+    One loop, in a daemon thread, for the process (a forked child makes its own): the
+    async HTTP client keeps its pooled connections on the loop that opened them.
+    """
+    global _loop
+    with _loop_lock:
+        if _loop is None or _loop[0] != os.getpid() or _loop[1].is_closed():
+            loop = asyncio.new_event_loop()
+            threading.Thread(target=loop.run_forever, name="model-requests", daemon=True).start()
+            _loop = (os.getpid(), loop)
+        return _loop[1]
 
 
 def _watched(
-    source: Iterator[ChatGenerationChunk], cancel: threading.Event, timer: ReplyTimer
+    source: AsyncIterator[ChatGenerationChunk],
+    cancel: threading.Event,
+    timer: ReplyTimer,
+    run_manager: CallbackManagerForLLMRun | None,
 ) -> Iterator[ChatGenerationChunk]:
-    """Yield the chunks of ``source``, read by a helper thread, until ``cancel`` is set.
+    """Yield the chunks of ``source``, run on ``_model_loop``, until ``cancel`` is set.
+
+    Leaving early (a cancel, a time limit, the caller gone) cancels the request's task,
+    which closes its HTTP connection whether or not the response has begun.
 
     Raises:
         TurnCancelledError: ``cancel`` was set before the reply ended.
         ModelDeadlineError: The reply took longer than its time limit.
     """
     handed: queue.Queue[Any] = queue.Queue()
-    abandoned = threading.Event()
 
-    def pump() -> None:
+    async def pump() -> None:
         try:
-            for chunk in source:
-                if abandoned.is_set():
-                    break  # leaving the generator closes the HTTP response
+            async for chunk in source:
                 handed.put(chunk)
             handed.put(_END)
+        except asyncio.CancelledError:
+            raise
         except BaseException as error:  # handed to the node's thread, raised there
             handed.put(error)
-        finally:
-            close = getattr(source, "close", None)
-            if close is not None:
-                close()
 
-    context = contextvars.copy_context()
-    threading.Thread(target=context.run, args=(pump,), name="model-stream", daemon=True).start()
+    loop = _model_loop()
+    finished = threading.Event()
+    tasks: list[asyncio.Task[None]] = []
+
+    def start() -> None:
+        task = loop.create_task(pump())
+        task.add_done_callback(lambda _task: finished.set())
+        tasks.append(task)
+
+    def stop() -> None:
+        for task in tasks:
+            task.cancel()
+
+    loop.call_soon_threadsafe(start)
     try:
         while True:
             try:
@@ -182,6 +223,13 @@ def _watched(
                 return
             if isinstance(item, BaseException):
                 raise item
+            if run_manager:
+                logprobs = (item.generation_info or {}).get("logprobs")
+                run_manager.on_llm_new_token(item.text, chunk=item, logprobs=logprobs)
             yield item
     finally:
-        abandoned.set()
+        if not finished.is_set():
+            loop.call_soon_threadsafe(stop)  # after ``start``: the loop keeps their order
+            # The connection is closed as the task unwinds, on the loop: wait for it, so
+            # the server is free before the next request of the conversation.
+            finished.wait(_CLOSE_SECONDS)

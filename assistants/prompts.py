@@ -90,15 +90,39 @@ REFUSED_MESSAGE = """\
 Not run: this action would be refused ({refusal}), so the customer was shown why and \
 was not asked to approve it. Explain it briefly and offer what is possible instead."""
 
-CANCELLED_TOOL_MESSAGE = """\
-Not run: the customer cancelled the turn (Ctrl-C) before this call ran."""
+# Why a turn was cut short, as the model reads it (keyed by ``conversations.events.CutCause``).
+# Only a cancel is the customer's doing: the model must not thank or blame a customer for
+# a cancel they never made.
+_CUT_WHY = {
+    "cancelled": "the customer cancelled the turn",
+    "service": "the service stopped while I was answering (the customer cancelled nothing)",
+    "model": "the model server failed while I was answering (the customer cancelled nothing)",
+    "time_limit": "my answer ran past its time limit (the customer cancelled nothing)",
+    "crash": (
+        "the program answering stopped part-way: it was closed, it failed or it lost the "
+        "conversation to another window (the customer cancelled nothing)"
+    ),
+    "lost_claim": (
+        "this turn lost its hold on the conversation to another window (the customer "
+        "cancelled nothing)"
+    ),
+}
 
-# Closes a turn the customer cancelled, as the assistant's reply of that turn, so the
-# saved conversation stays well formed and the model knows the turn was cut short.
-TURN_CANCELLED_NOTE = (
-    "(The customer cancelled this turn before I finished answering; nothing further was "
+# Answers a call left unanswered by a turn cut short.
+CUT_TOOL_MESSAGES = {
+    cause: f"Not run: {why}, before this call ran." for cause, why in _CUT_WHY.items()
+}
+
+# Closes a turn cut short, as the assistant's reply of that turn, so the saved
+# conversation stays well formed and the model knows what happened to the turn. The
+# customer's message of that turn was not answered; they may send it again.
+TURN_CUT_NOTES = {
+    cause: f"(This turn stopped before I finished answering: {why}. Nothing further was "
     "done in it.)"
-)
+    for cause, why in _CUT_WHY.items()
+}
+CANCELLED_TOOL_MESSAGE = CUT_TOOL_MESSAGES["cancelled"]
+TURN_CANCELLED_NOTE = TURN_CUT_NOTES["cancelled"]
 
 EMPTY_ANSWER_NUDGE = "Your last reply was empty. Answer the customer, or call a tool."
 

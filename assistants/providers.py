@@ -310,6 +310,25 @@ def _retry_after(error: BaseException) -> float | None:
     return max(0.0, moment.timestamp() - time.time())
 
 
+def _request_payload(error: BaseException) -> dict[str, Any] | None:
+    """Return the JSON body of the failed request, when it can be read back."""
+    request = getattr(error, "request", None)
+    try:
+        payload = json.loads(getattr(request, "content", b"") or b"{}")
+    except (TypeError, ValueError):
+        return None
+    return payload if isinstance(payload, dict) else None
+
+
+def _customer_messages(error: BaseException) -> int | None:
+    """Return how many customer messages the failed request held, when it can be read."""
+    payload = _request_payload(error)
+    messages = payload.get("messages") if payload is not None else None
+    if not isinstance(messages, list):
+        return None
+    return sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "user")
+
+
 def _requested_model(error: BaseException) -> str | None:
     """Return the model name of the failed request, when it can be read back."""
     request = getattr(error, "request", None)
@@ -322,6 +341,12 @@ def _requested_model(error: BaseException) -> str | None:
 
 
 SEND_AGAIN = "Sending your message again may work."
+# The fix that works for a context window too small, first in every such advice.
+LARGER_CONTEXT = (
+    "start the model server with a larger context (llama.cpp: -c 8192; Ollama: "
+    "OLLAMA_CONTEXT_LENGTH=8192; vLLM: --max-model-len 8192)"
+)
+DEFAULT_CONTEXT_HINT = "8192 tokens; 16384 keeps long conversations whole"
 NOT_AGAIN = "Sending it again will not help"
 BUG_HINT = (
     f"{NOT_AGAIN}: this is a bug in travel-assistant (run with --debug and report it); "
@@ -348,12 +373,14 @@ def diagnose(error: BaseException) -> ProviderFailure:
             "TRAVEL_ASSISTANT_REPLY_TIMEOUT if the server is only slow.",
         )
     if isinstance(error, ContextBudgetError):
+        # Older turns are trimmed already: the current message with its results is too long.
         return ProviderFailure(
-            "The conversation does not fit the model's context window",
+            "This message does not fit the model's context window",
             str(error),
             False,
-            f"{NOT_AGAIN}: raise TRAVEL_ASSISTANT_CONTEXT_TOKENS if the server has a larger "
-            "context, lower --max-tokens, or start a new conversation with /new.",
+            f"{NOT_AGAIN}: {LARGER_CONTEXT}, and set TRAVEL_ASSISTANT_CONTEXT_TOKENS to that "
+            "size; or send a shorter message, or lower --max-tokens to leave the prompt "
+            "more room.",
         )
     openai = _openai()
     if openai is not None and isinstance(error, openai.APIStatusError):
@@ -515,12 +542,22 @@ def _diagnose_status(error: BaseException, status: int) -> ProviderFailure:
             status,
         )
     if _CONTEXT_TOO_LONG.search(reason):
+        if _customer_messages(error) == 1:
+            # Nothing to trim: the instructions, the tools and one message do not fit.
+            return ProviderFailure(
+                f"The model server's context window is too small even for the first message {code}",
+                reason,
+                False,
+                f"{NOT_AGAIN}: {LARGER_CONTEXT} (the assistant needs {DEFAULT_CONTEXT_HINT}).",
+                status,
+            )
         return ProviderFailure(
-            f"The conversation is too long for the model's context window {code}",
+            f"The conversation is too long for the model server's context window {code}",
             reason,
             False,
-            f"{NOT_AGAIN}: set TRAVEL_ASSISTANT_CONTEXT_TOKENS to the server's context size "
-            "(or start the server with a larger one), or start a new conversation with /new.",
+            f"{NOT_AGAIN}: {LARGER_CONTEXT}; or set TRAVEL_ASSISTANT_CONTEXT_TOKENS to the "
+            "size the server was started with (4096 or more), so older turns are left "
+            "out to fit; or start a new conversation with /new.",
             status,
         )
     return ProviderFailure(

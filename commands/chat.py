@@ -32,7 +32,7 @@ from commands.common import (
     settings_of,
 )
 from terminal import Console
-from terminal.prompter import Prompter, sessions_command
+from terminal.prompter import Prompter, discard_typeahead, sessions_command
 
 if TYPE_CHECKING:
     from conversations.store import ConversationStore
@@ -60,6 +60,7 @@ def _make_prompter(home: Path, passenger_id: str, overrides: Overrides) -> Promp
     from prompt_toolkit import PromptSession
     from prompt_toolkit.history import DummyHistory, FileHistory
     from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+    from prompt_toolkit.output import create_output
 
     if overrides.pt_input is None and not sys.stdin.isatty():
         # Piped input: read plain lines, so scripts can drive the chat.
@@ -83,17 +84,29 @@ def _make_prompter(home: Path, passenger_id: str, overrides: Overrides) -> Promp
         else:
             event.app.exit(exception=KeyboardInterrupt, style="class:aborting")
 
+    output = overrides.pt_output or create_output()
+    # No cursor-position requests: the chat has no menu that needs the cursor's row, and
+    # a terminal that never answers one kept the prompt in raw mode for seconds after
+    # Enter, turning an early Ctrl-C into typed input instead of a cancel.
+    if hasattr(output, "enable_cpr"):
+        output.enable_cpr = False
     messages: PromptSession[str] = PromptSession(
         history=FileHistory(str(history_file(home, passenger_id))),
         key_bindings=keys,
         input=overrides.pt_input,
-        output=overrides.pt_output,
+        output=output,
     )
     # Approval answers and reasons are never kept: they are not messages to recall.
     answers: PromptSession[str] = PromptSession(
-        history=DummyHistory(), input=overrides.pt_input, output=overrides.pt_output
+        history=DummyHistory(), input=overrides.pt_input, output=output
     )
-    return Prompter(lambda text: messages.prompt(text), lambda text: answers.prompt(text))
+    # Keys typed ahead are thrown away at a terminal only: a scripted input (the tests'
+    # pipe) holds the answers in order, as piped standard input does.
+    return Prompter(
+        lambda text: messages.prompt(text),
+        lambda text: answers.prompt(text),
+        (lambda: discard_typeahead(answers.input)) if overrides.pt_input is None else bool,
+    )
 
 
 def open_chat_db(args: argparse.Namespace, console: Console, overrides: Overrides) -> Database:
@@ -135,10 +148,16 @@ def open_chat_db(args: argparse.Namespace, console: Console, overrides: Override
 
 def cmd_chat(args: argparse.Namespace, console: Console, overrides: Overrides) -> int:
     """Run ``travel-assistant chat``."""
-    passenger_id = canonical_passenger_id(args.passenger_id)
-    if not passenger_id:
+    given = args.passenger_id if args.passenger_id is not None else settings_of(args).passenger_id
+    passenger_id = canonical_passenger_id(given or "")
+    if not passenger_id and (given is not None or not args.continue_latest):
+        # ``--continue`` alone takes the passenger of the latest conversation (``_chat``).
         raise CliError(
-            "--passenger-id is empty. Pass your passenger id, e.g. '3442 587242'.", EXIT_USAGE
+            "--passenger-id is empty. Pass your passenger id, e.g. '3442 587242'."
+            if given is not None
+            else "Pass --passenger-id ID (e.g. '3442 587242'), set TRAVEL_ASSISTANT_PASSENGER, "
+            "or resume your latest conversation with --continue.",
+            EXIT_USAGE,
         )
     factory = overrides.model_factory or partial(
         default_model_factory, settings_of(args), max_tokens=args.max_tokens
@@ -169,6 +188,15 @@ def _chat(
     from terminal.chat import ChatSession
 
     registry = store.registry
+    if not passenger_id:  # --continue alone: the passenger of this home's latest conversation
+        latest = registry.list(None, limit=1)
+        if not latest:
+            raise CliError(
+                "No saved conversation to continue here. Start one with: "
+                "travel-assistant chat --passenger-id ID",
+                EXIT_USAGE,
+            )
+        passenger_id = latest[0].passenger_id
     assistant = prepared(
         TravelAssistant.build(
             models, store.saver, db=database, tavily_api_key=settings_of(args).tavily_api_key

@@ -41,11 +41,12 @@ def cmd_db_init(args: argparse.Namespace, console: Console) -> int:
     partial = path.with_name(path.name + ".building")
     partial.unlink(missing_ok=True)
     console.status(
-        f"Building the travel database at {path} (scale {args.scale}, seed {args.seed})..."
+        f"Building the travel database at {path} (scale {args.scale}, seed {args.seed}"
+        f"{_relative_to(args)})..."
     )
     database = Database.from_url(str(partial), data_dir=settings_of(args).data_dir)
     try:
-        report = build_database(database, seed=args.seed, scale=args.scale)
+        report = build_database(database, seed=args.seed, scale=args.scale, now=args.date)
     finally:
         database.dispose()
     partial.replace(path)
@@ -83,16 +84,21 @@ def _db_init_server(args: argparse.Namespace, console: Console, location: Locati
             )
         console.status(
             f"Building the travel database at {location.shown()} "
-            f"(scale {args.scale}, seed {args.seed})..."
+            f"(scale {args.scale}, seed {args.seed}{_relative_to(args)})..."
         )
         try:
-            report = build_database(database, seed=args.seed, scale=args.scale)
+            report = build_database(database, seed=args.seed, scale=args.scale, now=args.date)
         except OperationalError as error:
             raise CliError(server_problem(location, error)) from error
     finally:
         database.dispose()
     _report_build(console, report)
     return EXIT_OK
+
+
+def _relative_to(args: argparse.Namespace) -> str:
+    """Say which moment the data is relative to, when ``--date`` gave one."""
+    return f", relative to {args.date.isoformat()}" if args.date is not None else ""
 
 
 def _report_build(console: Console, report: BuildReport) -> None:

@@ -176,6 +176,7 @@ def cmd_token(args: argparse.Namespace, console: Console, overrides: Overrides) 
     console.status(
         f"Token for passenger {passenger_id}, valid for {args.hours:g} hours. Send it as "
         "'Authorization: Bearer <token>', paste it on the web chat page, or open "
-        "http://127.0.0.1:8000/#token=<token>."
+        f"(with serve's default address) http://127.0.0.1:8000/#token={token}",
+        wrap=False,
     )
     return EXIT_OK

@@ -45,13 +45,14 @@ from assistants.approvals import (
     recovered_answers,
 )
 from assistants.prompts import (
-    CANCELLED_TOOL_MESSAGE,
+    CUT_TOOL_MESSAGES,
     STEP_LIMIT_APOLOGY,
     STEP_LIMIT_TOOL_MESSAGE,
-    TURN_CANCELLED_NOTE,
+    TURN_CUT_NOTES,
 )
 from assistants.providers import (
     DEFAULT_RETRY_POLICY,
+    ModelDeadlineError,
     ModelProviderError,
     TurnCancelledError,
     describe_provider_error,
@@ -62,6 +63,8 @@ from assistants.specialists import CallKind, Crew, build_crew
 from assistants.state import active_assistant
 from conversations.events import (
     CANCELLED_KEY,
+    CUT_KEY,
+    CutCause,
     MessageEvent,
     Thread,
     TokenEvent,
@@ -271,11 +274,19 @@ class TravelAssistant:
             return passenger_exists(session, passenger_id)
 
     def send(
-        self, thread: Thread, text: str, *, cancel: threading.Event | None = None
+        self,
+        thread: Thread,
+        text: str,
+        *,
+        cancel: threading.Event | None = None,
+        cancelled: CutCause = "cancelled",
     ) -> Iterator[TurnEvent]:
         """Add the customer's message and run until the reply or an approval stop.
 
-        Setting ``cancel`` (from any thread) stops the run soon after: see ``_run``.
+        Setting ``cancel`` (from any thread) stops the run soon after: see ``_run``. The
+        turn is then closed as cut short for ``cancelled`` (who set it: the customer, or
+        the service stopping). A turn the model server failed, or that ran out of time,
+        is closed as such before the error is raised.
 
         Pending calls that already took effect (see ``recovered_actions``) are answered
         first with their stored results; the rest are left to the graph, which answers
@@ -287,7 +298,7 @@ class TravelAssistant:
         """
         config = self.config(thread)
         yield from self._settle_recovered(config, self._save_finished_step(config))
-        yield from self._run({"messages": [HumanMessage(content=text)]}, config, cancel)
+        yield from self._run({"messages": [HumanMessage(content=text)]}, config, cancel, cancelled)
 
     def resolve(
         self,
@@ -295,6 +306,7 @@ class TravelAssistant:
         decisions: Mapping[str, Decision],
         *,
         cancel: threading.Event | None = None,
+        cancelled: CutCause = "cancelled",
     ) -> Iterator[TurnEvent]:
         """Resume a run stopped for approval with one decision per pending call.
 
@@ -306,7 +318,9 @@ class TravelAssistant:
         with a run whose every call was recovered.
         """
         payload = {call_id: d.as_config() for call_id, d in decisions.items()}
-        yield from self._run(None, self.config(thread, **{APPROVALS_KEY: payload}), cancel)
+        yield from self._run(
+            None, self.config(thread, **{APPROVALS_KEY: payload}), cancel, cancelled
+        )
 
     def approve_all(self, thread: Thread) -> Iterator[TurnEvent]:
         """Approve every pending call."""
@@ -452,20 +466,22 @@ class TravelAssistant:
         waiting = set(snapshot.next)
         return bool(waiting) and not waiting <= set(self.crew.sensitive_nodes)
 
-    def cancel_turn(self, thread: Thread) -> bool:
-        """Close the current turn of ``thread`` as cancelled, so the conversation can go on.
+    def cancel_turn(self, thread: Thread, cause: CutCause = "cancelled") -> bool:
+        """Close the current turn of ``thread`` as cut short, so the conversation can go on.
 
-        Every unanswered call of the last batch is answered as not run (``"cancelled"``)
-        and the turn ends with a short note from the active assistant, so the next
-        request is a well-formed conversation. A pending approval counts as unanswered;
-        a call that already took effect (``recovered_actions``) is answered as done.
+        Every unanswered call of the last batch is answered as not run (``"cancelled"``,
+        with ``cause`` beside it) and the turn ends with a short note from the active
+        assistant saying why (``cause``), so the next request is a well-formed
+        conversation and the model knows what happened. A pending approval counts as
+        unanswered; a call that already took effect (``recovered_actions``) is answered
+        as done.
 
         Returns:
             Whether there was an unfinished turn to close.
         """
-        return self._close_cancelled(self.config(thread))
+        return self._close_cut(self.config(thread), cause)
 
-    def _close_cancelled(self, config: RunnableConfig) -> bool:
+    def _close_cut(self, config: RunnableConfig, cause: CutCause) -> bool:
         snapshot = self._save_finished_step(config)
         messages: list[AnyMessage] = snapshot.values.get("messages", [])
         _, pending = last_tool_batch(messages)
@@ -475,14 +491,15 @@ class TravelAssistant:
         owner = active_assistant(snapshot.values.get("dialog_state"))
         done = self._recovered(config, messages)
         closing: list[AnyMessage] = [
-            done.get(str(c["id"])) or not_run_answer(c, CANCELLED_TOOL_MESSAGE, "cancelled")
+            done.get(str(c["id"]))
+            or not_run_answer(c, CUT_TOOL_MESSAGES[cause], "cancelled", **{CUT_KEY: cause})
             for c in pending
         ]
         closing.append(
             AIMessage(
-                content=TURN_CANCELLED_NOTE,
+                content=TURN_CUT_NOTES[cause],
                 name=owner,
-                response_metadata={CANCELLED_KEY: True},
+                response_metadata={CANCELLED_KEY: True, CUT_KEY: cause},
             )
         )
         self.graph.update_state(config, {"messages": closing}, as_node=owner)
@@ -493,6 +510,7 @@ class TravelAssistant:
         inputs: dict[str, Any] | None,
         config: RunnableConfig,
         cancel: threading.Event | None = None,
+        cancelled: CutCause = "cancelled",
     ) -> Iterator[TurnEvent]:
         """Run the graph in a thread of its own and yield its events as they come.
 
@@ -556,11 +574,16 @@ class TravelAssistant:
         except GraphRecursionError:
             yield from self._end_at_step_limit(config)
         except TurnCancelledError:
-            self._close_cancelled(config)
+            self._close_cut(config, cancelled)
             raise
         except Exception as error:
             if is_provider_error(error):
+                cause: CutCause = "time_limit" if isinstance(error, ModelDeadlineError) else "model"
+                self._close_cut(config, cause)
                 raise ModelProviderError(describe_provider_error(error)) from error
+            # A bug, the conversations database failing, or a lost turn lock: the turn is
+            # left as a dead process leaves it, and whoever holds the conversation next
+            # closes it (``crash``); without the lock, writing here could race them.
             raise
         else:
             if saved is not None:  # the run ended at its last checkpoint: keep its state
@@ -574,7 +597,7 @@ class TravelAssistant:
                 handled.release()
                 runner.join()
                 if _ended_in_failure(events):
-                    self._close_cancelled(config)
+                    self._close_cut(config, cancelled)
 
     def _end_at_step_limit(self, config: RunnableConfig) -> Iterator[TurnEvent]:
         """Close a run that hit the recursion limit with a polite message."""

@@ -7,11 +7,22 @@ Kept apart from ``conversations.assistant`` so that the records built from them
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal, cast, get_args
 
 from langchain_core.messages import AIMessage, AnyMessage
 
-# ``response_metadata`` key marking the note that closes a cancelled turn.
+# ``response_metadata`` key marking the note that closes a turn cut short (the name is
+# older than the causes: every closing note carries it).
 CANCELLED_KEY = "turn_cancelled"
+# ``response_metadata`` key of that note (and ``artifact`` key of the calls it left
+# unanswered) naming why the turn was cut short: a ``CutCause``.
+CUT_KEY = "cut_cause"
+
+CutCause = Literal["cancelled", "service", "model", "time_limit", "crash", "lost_claim"]
+"""Why a turn ended before its reply: the customer cancelled it, the service stopped, the
+model server failed, a time limit ran out, the program answering it died (or failed on
+a bug), or it lost its hold on the conversation to another window."""
+CUT_CAUSES: tuple[CutCause, ...] = get_args(CutCause)
 
 
 @dataclass(frozen=True)
@@ -43,5 +54,16 @@ class Thread:
 
 
 def is_cancel_note(message: AnyMessage) -> bool:
-    """Tell whether ``message`` is the note that closes a cancelled or interrupted turn."""
+    """Tell whether ``message`` is the note that closes a turn cut short (any cause)."""
     return isinstance(message, AIMessage) and bool(message.response_metadata.get(CANCELLED_KEY))
+
+
+def cut_cause(message: AnyMessage) -> CutCause | None:
+    """Return why the turn ``message`` closes was cut short, or ``None`` for any other.
+
+    Notes saved before the causes were recorded were all written for a cancel.
+    """
+    if not is_cancel_note(message):
+        return None
+    cause = message.response_metadata.get(CUT_KEY, "cancelled")
+    return cast(CutCause, cause) if cause in CUT_CAUSES else "cancelled"

@@ -31,7 +31,13 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
-from conversations.locks import ConversationStoreError, TurnLease, TurnLocks, new_lease
+from conversations.locks import (
+    ConversationStoreError,
+    TurnLease,
+    TurnLocks,
+    TurnLostError,
+    new_lease,
+)
 from locations import first_line
 
 __all__ = [
@@ -51,7 +57,7 @@ POSTGRES_CLAIMS_TABLE = (
 )
 
 
-class TurnClaimLostError(Exception):
+class TurnClaimLostError(TurnLostError):
     """This turn's hold on the conversation was lost and another turn has claimed it."""
 
     def __init__(self, thread_id: str) -> None:

@@ -64,6 +64,14 @@ class ConversationBusyError(Exception):
         self.thread_id = thread_id
 
 
+class TurnLostError(Exception):
+    """A running turn lost its lock (another holder took the conversation): it must stop.
+
+    Raised by whatever notices the loss (the fenced checkpoint saver); the protocol
+    reports the turn as ``TurnFailure`` ``lost_claim``.
+    """
+
+
 class TurnLease(Protocol):
     """A turn lock held; ``release`` frees it (a second call does nothing)."""
 

@@ -26,17 +26,17 @@ from typing import TYPE_CHECKING, Any, Literal
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
 
 from assistants.approvals import ActionPreview, Amount, Decision, PendingAction, facts_of
-from assistants.providers import ModelProviderError, TurnCancelledError
+from assistants.providers import ModelDeadlineError, ModelProviderError, TurnCancelledError
 from conversations import words
 from conversations.assistant import Thread, TravelAssistant, TurnEvent
-from conversations.events import is_cancel_note
-from conversations.fences import TurnClaimLostError
+from conversations.events import CutCause, is_cancel_note
 from conversations.locks import (
     ConversationBusyError,
     ConversationStoreError,
     LocalTurnLocks,
     TurnLease,
     TurnLocks,
+    TurnLostError,
 )
 from conversations.records import (
     PRIMARY,
@@ -73,6 +73,8 @@ __all__ = [
 ]
 
 CancelledBy = Literal["customer", "service"]
+# How a cancel is recorded, by who cancelled.
+_CUT_BY: dict[CancelledBy, CutCause] = {"customer": "cancelled", "service": "service"}
 PendingPolicy = Literal["refuse", "supersede"]
 
 
@@ -405,12 +407,14 @@ class Turn:
     def close_cut_turn(self) -> Notice | None:
         """Close a turn that stopped part-way (its process died, or lost its terminal).
 
-        Holding the lock proves no one else still runs it. Returns what the customer is
-        told, or ``None`` when there was nothing to close.
+        Holding the lock proves no one else still runs it. A turn that failed or was
+        cancelled in a live process was closed there, with its cause; one left open was
+        cut short by the death of the program running it (``crash``). Returns what the
+        customer is told, or ``None`` when there was nothing to close.
         """
         if not self._assistant.interrupted(self._thread):
             return None
-        self._assistant.cancel_turn(self._thread)
+        self._assistant.cancel_turn(self._thread, "crash")
         return Notice(words.CUT_TURN_CLOSED)
 
     def send(
@@ -436,7 +440,9 @@ class Turn:
             return
         self.conversation.owner.register(self._thread, text)
         yield from self._run(
-            lambda stop: self._assistant.send(self._thread, text, cancel=stop),
+            lambda stop: self._assistant.send(
+                self._thread, text, cancel=stop, cancelled=_CUT_BY[cancelled_by]
+            ),
             cancel,
             cancelled_by,
         )
@@ -483,7 +489,9 @@ class Turn:
         }
         self.conversation.owner.register(self._thread)
         yield from self._run(
-            lambda stop: self._assistant.resolve(self._thread, decisions, cancel=stop),
+            lambda stop: self._assistant.resolve(
+                self._thread, decisions, cancel=stop, cancelled=_CUT_BY[cancelled_by]
+            ),
             cancel,
             cancelled_by,
         )
@@ -504,10 +512,14 @@ class Turn:
             yield TurnFailure("cancelled", words.CANCELLED[cancelled_by])
             return
         except ModelProviderError as error:
-            yield TurnFailure("model", words.model_failure(str(error)), str(error))
+            text = words.model_failure(str(error))
+            if isinstance(error.__cause__, ModelDeadlineError):
+                yield TurnFailure("time_limit", text, str(error))
+            else:
+                yield TurnFailure("model", text, str(error))
             return
-        except TurnClaimLostError as error:
-            yield TurnFailure("lost_claim", words.CLAIM_LOST, str(error))
+        except TurnLostError as error:
+            yield TurnFailure("lost_claim", words.LOST_CLAIM, str(error) or None)
             return
         name = conversation.assistant_name()
         yield TurnEnd(name, conversation.describer.label(name), tuple(conversation.approvals()))

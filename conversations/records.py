@@ -23,7 +23,7 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMes
 
 from assistants.approvals import facts_of
 from conversations import words
-from conversations.events import TokenEvent, TurnEvent, is_cancel_note
+from conversations.events import CUT_KEY, TokenEvent, TurnEvent, cut_cause, is_cancel_note
 
 if TYPE_CHECKING:
     from assistants.approvals import ActionPreview
@@ -34,7 +34,14 @@ PRIMARY = "primary_assistant"
 
 ActionOutcome = Literal["approved", "failed", "declined", "refused", "not_done"]
 FailureKind = Literal[
-    "cancelled", "model", "busy", "unavailable", "changed", "pending_first", "lost_claim"
+    "cancelled",
+    "model",
+    "time_limit",
+    "lost_claim",
+    "busy",
+    "unavailable",
+    "changed",
+    "pending_first",
 ]
 
 
@@ -198,12 +205,13 @@ class TurnFailure:
     """The turn did not run or did not finish; the conversation is saved.
 
     Attributes:
-        kind: cancelled, model (the model server failed), busy (a turn runs elsewhere),
+        kind: cancelled (by the customer, or by the service stopping: ``text`` says
+            which), model (the model server failed), time_limit (a reply or the run
+            ran past its time limit), lost_claim (another window took the
+            conversation over while the turn ran), busy (a turn runs elsewhere),
             unavailable (the conversations database cannot be reached), changed (the
             actions decided are no longer the ones pending), pending_first (an action
-            waits for a decision, so the message was not sent), lost_claim (the turn
-            lost its hold on the conversation to another turn and was stopped before
-            its next save).
+            waits for a decision, so the message was not sent).
         text: What the customer is told.
         detail: What an operator needs (the model server's error), when it differs.
     """
@@ -304,7 +312,8 @@ class Describer:
             reason = facts.shown[0] if facts.shown else None
         else:
             outcome = "not_done"
-            reason = words.not_done_reason(facts.not_run)
+            artifact = message.artifact if isinstance(message.artifact, dict) else {}
+            reason = words.not_done_reason(facts.not_run, artifact.get(CUT_KEY))
         lines = () if outcome == "refused" else facts.shown
         return ActionRecord(
             tool_call_id=message.tool_call_id,
@@ -326,8 +335,8 @@ class Describer:
         for message in messages:
             if isinstance(message, HumanMessage):
                 found.append(CustomerLine(message_text(message), message.id))
-            elif isinstance(message, AIMessage) and is_cancel_note(message):
-                found.append(Notice(words.TURN_CANCELLED_NOTICE))
+            elif isinstance(message, AIMessage) and (cause := cut_cause(message)):
+                found.append(Notice(words.CUT_NOTICES[cause]))
             elif isinstance(message, AIMessage) and message_text(message):
                 found.append(self.assistant_line(message, PRIMARY))
             elif isinstance(message, ToolMessage):

@@ -44,6 +44,12 @@ NOT_DONE_WORDS = {
     "superseded": "you sent a new message instead of answering",
     "step_limit": "the assistant ran out of steps",
     "cancelled": "the turn was cancelled",
+    # A call left by a turn cut short for another reason than a cancel (``cut_reason``).
+    "service": "the service stopped during the turn",
+    "model": "the model server failed during the turn",
+    "time_limit": "the turn ran past its time limit",
+    "crash": "the program stopped during the turn",
+    "lost_claim": "another window took over the conversation",
     "unknown_tool": "the assistant made a mistake",
     "one_specialist_at_a_time": "another specialist was busy",
 }
@@ -68,24 +74,38 @@ def refusal_text(preview: Any) -> str:
 
 DONE_RESULT = "Done."
 FAILED_RESULT = "It did not go through: our rules did not allow it when it ran."
-TURN_CANCELLED_NOTICE = "This turn was cancelled; nothing more was done."
+# What ``/history`` says where a turn was cut short, by why (``CutCause``).
+CUT_NOTICES = {
+    "cancelled": "This turn was cancelled; nothing more was done.",
+    "service": "This turn was cut short: the service stopped while the assistant was "
+    "answering. Nothing more was done.",
+    "model": "This turn was cut short: the model server failed. Nothing more was done.",
+    "time_limit": "This turn was cut short: it ran past its time limit. Nothing more was done.",
+    "crash": "This turn was cut short: the program answering it stopped part-way (it was "
+    "closed, it failed, or another window took the conversation over). Nothing more was done.",
+    "lost_claim": "This turn was cut short: another window took over the conversation. "
+    "Nothing more was done.",
+}
+TURN_CANCELLED_NOTICE = CUT_NOTICES["cancelled"]
+# Said when a conversation is opened, or a message sent, after a turn whose program died.
 CUT_TURN_CLOSED = (
-    "Your last message was not answered: the assistant was interrupted. "
-    "Send it again if you still need it."
+    "Your last message was not answered: the program answering it stopped before it "
+    "finished (it was closed, or it failed). Send it again if you still need it."
+)
+# Said in the window whose turn lost the conversation to another one.
+LOST_CLAIM = (
+    "This conversation was taken over by another window, terminal or server while the "
+    "assistant was answering here, so this answer stopped and what it said after that "
+    "point was not saved. Open the conversation again to see where it stands."
 )
 # Who cancelled a turn decides what the customer is told.
 CANCELLED = {
     "customer": "Turn cancelled: the assistant stopped and nothing more was done. "
     "Your message stays in the conversation.",
-    "service": "The service stopped while the assistant was answering; the turn was "
-    "cancelled and nothing more was done. Send your message again.",
+    "service": "The service stopped while the assistant was answering; the turn was cut "
+    "short and nothing more was done. Send your message again.",
 }
 CONVERSATION_SAVED = "Your conversation is saved."
-CLAIM_LOST = (
-    "This conversation was taken over by another window, terminal or server while the "
-    "assistant was answering here, so this answer stopped and what it said after that "
-    "point was not saved. Open the conversation again to see where it stands."
-)
 BUSY_ELSEWHERE = (
     "This conversation is busy in another window, terminal or server: the assistant is "
     "answering there. Try again when it has answered."
@@ -111,8 +131,10 @@ def takes_over(specialist_title: str) -> str:
     return f"the {specialist_title} takes over"
 
 
-def not_done_reason(not_run: str | None) -> str:
-    """Say why a call was not carried out."""
+def not_done_reason(not_run: str | None, cut: str | None = None) -> str:
+    """Say why a call was not carried out (``cut``: why its turn was cut short, if it was)."""
+    if not_run == "cancelled" and cut in NOT_DONE_WORDS:
+        return NOT_DONE_WORDS[cut or ""]
     return NOT_DONE_WORDS.get(not_run or "", "it was not run")
 
 

@@ -33,9 +33,12 @@ def summarise(by_category: Mapping[str, Mapping[str, Sequence[bool]]], k: int) -
 
     def row(name: str, trials: Mapping[str, Sequence[bool]]) -> str:
         one, many = pass_hat_k(trials, 1), pass_hat_k(trials, k)
-        return f"{name:<18} {len(trials):>9} {one:>7.2f} {many:>7.2f}"
+        line = f"{name:<18} {len(trials):>9} {one:>7.2f}"
+        return line if k == 1 else f"{line} {many:>7.2f}"
 
-    lines = [f"{'category':<18} {'scenarios':>9} {'pass^1':>7} {f'pass^{k}':>7}"]
+    # With one trial per scenario pass^k is pass^1: one column, not the same one twice.
+    header = f"{'category':<18} {'scenarios':>9} {'pass^1':>7}"
+    lines = [header if k == 1 else f"{header} {f'pass^{k}':>7}"]
     everything: dict[str, Sequence[bool]] = {}
     for category in sorted(by_category):
         everything.update(by_category[category])

@@ -2,7 +2,8 @@
 
 The program, database, graph, tools and approval prompts are the real ones; the model's
 replies come from the scripted OpenAI-compatible server of the tests, so the transcript
-is reproducible without a key:
+is reproducible without a key. It runs with ``NO_COLOR`` set, so it prints the plain-text
+layout (the README says so):
 
     python scripts/demo_transcript.py
 """

@@ -1,8 +1,9 @@
 """The approval prompt: each pending action shown, then an explicit yes or a no with a reason.
 
-Only ``y`` or ``yes`` approves; Enter, anything else, Ctrl-D or Ctrl-C declines. An
-action the protocol already knows cannot be done is not put to the customer: a box says
-why, and the protocol tells the assistant.
+Only ``y`` or ``yes`` (in any case) approves; Enter, anything else, Ctrl-D or Ctrl-C
+declines. What was typed before the question showed (while the assistant worked) is
+thrown away, never taken as the answer. An action the protocol already knows cannot be
+done is not put to the customer: a box says why, and the protocol tells the assistant.
 """
 
 from __future__ import annotations
@@ -19,17 +20,33 @@ if TYPE_CHECKING:
     from terminal.console import Console
 
 Read = Callable[[str], str]
+Discard = Callable[[], bool]
+# The answers that approve (after outer blanks are dropped, in any case); README says so.
+APPROVING = frozenset({"y", "yes"})
+TYPED_AHEAD = "(What you typed while the assistant worked was not used: answer the question.)"
 
 
-def ask_answers(console: Console, read: Read, approvals: Sequence[Approval]) -> dict[str, Answer]:
+def ask_answers(
+    console: Console,
+    read: Read,
+    approvals: Sequence[Approval],
+    discard: Discard = lambda: False,
+) -> dict[str, Answer]:
     """Show each action and read the customer's answer to it, in the assistant's order."""
     return {
-        approval.tool_call_id: ask_one(console, read, approval, index, len(approvals))
+        approval.tool_call_id: ask_one(console, read, approval, index, len(approvals), discard)
         for index, approval in enumerate(approvals, start=1)
     }
 
 
-def ask_one(console: Console, read: Read, approval: Approval, index: int, total: int) -> Answer:
+def ask_one(
+    console: Console,
+    read: Read,
+    approval: Approval,
+    index: int,
+    total: int,
+    discard: Discard = lambda: False,
+) -> Answer:
     """Show what an action would do and get the customer's answer to it."""
     counter = f" ({index} of {total})" if total > 1 else ""
     if approval.refusal is not None:
@@ -39,17 +56,23 @@ def ask_one(console: Console, read: Read, approval: Approval, index: int, total:
         )
         return Answer(False)
     console.approval_box(f"Approval needed{counter}: {approval.title}", approval.lines)
-    return ask_yes_no(console, read)
+    return ask_yes_no(console, read, discard)
 
 
-def ask_yes_no(console: Console, read: Read) -> Answer:
-    """Ask y/n; only an explicit yes approves. A no asks for a reason."""
+def ask_yes_no(console: Console, read: Read, discard: Discard = lambda: False) -> Answer:
+    """Ask y/n; only an explicit yes approves. A no asks for a reason.
+
+    Keys typed before the question (``discard``) are thrown away first, and the customer
+    is told so: an answer is only what was typed to the question.
+    """
+    if discard():
+        console.status(TYPED_AHEAD)
     try:
         answer = clean_input(read("Approve this action? [y/N] ")).lower()
     except (EOFError, KeyboardInterrupt):
         console.status("No answer: the action is declined.")
         return Answer(False, words.NO_ANSWER_REASON)
-    if answer in ("y", "yes"):
+    if answer in APPROVING:
         return Answer(True)
     try:
         reason = clean_input(read("Why not? (optional, passed to the assistant) "))

@@ -12,6 +12,7 @@ import shlex
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -206,10 +207,17 @@ class ChatSession:
             self.console.status("No saved conversations yet.")
             return
         headers, rows, wrap = session_table(
-            self.conversations, self.listed, numbered=True, passenger_column=False
+            self.conversations,
+            self.listed,
+            numbered=True,
+            passenger_column=False,
+            current=self.thread.thread_id,
         )
         self.console.table(headers, rows, err=True, wrap=wrap)
-        self.console.status("Switch to one with /switch N.")
+        here = any(r.thread_id == self.thread.thread_id for r in self.listed)
+        self.console.status(
+            "Switch to one with /switch N." + (" * marks this conversation." if here else "")
+        )
 
     def switch(self, which: str) -> None:
         """Switch to the conversation numbered ``which`` in ``/sessions`` (or its id)."""
@@ -221,8 +229,8 @@ class ChatSession:
             chosen = next((r for r in records if r.thread_id == which), None)
         if chosen is None:
             self.console.error(
-                f"No conversation {which or '(none given)'} to switch to: "
-                "type /sessions, then /switch N with a number from the list."
+                (f"No conversation {which} to switch to: " if which else "Which one? ")
+                + "type /sessions, then /switch N with a number from the list."
             )
             return
         if chosen.thread_id == self.thread.thread_id:
@@ -250,14 +258,25 @@ class ChatSession:
             self.console.error(f"{refused.failure.text} {not_sent}")
             return None
 
-    def play(self, outcomes: Callable[[threading.Event], Iterable[Outcome]]) -> TurnEnd | None:
-        """Draw a turn's outcomes while Ctrl-C cancels it; return its end, if it got there."""
-        cancel = threading.Event()
+    def ctrl_c_cancels(self, cancel: threading.Event) -> AbstractContextManager[None]:
+        """Return the block in which Ctrl-C sets ``cancel`` (a second one leaves)."""
+        return ctrl_c_cancels(
+            cancel, self.console.err, self.resume_command(), self.console.thinking.cancelling
+        )
+
+    def play(
+        self,
+        outcomes: Callable[[threading.Event], Iterable[Outcome]],
+        cancel: threading.Event | None = None,
+    ) -> TurnEnd | None:
+        """Draw a turn's outcomes while Ctrl-C cancels it; return its end, if it got there.
+
+        ``cancel`` may have been set already (a Ctrl-C while the turn was being claimed).
+        """
+        cancel = cancel if cancel is not None else threading.Event()
         view = TurnView(self.console)
         ended: TurnEnd | None = None
-        with ctrl_c_cancels(
-            cancel, self.console.err, self.resume_command(), self.console.thinking.cancelling
-        ):
+        with self.ctrl_c_cancels(cancel):
             try:
                 for outcome in outcomes(cancel):
                     view.show(outcome)
@@ -269,12 +288,19 @@ class ChatSession:
         return ended
 
     def send(self, text: str) -> TurnEnd | None:
-        """Send a message; return the end of its turn, if it got there."""
-        turn = self.claim(BUSY_MESSAGE_NOT_SENT)
-        if turn is None:
-            return None
-        with turn:
-            return self.play(lambda cancel: turn.send(text, cancel=cancel))
+        """Send a message; return the end of its turn, if it got there.
+
+        Ctrl-C cancels the turn from the moment the message is taken, also while the
+        conversation is being claimed (the message is then kept, and the turn closed as
+        cancelled at once).
+        """
+        cancel = threading.Event()
+        with self.ctrl_c_cancels(cancel):
+            turn = self.claim(BUSY_MESSAGE_NOT_SENT)
+            if turn is None:
+                return None
+            with turn:
+                return self.play(lambda stop: turn.send(text, cancel=stop), cancel)
 
     def ask_pending_approvals(self, approvals: Sequence[Approval] | None = None) -> None:
         """Ask the customer about every pending sensitive action, until none is left.
@@ -288,7 +314,9 @@ class ChatSession:
             # Calls done before a crash need no answer, but the run must go on to report them.
             if not approvals and not self.conversation.waiting():
                 return
-            answers = ask_answers(self.console, self.prompter.answer, approvals)
+            answers = ask_answers(
+                self.console, self.prompter.answer, approvals, self.prompter.discard
+            )
             turn = self.claim(BUSY_DECISION_NOT_SENT)
             if turn is None:
                 return

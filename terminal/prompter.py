@@ -5,9 +5,13 @@ Light on purpose: ``cli`` imports it before it knows whether a chat will run.
 
 from __future__ import annotations
 
+import os
 import shlex
+import sys
 from collections.abc import Callable, Sequence
+from contextlib import suppress
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass
@@ -17,10 +21,39 @@ class Prompter:
     Attributes:
         message: Reads a message at ``you>``; kept in the passenger's input history.
         answer: Reads an approval answer or a reason; never kept anywhere.
+        discard: Throws away what was typed and not read yet (typed while the assistant
+            worked); tells whether there was any. Piped input keeps it: a script's
+            lines are its answers.
     """
 
     message: Callable[[str], str]
     answer: Callable[[str], str]
+    discard: Callable[[], bool] = lambda: False
+
+
+def discard_typeahead(pt_input: Any) -> bool:
+    """Throw away the keys typed and not read yet, on the terminal and in prompt_toolkit.
+
+    The terminal holds what was typed while the assistant worked; prompt_toolkit keeps
+    keys it read past the end of the last prompt (its type-ahead). Returns whether any
+    key was thrown away.
+    """
+    from prompt_toolkit.input.typeahead import get_typeahead
+
+    found = bool(get_typeahead(pt_input))  # reading it empties it
+    try:
+        import fcntl
+        import termios
+    except ImportError:  # no POSIX terminal (Windows)
+        return found
+    with suppress(AttributeError, ValueError, OSError):
+        descriptor = sys.stdin.fileno()
+        if os.isatty(descriptor):
+            waiting = bytearray(4)
+            fcntl.ioctl(descriptor, termios.FIONREAD, waiting)
+            found = found or int.from_bytes(waiting, sys.byteorder) > 0
+            termios.tcflush(descriptor, termios.TCIFLUSH)
+    return found
 
 
 def clean_input(text: str) -> str:

@@ -103,7 +103,7 @@ class TurnView:
             console.status(outcome.text)
         elif isinstance(outcome, TurnFailure):
             self.end()
-            if outcome.kind == "model":
+            if outcome.kind in ("model", "time_limit", "lost_claim"):
                 console.error(outcome.text)
             elif outcome.kind == "pending_first":
                 console.status(f"{outcome.text} {PRESS_UP}")
@@ -140,12 +140,14 @@ def session_table(
     *,
     numbered: bool,
     passenger_column: bool,
+    current: str | None = None,
 ) -> tuple[list[str], list[list[str]], int]:
     """Return the headers and rows of a table of saved sessions, and its wrapping column.
 
     Most recent first; times are local; the title is the first customer message; turns
     count customer messages; "pending" marks an approval still waiting. A numbered
-    table (``/sessions``, for ``/switch N``) leaves out the session ids.
+    table (``/sessions``, for ``/switch N``) leaves out the session ids, and marks the
+    conversation ``current`` (its thread id) with a ``*`` after its number.
     """
     from conversations.events import Thread
 
@@ -159,7 +161,8 @@ def session_table(
     rows = []
     for number, record in enumerate(records, start=1):
         summary = conversations.get(Thread(record.thread_id, record.passenger_id)).summary()
-        row = [str(number)] if numbered else []
+        mark = "*" if record.thread_id == current else ""
+        row = [f"{number}{mark}"] if numbered else []
         row.append(record.updated_at.astimezone().strftime("%Y-%m-%d %H:%M"))
         if passenger_column:
             row.append(record.passenger_id)

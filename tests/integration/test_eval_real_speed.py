@@ -74,7 +74,7 @@ def test_a_provider_error_is_that_trials_error_and_the_suite_goes_on(
         "(HTTP 400): Invalid 'messages': unsupported field." in err
     )
     assert "1 of 2 trials ended in an error" in err
-    assert "policy                     2    0.50    0.50" in out
+    assert "policy                     2    0.50\n" in out
     lines = [json.loads(line) for line in records.read_text().splitlines()]
     assert [(r["scenario"], r["passed"]) for r in lines] == [
         ("policy_24_hour_cancel", True),

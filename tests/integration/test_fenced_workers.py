@@ -127,7 +127,7 @@ def test_a_turn_that_lost_its_lock_saves_nothing_and_says_so(
                 first.join(timeout=60)
                 names = [e.name for e in first_events]
                 assert names[-1] == "error", names
-                assert first_events[-1].data["detail"] == words.CLAIM_LOST
+                assert first_events[-1].data["detail"] == words.LOST_CLAIM
                 assert "message" not in names and "done" not in names
 
                 seen = _items(one, base)
@@ -188,7 +188,7 @@ def test_an_approval_in_flight_when_the_lock_is_lost_runs_once(
                 release.set()
                 approving.join(timeout=60)
                 assert decided[-1].name == "error"
-                assert decided[-1].data["detail"] == words.CLAIM_LOST
+                assert decided[-1].data["detail"] == words.LOST_CLAIM
 
                 assert other.get(f"{base}/pending").json()["actions"] == []  # not asked again
                 seen = _items(one, base)

@@ -24,7 +24,7 @@ from sqlalchemy import select
 
 from assistants.assistant import is_cut_off
 from assistants.models import ModelSettings, build_chat_models
-from assistants.prompts import CUT_OFF_ACTION_NOTE, CUT_OFF_NOTE
+from assistants.prompts import CUT_OFF_ACTION_NOTE, CUT_OFF_NOTE, TURN_CUT_NOTES
 from assistants.providers import describe_provider_error, is_transient_provider_error, time_limit
 from conversations.assistant import (
     ModelProviderError,
@@ -156,11 +156,14 @@ def test_a_dropped_connection_then_a_new_message(travel_db: Database) -> None:
             list(assistant.send(THREAD, "Hello?"))
         assert raised.value.retryable
         assert len(server.requests) == 2  # retried once
-        # The first message is still without reply: the next request merges the two.
+        # The failed turn was closed saying why: the model reads that its server failed
+        # (not that the customer cancelled) before the next message.
         assert streamed(assistant.send(THREAD, "Are you there?")) == "Hello again."
     last = server.requests[-1]["messages"]
-    assert [m["role"] for m in last] == ["system", "user"]
-    assert customer_text(last[1]["content"]) == "Hello?\n\nAre you there?"
+    assert [m["role"] for m in last] == ["system", "user", "assistant", "user"]
+    assert customer_text(last[1]["content"]) == "Hello?"
+    assert last[2]["content"] == TURN_CUT_NOTES["model"]
+    assert customer_text(last[3]["content"]) == "Are you there?"
     assert not server.rejected
 
 
@@ -197,7 +200,7 @@ def test_server_errors_are_retried_then_reported(travel_db: Database) -> None:
         (Fail(404, "model 'scripted' not found"), "no model 'scripted'"),
         (
             Fail(400, "the request exceeds the available context size, try increasing it"),
-            "TRAVEL_ASSISTANT_CONTEXT_TOKENS",
+            "-c 8192",  # the first message: only a larger server context helps
         ),
         (Fail(401, "Invalid API key"), "check OPENAI_API_KEY"),
     ],

@@ -162,6 +162,8 @@ class FakeOpenAI:
         self.rejected: list[tuple[dict[str, Any], list[str]]] = []
         # Streams the client closed before their end (Endless, a cancelled turn).
         self.abandoned = 0
+        # When (time.monotonic) the client was seen closing a request still Silent.
+        self.closed_while_silent: list[float] = []
         self._lock = threading.Lock()
         self._server = _Server(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -293,6 +295,7 @@ class FakeOpenAI:
                 while time.monotonic() < stop:
                     time.sleep(0.05)
                     if _client_left(self.connection):
+                        fake.closed_while_silent.append(time.monotonic())
                         fake.abandoned += 1
                         self.close_connection = True
                         return

@@ -29,23 +29,35 @@ PROGRAM = Path(sys.executable).parent / "travel-assistant"
 PASSENGER_ID = FIXTURE_PASSENGER_ID.replace(" ", "")
 
 
-def spawn(server: FakeOpenAI, args: list[str], *, columns: int = 100, color: bool = True) -> Any:
+def spawn(
+    server: FakeOpenAI,
+    args: list[str],
+    *,
+    columns: int = 100,
+    color: bool = True,
+    cpr_hint: bool = True,
+) -> Any:
     """Start the installed program with ``args`` in a pty, its model at ``server``.
 
-    The child's ``logfile_read`` is a ``TerminalLog`` of everything it drew.
+    The pty never answers a cursor-position request; ``cpr_hint`` tells prompt_toolkit
+    so (``PROMPT_TOOLKIT_NO_CPR``), which a real terminal of that kind does not. The
+    child's ``logfile_read`` is a ``TerminalLog`` of everything it drew.
     """
     import pexpect  # only the tests that run the program in a terminal need it
 
     env = {
-        k: v for k, v in os.environ.items() if not k.startswith(("OPENAI", "TAVILY", "NO_COLOR"))
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("OPENAI", "TAVILY", "NO_COLOR", "PROMPT_TOOLKIT"))
     }
     env.update(
         OPENAI_BASE_URL=server.base_url,
         OPENAI_API_KEY="test-key",
         TRAVEL_ASSISTANT_MODEL="scripted",
-        PROMPT_TOOLKIT_NO_CPR="1",
         TERM="xterm-256color",
     )
+    if cpr_hint:
+        env["PROMPT_TOOLKIT_NO_CPR"] = "1"
     if not color:
         env["NO_COLOR"] = "1"
     child = pexpect.spawn(

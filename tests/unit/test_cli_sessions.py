@@ -188,13 +188,15 @@ def test_cli_switch_to_another_saved_conversation(
     chat(chat_args(db_path), ["second conversation"], model, home)
     result = chat(
         chat_args(db_path),
-        ["/sessions", "/switch 9", "/switch 2", "still there?", "exit"],
+        ["/sessions", "/switch", "/switch 9", "/switch 2", "/sessions", "still there?", "exit"],
         model,
         home,
     )
     assert result.code == 0, result.err
     assert "first conversation" in result.err and "second conversation" in result.err
     assert "No conversation 9 to switch to" in result.err
+    assert "Which one? type /sessions" in result.err and "none given" not in result.err
+    assert "* marks this conversation" in result.err  # /sessions marks the current one
     assert f"Resuming session {thread_of(first.err)}" in result.err
     assert thread_of(result.err) == thread_of(first.err)
     assert "Back in the first one." in result.out
@@ -224,3 +226,36 @@ def test_cli_sessions_delete(db_path: Path, home: Path, model: ScriptedChatModel
     unknown = run(["--home", str(home), "sessions", "delete", "no-such-id"])
     assert unknown.code == 2
     assert "No saved session 'no-such-id'" in unknown.err
+
+
+def test_cli_continue_needs_no_passenger_id(
+    db_path: Path, home: Path, model: ScriptedChatModel
+) -> None:
+    model.extend(say("First."), say("Again."))
+    first = chat(chat_args(db_path), ["first conversation"], model, home)
+    result = chat(["chat", "--db", str(db_path), "--continue"], ["more"], model, home)
+    assert result.code == 0, result.err
+    assert f"Resuming session {thread_of(first.err)}" in result.err
+    assert "Again." in result.out
+
+
+def test_cli_passenger_comes_from_the_environment(
+    db_path: Path, home: Path, model: ScriptedChatModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model.extend(say("Hello."))
+    monkeypatch.setenv("TRAVEL_ASSISTANT_PASSENGER", "3442587242")
+    result = chat(["chat", "--db", str(db_path)], ["hi"], model, home)
+    assert result.code == 0, result.err
+    assert f"for passenger {FIXTURE_PASSENGER_ID}" in result.err
+
+
+def test_cli_without_a_passenger_says_the_three_ways_to_give_one(
+    db_path: Path, home: Path, model: ScriptedChatModel
+) -> None:
+    result = chat(["chat", "--db", str(db_path)], [], model, home)
+    assert result.code == 2
+    for way in ("--passenger-id", "TRAVEL_ASSISTANT_PASSENGER", "--continue"):
+        assert way in result.err
+    empty_home = chat(["chat", "--db", str(db_path), "--continue"], [], model, home)
+    assert empty_home.code == 2
+    assert "No saved conversation to continue here" in empty_home.err

@@ -71,7 +71,7 @@ def test_a_turn_claimed_since_is_stopped_at_its_next_save_and_saves_nothing_more
         failure = outcomes[-1]
         assert isinstance(failure, TurnFailure), outcomes
         assert failure.kind == "lost_claim"
-        assert failure.text == words.CLAIM_LOST
+        assert failure.text == words.LOST_CLAIM
         # Its words were streamed as they came, but the turn never gives them as a
         # finished reply: the front end shows the failure instead.
         assert not any(isinstance(o, TurnEnd | AssistantLine) for o in outcomes)

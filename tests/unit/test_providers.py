@@ -28,11 +28,16 @@ except ImportError:  # pragma: no cover - older openai releases use httpx
 
 
 def status_error(
-    status: int, body: Any, headers: dict[str, str] | None = None, model: str = "qwen3:8b"
+    status: int,
+    body: Any,
+    headers: dict[str, str] | None = None,
+    model: str = "qwen3:8b",
+    messages: list[dict[str, str]] | None = None,
 ) -> openai.APIStatusError:
-    request = http.Request(
-        "POST", "http://127.0.0.1:8080/v1/chat/completions", json={"model": model}
-    )
+    sent: dict[str, Any] = {"model": model}
+    if messages is not None:
+        sent["messages"] = messages
+    request = http.Request("POST", "http://127.0.0.1:8080/v1/chat/completions", json=sent)
     response = http.Response(status, headers=headers or {}, request=request)
     data = body.get("error", body) if isinstance(body, dict) else body
     kinds: dict[int, type[openai.APIStatusError]] = {
@@ -110,7 +115,7 @@ def test_server_errors_are_retried() -> None:
                     "type": "exceed_context_size_error",
                 }
             },
-            "too long for the model's context window",
+            "too long for the model server's context window",
             "TRAVEL_ASSISTANT_CONTEXT_TOKENS",
         ),
         (
@@ -189,3 +194,33 @@ def test_time_limit_and_reply_timer() -> None:
         with pytest.raises(ModelDeadlineError, match="time limit of this run"):
             ReplyTimer(None).check()
     ReplyTimer(None).check()  # outside the block, no limit
+
+
+CONTEXT_FULL = error_body("the request exceeds the available context size, try increasing it")
+
+
+def test_context_error_on_the_first_message_says_the_server_needs_a_larger_context() -> None:
+    first = [{"role": "system", "content": "..."}, {"role": "user", "content": "Hi"}]
+    failure = diagnose(status_error(400, CONTEXT_FULL, messages=first))
+    assert "too small even for the first message" in failure.what
+    # The fix that works comes first, and nothing that cannot help is offered.
+    assert failure.hint.startswith("Sending it again will not help: start the model server")
+    assert "-c 8192" in failure.hint
+    for useless in ("/new", "--max-tokens", "TRAVEL_ASSISTANT_CONTEXT_TOKENS"):
+        assert useless not in failure.hint
+
+
+def test_context_error_in_a_long_conversation_puts_the_larger_context_first() -> None:
+    long = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}] * 3
+    failure = diagnose(status_error(400, CONTEXT_FULL, messages=long))
+    assert "conversation is too long" in failure.what
+    hint = failure.hint
+    assert (
+        hint.index("-c 8192") < hint.index("TRAVEL_ASSISTANT_CONTEXT_TOKENS") < hint.index("/new")
+    )
+
+
+def test_our_own_context_budget_puts_the_larger_context_first() -> None:
+    failure = diagnose(ContextBudgetError(9000, 3000))
+    assert failure.hint.index("-c 8192") < failure.hint.index("--max-tokens")
+    assert "/new" not in failure.hint  # older turns are trimmed already

@@ -14,6 +14,7 @@ from pydantic import TypeAdapter
 
 from assistants.approvals import ActionPreview, Amount
 from conversations.records import approval_of
+from conversations.words import CUT_NOTICES
 from db.engine import Database
 from db.fixtures import BUSINESS_PASSENGER_ID, FIXTURE_PASSENGER_ID, FULL_FLIGHT_DAY_OFFSET
 from server.schemas import MAX_MESSAGE_CHARS, StreamEvent
@@ -351,7 +352,8 @@ def test_server_bug_in_a_turn_is_a_generic_error_and_is_closed(
     events = turn(client, path, {"text": "second"})
     assert events[-1].name == "done"
     items = client.get(f"/api/v1/conversations/{conversation}/messages").json()["items"]
-    assert {"type": "notice", "text": "This turn was cancelled; nothing more was done."} in items
+    # Recorded as what it was (the turn failed), never as the customer's cancel.
+    assert {"type": "notice", "text": CUT_NOTICES["crash"]} in items
 
 
 def test_server_unknown_passenger_cannot_start_a_conversation(service: ConversationService) -> None:

@@ -110,6 +110,7 @@ def test_cli_token_prints_a_token_the_service_accepts(db_path: Path, tmp_path: P
     claims = TokenSigner(load_secret(home, env={})).verify(token)
     assert claims.passenger_id == FIXTURE_PASSENGER_ID  # written the way the database writes it
     assert "valid for 24 hours" in result.err
+    assert f"http://127.0.0.1:8000/#token={token}" in result.err  # the ready link
 
 
 def test_cli_token_refuses_unknown_passengers_and_bad_lifetimes(
