@@ -4,9 +4,13 @@ Every sensitive-tools node sits in ``interrupt_before``: the run stops before it
 the caller resumes with one ``Decision`` per pending call in
 ``config["configurable"]["approvals"]`` (tool call id -> ``{"approved", "reason"}``).
 The node is fail-closed at every entrance: only an explicit approval runs a call; a call
-without a decision, including every call of a run resumed the plain LangGraph way
-(``graph.invoke(None, config)``), is answered as not run and the model is told why.
-Approving every pending call is an explicit choice: ``"approvals": APPROVE_ALL``.
+without a decision in ``approvals`` is answered as not run and the model is told why.
+Approving every pending call is an explicit choice: ``"approvals": APPROVE_ALL``. A run
+resumed the LangGraph way, without ``approvals`` (``graph.invoke(None, config)`` or
+``Command(resume=...)``), is asked instead: the node ``interrupt``s with a request per
+call in Agent Inbox's shape and runs what the answers approve (``assistants.inbox``). A
+run without a passenger id does nothing at all: the node raises, so the calls stay
+pending.
 
 Calls that never ran (declined, no decision, unknown tool, a second hand-over, a batch
 left behind by a new message, the step limit) are answered by ``not_run_answer``, whose
