@@ -50,7 +50,14 @@ from assistants.routing import (
     next_step,
 )
 from assistants.specialists import Crew, Member, SpecialistNode, build_crew
-from assistants.state import PRIMARY_ASSISTANT, State, active_assistant
+from assistants.state import (
+    PRIMARY_ASSISTANT,
+    Configuration,
+    Question,
+    Reply,
+    State,
+    active_assistant,
+)
 from db.engine import Database
 
 PRIMARY: Final = PRIMARY_ASSISTANT
@@ -149,7 +156,9 @@ def build_graph(
     crew = crew or build_crew(db)
     validate_crew(crew)
 
-    builder = StateGraph(State)
+    builder = StateGraph(
+        State, context_schema=Configuration, input_schema=Question, output_schema=Reply
+    )
     builder.add_node(FETCH_USER_INFO, make_fetch_user_info(db))
     builder.add_edge(START, FETCH_USER_INFO)
     assistants = [PRIMARY, *(m.name for m in crew.members)]
@@ -169,7 +178,7 @@ def build_graph(
 
 
 def _add_primary(
-    builder: StateGraph[State, None, State, State],
+    builder: StateGraph[State, Configuration, Question, Reply],
     crew: Crew,
     model: BaseChatModel,
     db: Database,
@@ -205,7 +214,7 @@ def _add_primary(
 
 
 def _add_specialist(
-    builder: StateGraph[State, None, State, State],
+    builder: StateGraph[State, Configuration, Question, Reply],
     crew: Crew,
     member: Member,
     model: BaseChatModel,

@@ -4,9 +4,13 @@ Every sensitive-tools node sits in ``interrupt_before``: the run stops before it
 the caller resumes with one ``Decision`` per pending call in
 ``config["configurable"]["approvals"]`` (tool call id -> ``{"approved", "reason"}``).
 The node is fail-closed at every entrance: only an explicit approval runs a call; a call
-without a decision, including every call of a run resumed the plain LangGraph way
-(``graph.invoke(None, config)``), is answered as not run and the model is told why.
-Approving every pending call is an explicit choice: ``"approvals": APPROVE_ALL``.
+without a decision in ``approvals`` is answered as not run and the model is told why.
+Approving every pending call is an explicit choice: ``"approvals": APPROVE_ALL``. A run
+resumed the LangGraph way, without ``approvals`` (``graph.invoke(None, config)`` or
+``Command(resume=...)``), is asked instead: the node ``interrupt``s with a request per
+call in Agent Inbox's shape and runs what the answers approve (``assistants.inbox``). A
+run without a passenger id does nothing at all: the node raises, so the calls stay
+pending.
 
 Calls that never ran (declined, no decision, unknown tool, a second hand-over, a batch
 left behind by a new message, the step limit) are answered by ``not_run_answer``, whose
@@ -39,8 +43,17 @@ from typing import Any, Literal, cast
 from langchain_core.messages import AnyMessage, ToolCall, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
+from langgraph.types import interrupt
 from pydantic import BaseModel, ValidationError
 
+from assistants.inbox import (
+    NO_PASSENGER_TO_ACT,
+    ApprovalResponseError,
+    NativeDecision,
+    human_interrupt,
+    read_responses,
+    unreadable,
+)
 from assistants.prompts import DENIED_MESSAGE, NO_DECISION_MESSAGE, REFUSED_MESSAGE
 from assistants.routing import last_tool_batch
 from assistants.specialists import Member
@@ -393,13 +406,47 @@ def make_sensitive_tools_node(member: Member, db: Database | None = None) -> Con
     groups = member.groups
     tools = {t.name: t for t in member.tools.sensitive}
 
+    previews = member.tools.previews
+
+    def describe(passenger_id: str, name: str, args: Mapping[str, Any]) -> ActionPreview:
+        if db is None:
+            return ActionPreview(tool_name=name, title=f"Run {name}", lines=_raw_lines(args))
+        return describe_action(db, passenger_id, name, args, previews)
+
+    def ask(passenger_id: str, calls: list[ToolCall]) -> dict[str, NativeDecision]:
+        """Stop the run with a request per call; read the ``Command(resume=...)`` answers."""
+        requests = [human_interrupt(c, describe(passenger_id, c["name"], c["args"])) for c in calls]
+        resume = interrupt(requests)
+        while True:
+            try:
+                return read_responses(
+                    calls, requests, resume, tools, lambda n, a: describe(passenger_id, n, a)
+                )
+            except ApprovalResponseError as error:  # nothing done: ask again, saying why
+                resume = interrupt([unreadable(r, error) for r in requests])
+
     def run_sensitive_tools(state: State, config: RunnableConfig) -> dict[str, Any]:
-        _, pending = last_tool_batch(state["messages"])
+        last, pending = last_tool_batch(state["messages"])
+        try:
+            passenger_id = passenger_id_from(config)
+        except MissingPassengerError:
+            # Nothing can be done for nobody: the run fails, and the calls wait as before.
+            raise MissingPassengerError(NO_PASSENGER_TO_ACT) from None
         approvals = (config.get("configurable") or {}).get(APPROVALS_KEY)
         done = recovered_answers(db, config, tools, state["messages"]) if db is not None else {}
+        calls = groups.select(pending, "sensitive_tools")
+        native: dict[str, NativeDecision] = {}
+        if approvals is None:  # resumed the LangGraph way: ask, with Agent Inbox's requests
+            waiting = [c for c in calls if str(c["id"]) not in done]
+            native = ask(passenger_id, waiting) if waiting else {}
         answers: list[AnyMessage] = []
-        for call in groups.select(pending, "sensitive_tools"):
-            decision = _decision_for(approvals, call)
+        edits: dict[str, dict[str, Any]] = {}
+        for call in calls:
+            given = native.get(str(call["id"]))
+            decision = given.decision if given is not None else _decision_for(approvals, call)
+            if given is not None and given.edited_args is not None:
+                edits[str(call["id"])] = given.edited_args
+                call = ToolCall(name=call["name"], args=given.edited_args, id=call["id"])
             recovered = done.get(str(call["id"]))
             if recovered is not None:
                 answers.append(_approved_answer(recovered, decision))
@@ -421,6 +468,12 @@ def make_sensitive_tools_node(member: Member, db: Database | None = None) -> Con
                 answers.append(
                     denial_answer(call, decision.reason, decision.shown, decision.amount)
                 )
+        if edits and last is not None:  # the conversation shows the calls as they ran
+            edited_calls = [
+                {**c, "args": edits[str(c["id"])]} if str(c["id"]) in edits else c
+                for c in last.tool_calls
+            ]
+            answers.insert(0, last.model_copy(update={"tool_calls": edited_calls}))
         return {"messages": answers}
 
     run_sensitive_tools.__name__ = member.specialist.sensitive_node

@@ -47,7 +47,7 @@ REPLY_TIMEOUT_ENV = "TRAVEL_ASSISTANT_REPLY_TIMEOUT"
 TIMEOUT_ENV = "TRAVEL_ASSISTANT_TIMEOUT"
 
 
-class ModelConfigError(Exception):
+class ModelConfigError(ValueError):
     """No usable model endpoint is configured; the message says what to set."""
 
 

@@ -146,6 +146,9 @@ def make_fetch_user_info(db: Database) -> ConfigNode:
         if not messages or not isinstance(messages[-1], HumanMessage):
             return update
         latest = messages[-1]
+        retried = retried_question(messages)
+        if retried is not None:  # the run that asked it first failed: keep the question once
+            messages = [*messages[:-2], latest]
         # The message carries the bookings when they changed since an earlier one did:
         # requests show them there, after what the model has already read.
         carried = latest_bookings(messages[:-1])
@@ -159,9 +162,32 @@ def make_fetch_user_info(db: Database) -> ConfigNode:
             update["messages"] = [*repaired[:-1], marked]
         elif marked is not latest:
             update["messages"] = [marked]  # same id: replaces the message in place
+        if retried is not None:
+            update["messages"] = [retried, *update.get("messages", [])]
         return update
 
     return fetch_user_info
+
+
+def retried_question(messages: Sequence[AnyMessage]) -> RemoveMessage | None:
+    """Return the removal of a question that the latest customer message asks again.
+
+    A run that failed before the assistant answered (a LangGraph server keeps what the
+    run had saved: the question) leaves the question unanswered; a client that retries
+    sends it again. Two customer messages in a row with the same words are that retry,
+    and the earlier goes.
+    """
+    if len(messages) < 2:
+        return None
+    earlier, latest = messages[-2], messages[-1]
+    if (
+        isinstance(earlier, HumanMessage)
+        and isinstance(latest, HumanMessage)
+        and earlier.id
+        and earlier.content == latest.content
+    ):
+        return RemoveMessage(id=earlier.id)
+    return None
 
 
 def close_abandoned_batch(messages: Sequence[AnyMessage]) -> list[BaseMessage]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from typing import Annotated, Any, Final, Protocol, TypedDict, cast
+from typing import Annotated, Any, Final, Literal, NotRequired, Protocol, cast
 
 from langchain_core.messages import (
     AnyMessage,
@@ -27,6 +27,8 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.channels.delta import DeltaChannel
 from langgraph.graph.message import Messages, add_messages
 from langgraph.managed import RemainingSteps
+from pydantic import ConfigDict, with_config
+from typing_extensions import TypedDict
 
 # The assistant that answers when no specialist is active (also its node's name).
 PRIMARY_ASSISTANT: Final = "primary_assistant"
@@ -143,6 +145,13 @@ def latest_value(current: str, writes: Sequence[str]) -> str:
     return writes[-1] if writes else current
 
 
+# Pydantic (which LangGraph's server uses to publish the graph's schemas) reads the
+# TypedDicts below only from ``typing_extensions`` on Python < 3.12, and takes each field's
+# description from the docstring under it.
+_DESCRIBED = ConfigDict(use_attribute_docstrings=True)
+
+
+@with_config(_DESCRIBED)
 class State(TypedDict):
     """What the graph keeps for one conversation (one ``thread_id``).
 
@@ -159,11 +168,65 @@ class State(TypedDict):
     messages: Annotated[
         list[AnyMessage], DeltaChannel(add_message_batches, snapshot_frequency=SNAPSHOT_EVERY)
     ]
+    """The whole conversation: the customer's messages, the assistants' replies and tool calls,
+    and the tools' answers."""
     user_info: Annotated[
         str, DeltaChannel(latest_value, snapshot_frequency=USER_INFO_SNAPSHOT_EVERY)
     ]
+    """The passenger's tickets and reservations as the assistants last read them."""
     dialog_state: Annotated[list[str], update_dialog_stack]
+    """The stack of active specialists, bottom first; empty while the primary assistant
+    answers."""
     remaining_steps: RemainingSteps
+
+
+@with_config(_DESCRIBED)
+class Question(TypedDict):
+    """What a run of the assistant takes: the customer's next message.
+
+    Resuming a run stopped before an action takes no input (or LangGraph's
+    ``Command(resume=...)`` with the decisions, see ``assistants.approvals``).
+    """
+
+    messages: list[AnyMessage]
+    """The customer's message, e.g. ``[{"role": "user", "content": "When is my flight?"}]``."""
+
+
+@with_config(_DESCRIBED)
+class Reply(TypedDict):
+    """What a run of the assistant gives back: the conversation as it stands."""
+
+    messages: list[AnyMessage]
+    """The whole conversation, the assistants' reply last (or the tool calls waiting for
+    approval)."""
+    user_info: str
+    """The passenger's tickets and reservations as the assistants last read them."""
+    dialog_state: list[str]
+    """The stack of active specialists, bottom first; empty while the primary assistant
+    answers."""
+
+
+@with_config(_DESCRIBED)
+class ApprovalDecision(TypedDict):
+    """The customer's decision on one pending action, by the action's tool call id."""
+
+    approved: bool
+    """``true`` runs the action; anything else leaves it undone (fail-closed)."""
+    reason: NotRequired[str | None]
+    """Why the customer declined, passed on to the assistant."""
+
+
+@with_config(_DESCRIBED)
+class Configuration(TypedDict, total=False):
+    """The run's settings (``config["configurable"]``)."""
+
+    passenger_id: str
+    """The passenger the conversation acts for, e.g. ``"3442 587242"``. Every run needs it:
+    the assistant reads their bookings and changes nothing of anyone else's."""
+    approvals: Literal["all"] | dict[str, ApprovalDecision]
+    """Decisions on the actions a stopped run waits for, when it is resumed: ``"all"``
+    approves every one, or a decision per tool call id. Without it (or with
+    ``Command(resume=...)`` instead) the run asks again; nothing runs unapproved."""
 
 
 def active_assistant(dialog_state: Sequence[str] | None) -> str:

@@ -3,10 +3,13 @@
 Messages are written for the customer and the model: they say what is wrong and, where
 possible, what to do instead. Tools turn these into error ToolMessages; anything else
 that is raised is a bug and propagates.
+
+They are ``ValueError``s: a LangGraph server shows a client the message of the errors it
+knows (``ValueError`` among them) and hides any other behind "An internal error occurred".
 """
 
 
-class TravelError(Exception):
+class TravelError(ValueError):
     """Base class of every expected, user-facing failure."""
 
 

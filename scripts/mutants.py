@@ -745,8 +745,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "approval",
         "each parallel sensitive call is decided on its own",
         "assistants/approvals.py",
-        "decision = _decision_for(approvals, call)",
-        "decision = _decision_for(approvals, pending[0])",
+        "else _decision_for(approvals, call)",
+        "else _decision_for(approvals, pending[0])",
         (PARALLEL_DECISIONS,),
     ),
     Mutant(
@@ -754,8 +754,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "approval",
         "every parallel sensitive call is answered",
         "assistants/approvals.py",
-        'for call in groups.select(pending, "sensitive_tools"):',
-        'for call in groups.select(pending, "sensitive_tools")[:1]:',
+        'calls = groups.select(pending, "sensitive_tools")',
+        'calls = groups.select(pending, "sensitive_tools")[:1]',
         (PARALLEL_DECISIONS,),
     ),
     Mutant(

@@ -13,51 +13,169 @@ coroutine that builds in a worker thread (opening, maybe building, the database 
 once per process and settings.
 
 A run there acts for ``config["configurable"]["passenger_id"]``, and approvals stay
-fail-closed: resuming a run stopped before an action runs nothing unless the run's
-config carries ``"approvals": "all"`` or ``{tool_call_id: {"approved": true}}``.
+fail-closed: resuming a run stopped before an action runs nothing without a decision. A
+client resumes with ``Command(resume=...)`` (Studio, the SDK, Agent Inbox: see
+``assistants.inbox``), or with the decisions in the run's config (``"approvals": "all"``
+or ``{tool_call_id: {"approved": true}}``).
+
+The factory checks a run before the server writes anything for it (the question, a
+resume), so a run that cannot go on fails with a message the server shows (every error
+here is a ``ValueError``) and leaves the thread as it was, its actions still pending: no
+model endpoint, no passenger id, an unknown passenger, or a passenger that is not the one
+the thread was started for. Reading the graph (Studio's drawing, ``/schemas``) needs no
+model endpoint: without one, the graph is built with a stand-in model that is never
+called.
 """
 
 from __future__ import annotations
 
 import asyncio
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
+from langgraph_sdk.runtime import ServerRuntime
 
 from settings import Settings
 
+if TYPE_CHECKING:
+    from db.engine import Database
+
+# Where LangGraph's server hands a graph factory the thread's checkpointer.
+_CHECKPOINTER_KEY = "__pregel_checkpointer"
+
+NO_PASSENGER = (
+    "No passenger id is configured for this run, so nothing was done: set passenger_id in "
+    "the run's configuration (configurable.passenger_id) to the passenger's id."
+)
+
+
+def _unknown_passenger(passenger_id: str) -> str:
+    return (
+        f"No passenger has the id {passenger_id!r}, so nothing was done: check passenger_id "
+        "in the run's configuration."
+    )
+
+
+def _not_the_owner(passenger_id: str) -> str:
+    return (
+        f"This conversation was started for another passenger, so passenger {passenger_id!r} "
+        "cannot continue it and nothing was done: start a new thread for them."
+    )
+
 
 @cache
-def _graph(settings: tuple[tuple[str, str], ...]) -> CompiledStateGraph[Any, Any, Any, Any]:
-    """Build the graph for ``settings`` (the environment), once per process."""
-    from assistants.models import build_chat_models
-    from assistants.specialists import build_crew
+def _database(settings: tuple[tuple[str, str], ...]) -> Database:
+    """Open (and build on first use) the travel database of ``settings``, once per process."""
     from db.engine import Database
     from db.generate import ensure_database
-    from graph import build_graph
     from locations import Location
 
     read = Settings.read(dict(settings))
     location = Location.parse(read.db or read.home / "travel.sqlite")
     location.check_driver()
-    models = build_chat_models(read.models())
     database = Database.from_url(location.sqlalchemy_url(), data_dir=read.data_dir)
     ensure_database(database)
+    return database
+
+
+@cache
+def _graph(
+    settings: tuple[tuple[str, str], ...], drawing: bool = False
+) -> CompiledStateGraph[Any, Any, Any, Any]:
+    """Build the graph for ``settings`` (the environment), once per process.
+
+    ``drawing`` builds it with a stand-in model, for reading the graph without a model
+    endpoint.
+    """
+    from assistants.models import build_chat_models
+    from assistants.specialists import build_crew
+    from graph import ModelsArg, build_graph, drawing_model
+
+    read = Settings.read(dict(settings))
+    models: ModelsArg = drawing_model() if drawing else build_chat_models(read.models())
+    database = _database(settings)
     crew = build_crew(database, tavily_api_key=read.tavily_api_key)
     crew.prepare()  # a missing policy file fails the factory, not a run's first question
     return build_graph(models, None, db=database, crew=crew)
 
 
+def _for_reading(settings: tuple[tuple[str, str], ...]) -> CompiledStateGraph[Any, Any, Any, Any]:
+    """Return the graph to read (draw, list its schemas), with a stand-in without endpoint."""
+    from assistants.models import ModelConfigError
+
+    try:
+        return _graph(settings)
+    except ModelConfigError:
+        return _graph(settings, drawing=True)
+
+
+def _check_run(settings: tuple[tuple[str, str], ...], config: RunnableConfig) -> None:
+    """Refuse a run that could not act for its passenger, before anything is written.
+
+    Raises:
+        MissingPassengerError: The run's config has no passenger id.
+        NotFoundError: No passenger has that id.
+        OwnershipError: The thread was started for another passenger.
+    """
+    from db.errors import MissingPassengerError, NotFoundError, OwnershipError
+    from db.passengers import passenger_exists
+
+    configurable = config.get("configurable") or {}
+    value = configurable.get("passenger_id")
+    passenger_id = str(value).strip() if value is not None else ""
+    if not passenger_id:
+        raise MissingPassengerError(NO_PASSENGER)
+    with _database(settings).session() as session:
+        if not passenger_exists(session, passenger_id):
+            raise NotFoundError(_unknown_passenger(passenger_id))
+    owner = _thread_owner(configurable)
+    if owner is not None and owner != passenger_id:
+        raise OwnershipError(_not_the_owner(passenger_id))
+
+
+def _thread_owner(configurable: dict[str, Any]) -> str | None:
+    """Return the passenger the thread's latest run acted for, if it has run before.
+
+    LangGraph stores the run's configurable values in every checkpoint's metadata.
+    """
+    saver = configurable.get(_CHECKPOINTER_KEY)
+    thread_id = configurable.get("thread_id")
+    if saver is None or thread_id is None:
+        return None
+    latest = saver.get_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}})
+    owner = (latest.metadata or {}).get("passenger_id") if latest is not None else None
+    return str(owner).strip() if owner is not None else None
+
+
+def _for_run(
+    settings: tuple[tuple[str, str], ...], config: RunnableConfig
+) -> CompiledStateGraph[Any, Any, Any, Any]:
+    graph = _graph(settings)  # no model endpoint: ModelConfigError, with what to set
+    _check_run(settings, config)
+    return graph
+
+
 async def make_graph(
-    config: RunnableConfig | None = None,
+    config: RunnableConfig | None = None, runtime: ServerRuntime[Any] | None = None
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
     """Return the assistant graph built from the environment, without a checkpointer.
 
+    LangGraph's server passes ``runtime``: a run (``runtime.execution_runtime``) is checked
+    first (``_check_run``); anything else only reads the graph. Called without it, the
+    factory builds the graph for a run without checking one.
+
     Raises:
-        ModelConfigError: No model endpoint is configured (the message says what to set).
+        ModelConfigError: No model endpoint is configured (the message says what to set),
+            for a run or without ``runtime``.
         FileNotFoundError: The company policy file does not exist.
+        TravelError: A run that could not act for its passenger (see ``_check_run``).
     """
     # Read once per call: LangGraph's server may run with another environment later.
-    return await asyncio.to_thread(_graph, Settings.read().key())
+    settings = Settings.read().key()
+    if runtime is None:
+        return await asyncio.to_thread(_graph, settings)
+    if runtime.execution_runtime is None:
+        return await asyncio.to_thread(_for_reading, settings)
+    return await asyncio.to_thread(_for_run, settings, config or {})

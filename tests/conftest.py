@@ -225,9 +225,10 @@ def travel_db(db_url: str) -> Iterator[Database]:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    from tests.support import exhaustive, xdist_groups
+    from tests.support import exhaustive, langgraph_server, xdist_groups
 
     exhaustive.deselect(config, items)
+    langgraph_server.deselect(config, items)
     xdist_groups.record(config, items)
 
 

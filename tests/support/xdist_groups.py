@@ -28,6 +28,8 @@ GROUPS = {
     "children": "forkserver",  # the crash children (test_crash_consistency.py)
     "travel_template": "postgres-cli",  # `db init` on PostgreSQL (test_postgres_cli.py)
     "other_seed_build": "other-seed-build",  # a second full build (test_db_generate.py)
+    # `langgraph dev` servers, one at a time (test_langgraph_server.py)
+    "langgraph_cli": "langgraph-server",
 }
 
 

@@ -280,22 +280,7 @@ def test_graph_missing_decision_fails_closed(
     assert tool_answer(history(assistant), change["id"]).status == "error"
 
 
-def test_graph_raw_resume_without_decisions_fails_closed(
-    assistant: TravelAssistant, model: ScriptedChatModel, travel_db: Database
-) -> None:
-    # An integrator resuming the usual LangGraph way, with no decision: nothing is written.
-    change = change_call(travel_db)
-    enter_flights(assistant, model, change)
-    before = fixture_segment(travel_db).flight_id
-    model.extend(say("I did not change anything."))
-    assistant.graph.invoke(None, assistant.config(THREAD))
-    assert fixture_segment(travel_db).flight_id == before
-    answer = tool_answer(history(assistant), change["id"])
-    assert answer.status == "error"
-    assert facts_of(answer).not_run == "no_decision"
-    assert "explicit approval" in str(answer.content)
-    assert assistant.pending_actions(THREAD) == []
-    assert_every_call_answered_once(history(assistant))
+# A raw resume without decisions asks again: tests/unit/test_native_approvals.py.
 
 
 def test_graph_raw_resume_with_approve_all_runs_every_call(

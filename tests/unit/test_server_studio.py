@@ -21,6 +21,7 @@ def test_server_langgraph_json_factory_builds_the_graph(
 ) -> None:
     config = json.loads((ROOT / "langgraph.json").read_text())
     assert config["dependencies"] == ["."]
+    assert config["env"] == ".env"  # the settings a user keeps there reach the server
     (reference,) = config["graphs"].values()
     file, _, name = reference.partition(":")
     # Loaded by file path, as LangGraph's server does.
