@@ -16,11 +16,12 @@ defaults.
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    import asyncio
+
     import uvicorn
     from fastapi import FastAPI
 

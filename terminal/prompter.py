@@ -28,6 +28,13 @@ def clean_input(text: str) -> str:
     return text.encode("utf-8", "replace").decode("utf-8").replace("\ufffd", "?").strip()
 
 
+def new_session_line(thread_id: str, passenger_id: str) -> str:
+    """Return the line that opens a new conversation."""
+    return (
+        f"Session {thread_id} for passenger {passenger_id}. Type /help for commands, exit to leave."
+    )
+
+
 def sessions_command(resume_options: Sequence[str], passenger_id: str | None = None) -> str:
     """Return the command that lists the saved sessions kept where these options say.
 
