@@ -113,7 +113,7 @@ def figures(program: Program, env: dict[str, str]) -> dict[str, Callable[[], Non
             stderr=subprocess.DEVNULL,
         )
         try:
-            deadline = time.monotonic() + 60
+            deadline = time.monotonic() + 300
             while time.monotonic() < deadline:
                 try:
                     with urllib.request.urlopen(
@@ -123,7 +123,7 @@ def figures(program: Program, env: dict[str, str]) -> dict[str, Callable[[], Non
                             return
                 except OSError:
                     time.sleep(0.01)
-            raise SystemExit("serve did not answer within 60 s")
+            raise SystemExit("serve did not answer within 300 s")
         finally:
             child.terminate()
             child.wait()
