@@ -252,6 +252,8 @@ def _chat_early(
     console.status(new_session_line(thread_id, passenger_id))
     first = FirstLine(prompter.message, "you> ")
     try:
+        if first.message is not None and not loading.done:
+            console.thinking.start()  # the turn's own spinner goes on from here
         conversations = loading.result()  # a problem found by the load is raised here
         from conversations.events import Thread
         from terminal.chat import ChatSession

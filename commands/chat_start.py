@@ -22,6 +22,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Generic, TypeVar
 
+from terminal.prompter import EXIT_WORDS, clean_input
+
 T = TypeVar("T")
 
 
@@ -81,6 +83,14 @@ class FirstLine:
         except (EOFError, KeyboardInterrupt) as ended:
             self._ended = ended
         self._given = False
+
+    @property
+    def message(self) -> str | None:
+        """Return the line when it is a message for the assistant (not a command)."""
+        text = clean_input(self._line or "")
+        if not text or text.startswith("/") or text.lower() in EXIT_WORDS:
+            return None
+        return text
 
     def reader(self, then: Callable[[str], str]) -> Callable[[str], str]:
         """Return a prompt that gives the first line back, then reads with ``then``."""

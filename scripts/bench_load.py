@@ -209,7 +209,7 @@ async def _converse(
                 if failed:
                     figures.errors.append(f"customer {index} turn {turn}: {failed[0].data}")
             except (httpx.HTTPError, RuntimeError) as error:
-                figures.errors.append(f"customer {index} turn {turn}: {error}")
+                figures.errors.append(f"customer {index} turn {turn}: {error!r}")
                 continue
             figures.latencies.append(time.perf_counter() - started)
             figures.turns += 1

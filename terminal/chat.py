@@ -21,7 +21,13 @@ from conversations.protocol import DecisionsError, TurnRefusedError
 from conversations.records import Outcome, TurnEnd, TurnFailure
 from conversations.words import MAX_MESSAGE_CHARS
 from terminal.approvals import ask_answers
-from terminal.prompter import Prompter, clean_input, new_session_line, sessions_command
+from terminal.prompter import (
+    EXIT_WORDS,
+    Prompter,
+    clean_input,
+    new_session_line,
+    sessions_command,
+)
 from terminal.render import PRESS_UP, TurnView, session_table, show_details, show_record
 from terminal.signals import ctrl_c_cancels
 
@@ -31,7 +37,6 @@ if TYPE_CHECKING:
     from conversations.sessions import SessionRecord
     from terminal.console import Console
 
-EXIT_WORDS = frozenset({"exit", "quit", "q", ":q", "/exit", "/quit"})
 EXIT_OK = 0
 # How long a turn waits for another window's turn of the same conversation to end.
 BUSY_WAIT_SECONDS = 2.0

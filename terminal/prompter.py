@@ -9,6 +9,9 @@ import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+# What leaves the chat when typed at ``you>``.
+EXIT_WORDS = frozenset({"exit", "quit", "q", ":q", "/exit", "/quit"})
+
 
 @dataclass
 class Prompter:
