@@ -12,6 +12,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from commands.chat_start import FirstLine, Loading, known_passenger
 from commands.common import (
     EXIT_USAGE,
     CliError,
@@ -32,12 +33,16 @@ from commands.common import (
     settings_of,
 )
 from terminal import Console
-from terminal.prompter import Prompter, discard_typeahead, sessions_command
+from terminal.prompter import Prompter, discard_typeahead, new_session_line, sessions_command
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from conversations.protocol import Conversations
     from conversations.store import ConversationStore
     from db.engine import Database
     from graph import ModelsArg
+    from locations import Location
 
 
 def history_file(home: Path, passenger_id: str) -> Path:
@@ -111,21 +116,17 @@ def _make_prompter(home: Path, passenger_id: str, overrides: Overrides) -> Promp
 
 def open_chat_db(args: argparse.Namespace, console: Console, overrides: Overrides) -> Database:
     """Open the travel database; one named by --db (or the environment) must exist."""
-    from sqlalchemy.exc import OperationalError
-
-    from db.engine import Database
-    from locations import database_missing
-
     location = db_location(args)
     named = db_named(args)
-    build = (
-        "Build it with: travel-assistant db init --db "
-        f"{shlex.quote(location.for_command())} (or add --create-db to build it now)."
-    )
     if named and not args.create_db:
         if location.path is not None and not location.path.exists():
-            raise CliError(f"No travel database at {location.shown()}. {build}", EXIT_USAGE)
+            raise _no_database(location)
         if location.path is None:
+            from sqlalchemy.exc import OperationalError
+
+            from db.engine import Database
+            from locations import database_missing
+
             probe = Database.from_url(location.sqlalchemy_url())
             try:
                 empty = not probe.has_schema()
@@ -136,13 +137,21 @@ def open_chat_db(args: argparse.Namespace, console: Console, overrides: Override
             finally:
                 probe.dispose()
             if empty:
-                raise CliError(f"No travel database at {location.shown()}. {build}", EXIT_USAGE)
+                raise _no_database(location)
     return open_travel_db(
         location,
         console,
         clock=overrides.clock,
         create_database=bool(args.create_db),
         data_dir=settings_of(args).data_dir,
+    )
+
+
+def _no_database(location: Location) -> CliError:
+    return CliError(
+        f"No travel database at {location.shown()}. Build it with: travel-assistant db init "
+        f"--db {shlex.quote(location.for_command())} (or add --create-db to build it now).",
+        EXIT_USAGE,
     )
 
 
@@ -159,19 +168,133 @@ def cmd_chat(args: argparse.Namespace, console: Console, overrides: Overrides) -
             "or resume your latest conversation with --continue.",
             EXIT_USAGE,
         )
+    conversations = conversations_location(args)
+    if _starts_early(args, overrides, passenger_id):
+        return _chat_early(args, console, overrides, passenger_id)
     factory = overrides.model_factory or partial(
         default_model_factory, settings_of(args), max_tokens=args.max_tokens
     )
     models = factory(args.model)  # fails here, before the first prompt, without an endpoint
     if overrides.model_factory is None and overrides.check_endpoint and not args.no_check:
         check_endpoint(settings_of(args), args.model)
-    conversations = conversations_location(args)
     database = open_chat_db(args, console, overrides)
     try:
         with open_store(conversations) as store:
             return _chat(args, console, overrides, passenger_id, models, database, store)
     finally:
         database.dispose()
+
+
+def _starts_early(args: argparse.Namespace, overrides: Overrides, passenger_id: str) -> bool:
+    """Say what needs nothing slow; tell whether the prompt may come before the graph.
+
+    A travel database named but missing, or a passenger a SQLite travel database does
+    not know, is said here, before anything slow is imported. The prompt comes first
+    (``commands.chat_start``) for a new conversation typed at a terminal over a SQLite
+    travel database that is there; otherwise everything is loaded first, as it must be
+    to show a resumed conversation or to build a database.
+    """
+    location = db_location(args)
+    if location.path is None or args.create_db:
+        return False
+    if not location.path.exists():
+        if db_named(args):
+            raise _no_database(location)
+        return False
+    if not passenger_id:  # ``--continue`` alone: the passenger comes from the store
+        return False
+    known = known_passenger(location.path, passenger_id)
+    if known is False:
+        raise _unknown_passenger(args, passenger_id)
+    interactive = overrides.pt_input is None and sys.stdin.isatty()
+    return bool(known) and interactive and not (args.thread_id or args.continue_latest)
+
+
+def _unknown_passenger(args: argparse.Namespace, passenger_id: str) -> CliError:
+    return CliError(
+        f"No passenger with id {passenger_id!r} in {db_location(args).shown()}. "
+        "Check the id on your ticket (it looks like '3442 587242').",
+        EXIT_USAGE,
+    )
+
+
+def _conversations(
+    args: argparse.Namespace,
+    passenger_id: str,
+    models: ModelsArg,
+    database: Database,
+    store: ConversationStore,
+) -> Conversations:
+    """Build the assistant over the opened databases, and check the passenger."""
+    from conversations.assistant import TravelAssistant
+    from conversations.protocol import Conversations
+
+    assistant = prepared(
+        TravelAssistant.build(
+            models, store.saver, db=database, tavily_api_key=settings_of(args).tavily_api_key
+        )
+    )
+    if not assistant.check_passenger(passenger_id):
+        raise _unknown_passenger(args, passenger_id)
+    return Conversations(assistant, store.registry, store.locks)
+
+
+def _load(
+    args: argparse.Namespace,
+    console: Console,
+    overrides: Overrides,
+    passenger_id: str,
+    closers: list[Callable[[], None]],
+) -> Conversations:
+    """Do what ``cmd_chat`` does before the prompt, in the background (``_chat_early``)."""
+    import terminal.chat  # noqa: F401  (LangChain's imports, off the customer's way too)
+
+    factory = overrides.model_factory or partial(
+        default_model_factory, settings_of(args), max_tokens=args.max_tokens
+    )
+    models = factory(args.model)
+    if overrides.model_factory is None and overrides.check_endpoint and not args.no_check:
+        check_endpoint(settings_of(args), args.model)
+    database = open_chat_db(args, console, overrides)
+    closers.append(database.dispose)
+    store = open_store(conversations_location(args))
+    closers.append(store.close)
+    return _conversations(args, passenger_id, models, database, store)
+
+
+def _chat_early(
+    args: argparse.Namespace, console: Console, overrides: Overrides, passenger_id: str
+) -> int:
+    """Take the first line while the graph loads; start the chat when it is entered."""
+    thread_id = str(uuid.uuid4())
+    prompter = _make_prompter(home_dir(args), passenger_id, overrides)
+    closers: list[Callable[[], None]] = []
+    loading = Loading(partial(_load, args, console, overrides, passenger_id, closers))
+    console.status(new_session_line(thread_id, passenger_id))
+    first = FirstLine(prompter.message, "you> ")
+    try:
+        if first.message is not None and not loading.done:
+            console.thinking.start()  # the turn's own spinner goes on from here
+        conversations = loading.result()  # a problem found by the load is raised here
+        from conversations.events import Thread
+        from terminal.chat import ChatSession
+
+        session = ChatSession(
+            conversations,
+            Thread(thread_id, passenger_id),
+            console,
+            Prompter(first.reader(prompter.message), prompter.answer),
+            resume_options=resume_options_of(args),
+        )
+        code = session.run(False, announced=True)
+    finally:
+        if loading.done:
+            for close in reversed(closers):
+                close()
+    note = password_note(args)
+    if note and session.has_messages():
+        console.status(note)
+    return code
 
 
 def _chat(
@@ -183,8 +306,7 @@ def _chat(
     database: Database,
     store: ConversationStore,
 ) -> int:
-    from conversations.assistant import Thread, TravelAssistant
-    from conversations.protocol import Conversations
+    from conversations.assistant import Thread
     from terminal.chat import ChatSession
 
     registry = store.registry
@@ -197,17 +319,7 @@ def _chat(
                 EXIT_USAGE,
             )
         passenger_id = latest[0].passenger_id
-    assistant = prepared(
-        TravelAssistant.build(
-            models, store.saver, db=database, tavily_api_key=settings_of(args).tavily_api_key
-        )
-    )
-    if not assistant.check_passenger(passenger_id):
-        raise CliError(
-            f"No passenger with id {passenger_id!r} in {db_location(args).shown()}. "
-            "Check the id on your ticket (it looks like '3442 587242').",
-            EXIT_USAGE,
-        )
+    conversations = _conversations(args, passenger_id, models, database, store)
     resumed = False
     if args.thread_id:
         record = registry.get(args.thread_id)
@@ -234,7 +346,7 @@ def _chat(
         thread = Thread(str(uuid.uuid4()), passenger_id)
     prompter = _make_prompter(home_dir(args), passenger_id, overrides)
     session = ChatSession(
-        Conversations(assistant, registry, store.locks),
+        conversations,
         thread,
         console,
         prompter,

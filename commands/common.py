@@ -120,7 +120,6 @@ def open_travel_db(
     from sqlalchemy.exc import DatabaseError, OperationalError
 
     from db.engine import Database
-    from db.generate import ensure_database
     from locations import database_missing
 
     location = where if not isinstance(where, Path | str) else location_of(where, "--db")
@@ -153,6 +152,8 @@ def open_travel_db(
                     f"No travel database at {shown}. Build it with: travel-assistant db init"
                 )
             console.status(f"Building the travel database at {shown} (first use; a few seconds)...")
+            from db.generate import ensure_database  # slow to import: only to build
+
             ensure_database(database)
     except OperationalError as error:
         if location.path is None:

@@ -11,11 +11,20 @@ turn by turn, so a conversation moves between processes as it would behind a loa
 balancer.
 
 Prints turns per second, the p50/p95/max latency of a turn (message to the end of its
-stream; the booking turn includes its approval round), the errors (target 0) and a check
-of every write against the database: each customer's hotel stay exists once and was
-charged once.
+stream; the booking turn includes its approval round), the errors (target 0), a check
+of every write against the database (each customer's hotel stay exists once and was
+charged once), and the workers' CPU time per turn (user + system, from ``/proc``).
+
+``--concurrency N`` lets at most N customers talk at once (the next starts when one has
+finished), so that many conversations can be played by a steady crowd; with
+``--memory-every N`` the workers' resident memory is read every N turns, to see that
+it stays flat (issue 28: 5,000 turns over 500 conversations):
+
+    python scripts/bench_load.py --customers 500 --turns 10 --concurrency 20 \
+        --memory-every 500
 
     python scripts/bench_load.py                       # SQLite, one worker
+    python scripts/bench_load.py --customers 20        # 20 concurrent customers
     python scripts/bench_load.py --db postgresql+psycopg://postgres@127.0.0.1:5432/bench \\
         --conversations postgresql+psycopg://postgres@127.0.0.1:5432/bench --workers 2
 """
@@ -35,7 +44,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from pathlib import Path
@@ -159,8 +168,23 @@ async def customer(
     workers: Sequence[str],
     turns: int,
     figures: Figures,
+    crowd: asyncio.Semaphore,
+    on_turn: Callable[[], None],
 ) -> None:
     """Hold one conversation of ``turns`` turns, moving between workers turn by turn."""
+    async with crowd:
+        await _converse(index, token, stay, workers, turns, figures, on_turn)
+
+
+async def _converse(
+    index: int,
+    token: str,
+    stay: Stay,
+    workers: Sequence[str],
+    turns: int,
+    figures: Figures,
+    on_turn: Callable[[], None],
+) -> None:
     headers = {"Authorization": f"Bearer {token}"}
     texts = customer_turns(stay)
     async with httpx.AsyncClient(headers=headers, timeout=120) as client:
@@ -185,13 +209,28 @@ async def customer(
                 if failed:
                     figures.errors.append(f"customer {index} turn {turn}: {failed[0].data}")
             except (httpx.HTTPError, RuntimeError) as error:
-                figures.errors.append(f"customer {index} turn {turn}: {error}")
+                figures.errors.append(f"customer {index} turn {turn}: {error!r}")
                 continue
             figures.latencies.append(time.perf_counter() - started)
             figures.turns += 1
+            on_turn()
 
 
-def wait_until_up(url: str, process: subprocess.Popen[bytes], seconds: float = 60) -> None:
+def rss_kib(pid: int) -> int:
+    """Return the resident memory of process ``pid`` in KiB (Linux ``/proc``)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def cpu_seconds(pid: int) -> float:
+    """Return the user + system CPU time process ``pid`` has used (Linux ``/proc``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def wait_until_up(url: str, process: subprocess.Popen[bytes], seconds: float = 180) -> None:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -270,6 +309,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--db", help="travel database URL or file (default: a new SQLite file)")
     parser.add_argument("--conversations", help="conversation store URL or file")
     parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument(
+        "--concurrency", type=int, help="customers talking at once (default: all of them)"
+    )
+    parser.add_argument(
+        "--memory-every", type=int, metavar="N", help="read the workers' memory every N turns"
+    )
     args = parser.parse_args(argv)
 
     folder = Path(tempfile.mkdtemp(prefix="bench-load-"))
@@ -316,18 +361,27 @@ def main(argv: Sequence[str] | None = None) -> int:
                 wait_until_up(url, process)
 
             figures = Figures()
+            pids = [process.pid for process in processes]
+            memory: list[tuple[int, list[int]]] = [(0, [rss_kib(pid) for pid in pids])]
+
+            def on_turn() -> None:
+                if args.memory_every and figures.turns % args.memory_every == 0:
+                    memory.append((figures.turns, [rss_kib(pid) for pid in pids]))
 
             async def run_all() -> None:
+                crowd = asyncio.Semaphore(args.concurrency or args.customers)
                 await asyncio.gather(
                     *(
-                        customer(i, tokens[i], stays[i], urls, args.turns, figures)
+                        customer(i, tokens[i], stays[i], urls, args.turns, figures, crowd, on_turn)
                         for i in range(args.customers)
                     )
                 )
 
+            cpu_before = sum(cpu_seconds(pid) for pid in pids)
             started = time.perf_counter()
             asyncio.run(run_all())
             elapsed = time.perf_counter() - started
+            cpu_used = sum(cpu_seconds(pid) for pid in pids) - cpu_before
         finally:
             for process in processes:
                 process.send_signal(signal.SIGINT)
@@ -352,11 +406,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         "turn_p50_ms": round(statistics.median(figures.latencies) * 1000),
         "turn_p95_ms": round(percentile(figures.latencies, 0.95) * 1000),
         "turn_max_ms": round(max(figures.latencies) * 1000),
+        "worker_cpu_ms_per_turn": round(cpu_used / max(figures.turns, 1) * 1000, 1),
+        "load_average_1min_at_end": round(os.getloadavg()[0], 2),
         "model_requests": requests,
         "model_requests_refused_by_template": rejected,
         "errors": len(figures.errors),
         "write_problems": len(problems),
     }
+    if args.memory_every:
+        result["worker_rss_mib_by_turns"] = {
+            str(turns): [round(kib / 1024, 1) for kib in sizes] for turns, sizes in memory
+        }
+        first = next((sizes for turns, sizes in memory if turns >= args.memory_every), None)
+        if first is not None:
+            result["worker_rss_last_over_first_window"] = [
+                round(last / start, 3) for last, start in zip(memory[-1][1], first, strict=True)
+            ]
     for error in figures.errors[:10] + problems[:10]:
         print("  !", error)
     print(json.dumps(result, indent=2))

@@ -1,71 +1,210 @@
-"""Benchmark: start-up time of the terminal program.
+"""Benchmark: how soon the program answers, from the start of the process.
 
-Prints the median and slowest wall time, over several runs, of ``travel-assistant
---help`` and of ``travel-assistant chat`` until its first prompt is drawn (in a
-pseudo-terminal, against the scripted OpenAI-compatible server on 127.0.0.1, with the
-travel database already built).
+Prints the median and the slowest wall time, over several runs, of:
 
-    python scripts/bench_startup.py [--runs 5]
+- ``travel-assistant --help``;
+- ``chat`` until its first prompt is drawn (in a pseudo-terminal, against the scripted
+  OpenAI-compatible server on 127.0.0.1, with the travel database already built);
+- ``chat`` until it has said an input error and left: an unknown passenger, a missing
+  ``--db``, a bad ``--max-tokens`` value;
+- ``serve`` until ``GET /api/v1/health`` answers;
+
+and, for the commands that exit by themselves, the CPU time (user + system) the process
+took, which the other work on a shared machine disturbs less than wall time.
+
+``--before DIR`` runs every figure a second time with ``python -m cli`` in the tree DIR
+(a worktree of another commit), the two in turn (A B A B ...), and prints both with the
+ratio of the medians: a paired, interleaved comparison that holds when the machine's
+speed drifts. The program under test is then run the same way, from this tree.
+
+    python scripts/bench_startup.py [--runs 5] [--before ../other-worktree]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 
-import pexpect
+import pexpect  # noqa: E402
 
-from tests.support.fake_openai import FakeOpenAI
+from tests.support.fake_openai import FakeOpenAI  # noqa: E402
+
+PASSENGER = "3442 587242"
 
 
-def program() -> list[str]:
+def installed() -> list[str]:
     script = Path(sys.executable).parent / "travel-assistant"
     return [str(script)] if script.exists() else [sys.executable, "-m", "cli"]
+
+
+class Program:
+    """One build of the program: how to start it, and from which folder."""
+
+    def __init__(self, label: str, command: list[str], cwd: Path | None) -> None:
+        self.label = label
+        self.command = command
+        self.cwd = cwd
+
+
+def timed(run: Callable[[], None]) -> tuple[float, float]:
+    """Return the wall time of ``run`` and the CPU time of the children it reaped."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    run()
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def figures(program: Program, env: dict[str, str]) -> dict[str, Callable[[], None]]:
+    """Return each figure's run: one start of the program, to the point measured."""
+    command = program.command
+
+    def plain(*args: str, code: int) -> Callable[[], None]:
+        def run() -> None:
+            done = subprocess.run(
+                [*command, *args], env=env, cwd=program.cwd, capture_output=True, check=False
+            )
+            if done.returncode != code:
+                raise SystemExit(f"{args}: exit {done.returncode}: {done.stderr.decode()}")
+
+        return run
+
+    def prompt() -> None:
+        child = pexpect.spawn(
+            command[0],
+            [*command[1:], "chat", "--passenger-id", PASSENGER],
+            env=env,
+            cwd=program.cwd,
+            encoding="utf-8",
+            timeout=60,
+        )
+        child.expect("you>")
+        child.terminate(force=True)
+
+    def serve() -> None:
+        port = free_port()
+        child = subprocess.Popen(
+            [*command, "serve", "--port", str(port)],
+            env=env,
+            cwd=program.cwd,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            deadline = time.monotonic() + 300
+            while time.monotonic() < deadline:
+                try:
+                    with urllib.request.urlopen(
+                        f"http://127.0.0.1:{port}/api/v1/health", timeout=1
+                    ) as answer:
+                        if answer.status == 200:
+                            return
+                except OSError:
+                    time.sleep(0.01)
+            raise SystemExit("serve did not answer within 300 s")
+        finally:
+            child.terminate()
+            child.wait()
+
+    return {
+        "--help": plain("--help", code=0),
+        "chat: first prompt": prompt,
+        "chat: unknown passenger": plain("chat", "--passenger-id", "1111 111111", code=2),
+        "chat: missing --db": plain(
+            "chat", "--passenger-id", PASSENGER, "--db", "/nonexistent/travel.sqlite", code=2
+        ),
+        "chat: bad --max-tokens": plain(
+            "chat", "--passenger-id", PASSENGER, "--max-tokens", "x", code=2
+        ),
+        "serve: health answers": serve,
+    }
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument(
+        "--before", type=Path, help="a tree of another commit, run as python -m cli"
+    )
     args = parser.parse_args()
+    if args.before:
+        programs = [
+            Program("after", [sys.executable, "-m", "cli"], ROOT),
+            Program("before", [sys.executable, "-m", "cli"], args.before.resolve()),
+        ]
+    else:
+        programs = [Program("installed", installed(), None)]
     with tempfile.TemporaryDirectory() as name, FakeOpenAI() as server:
         env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI")}
+        env.pop("PYTHONPATH", None)
         env.update(
             TRAVEL_ASSISTANT_HOME=name,
             OPENAI_BASE_URL=server.base_url,
             OPENAI_API_KEY="bench",
             PROMPT_TOOLKIT_NO_CPR="1",
             NO_COLOR="1",
+            TRAVEL_ASSISTANT_SECRET="bench-secret-bench-secret-bench-secret",
         )
-        subprocess.run([*program(), "db", "init"], env=env, check=True, capture_output=True)
-        helps, chats = [], []
-        for _ in range(args.runs):
-            started = time.perf_counter()
-            subprocess.run([*program(), "--help"], env=env, check=True, capture_output=True)
-            helps.append(time.perf_counter() - started)
-            started = time.perf_counter()
-            child = pexpect.spawn(
-                program()[0],
-                [*program()[1:], "chat", "--passenger-id", "3442 587242"],
-                env=env,
-                encoding="utf-8",
-                timeout=60,
-            )
-            child.expect("you>")
-            chats.append(time.perf_counter() - started)
-            child.terminate(force=True)
-        for label, values in (("travel-assistant --help", helps), ("chat to first prompt", chats)):
-            print(
-                f"{label:<24} median {statistics.median(values) * 1000:6.0f} ms, "
-                f"slowest {max(values) * 1000:6.0f} ms ({len(values)} runs)"
-            )
+        subprocess.run(
+            [*programs[0].command, "db", "init"],
+            env=env,
+            cwd=programs[0].cwd,
+            check=True,
+            capture_output=True,
+        )
+        runs = {program.label: figures(program, env) for program in programs}
+        walls: dict[tuple[str, str], list[float]] = {}
+        cpus: dict[tuple[str, str], list[float]] = {}
+        for figure in runs[programs[0].label]:
+            for program in programs:  # one warm-up each
+                runs[program.label][figure]()
+            for _ in range(args.runs):
+                for program in programs:
+                    wall, cpu = timed(runs[program.label][figure])
+                    walls.setdefault((figure, program.label), []).append(wall)
+                    cpus.setdefault((figure, program.label), []).append(cpu)
+        print(f"load average {os.getloadavg()[0]:.2f} (1 min) at the end; {args.runs} runs")
+        print(f"{'figure':<26} {'build':<9} {'wall median':>12} {'slowest':>9} {'CPU median':>11}")
+        for figure in runs[programs[0].label]:
+            for program in programs:
+                wall = walls[figure, program.label]
+                cpu = cpus[figure, program.label]
+                shown_cpu = (
+                    ""
+                    if figure.startswith(("chat: first", "serve"))
+                    else (f"{statistics.median(cpu) * 1000:8.0f} ms")
+                )
+                print(
+                    f"{figure:<26} {program.label:<9} {statistics.median(wall) * 1000:9.0f} ms "
+                    f"{max(wall) * 1000:6.0f} ms {shown_cpu:>11}"
+                )
+            if len(programs) == 2:
+                ratio = statistics.median(walls[figure, "after"]) / statistics.median(
+                    walls[figure, "before"]
+                )
+                print(f"{'':<26} {'after/before':<12} {ratio:6.2f}")
     return 0
 
 

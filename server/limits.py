@@ -18,12 +18,13 @@ defaults.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    import asyncio
+
     import uvicorn
     from fastapi import FastAPI
 

@@ -22,7 +22,13 @@ from conversations.protocol import DecisionsError, TurnRefusedError
 from conversations.records import Outcome, TurnEnd, TurnFailure
 from conversations.words import MAX_MESSAGE_CHARS
 from terminal.approvals import ask_answers
-from terminal.prompter import Prompter, clean_input, sessions_command
+from terminal.prompter import (
+    EXIT_WORDS,
+    Prompter,
+    clean_input,
+    new_session_line,
+    sessions_command,
+)
 from terminal.render import PRESS_UP, TurnView, session_table, show_details, show_record
 from terminal.signals import ctrl_c_cancels
 
@@ -32,7 +38,6 @@ if TYPE_CHECKING:
     from conversations.sessions import SessionRecord
     from terminal.console import Console
 
-EXIT_WORDS = frozenset({"exit", "quit", "q", ":q", "/exit", "/quit"})
 EXIT_OK = 0
 # How long a turn waits for another window's turn of the same conversation to end.
 BUSY_WAIT_SECONDS = 2.0
@@ -88,15 +93,17 @@ class ChatSession:
 
     # The conversation loop -------------------------------------------------------------
 
-    def run(self, resumed: bool) -> int:
-        """Talk until the customer leaves; return the exit code."""
+    def run(self, resumed: bool, *, announced: bool = False) -> int:
+        """Talk until the customer leaves; return the exit code.
+
+        ``announced``: the new conversation's first line is already on the screen.
+        """
         try:
             if resumed:
                 self.open_saved()
-            else:
+            elif not announced:
                 self.console.status(
-                    f"Session {self.thread.thread_id} for passenger {self.thread.passenger_id}. "
-                    "Type /help for commands, exit to leave."
+                    new_session_line(self.thread.thread_id, self.thread.passenger_id)
                 )
             while True:
                 try:

@@ -13,6 +13,9 @@ from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
+# What leaves the chat when typed at ``you>``.
+EXIT_WORDS = frozenset({"exit", "quit", "q", ":q", "/exit", "/quit"})
+
 
 @dataclass
 class Prompter:
@@ -59,6 +62,13 @@ def discard_typeahead(pt_input: Any) -> bool:
 def clean_input(text: str) -> str:
     """Drop bytes that are not valid UTF-8 (they arrive as surrogates) and outer blanks."""
     return text.encode("utf-8", "replace").decode("utf-8").replace("\ufffd", "?").strip()
+
+
+def new_session_line(thread_id: str, passenger_id: str) -> str:
+    """Return the line that opens a new conversation."""
+    return (
+        f"Session {thread_id} for passenger {passenger_id}. Type /help for commands, exit to leave."
+    )
 
 
 def sessions_command(resume_options: Sequence[str], passenger_id: str | None = None) -> str:

@@ -140,7 +140,7 @@ def test_terminal_lost_terminal_leaves_the_action_pending(files: tuple[Path, Pat
     assert ticket_flight(db) == new_flight
 
 
-def test_terminal_missing_policy_file_stops_at_start_up(
+def test_terminal_missing_policy_file_is_said_when_the_first_message_is_sent(
     files: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     home, db = files
@@ -149,9 +149,16 @@ def test_terminal_missing_policy_file_stops_at_start_up(
     monkeypatch.setenv("TRAVEL_ASSISTANT_DATA", str(empty))  # no policy.md in it
     with FakeOpenAI([]) as server:
         child = spawn(server, chat_args(db, PASSENGER_ID, home=home), color=False)
+        child.expect("you>")  # the policy is read in the background
+        child.send("what is the refund policy?\r")
         child.expect(pexpect.EOF)
         child.close()
     text = " ".join(child.logfile_read.text.split())  # as one line, however it wrapped
     assert f"The company policy file {empty / 'policy.md'} does not exist" in text
-    assert "you>" not in text  # before the first prompt, not at the first policy question
+    assert text.index("does not exist") > text.index("refund policy?")
+    assert "Traceback" not in text
+    assert server.requests == []  # at the first message, not at the first policy question
     assert child.exitstatus == 1
+    # What was typed is kept: Up brings it back in the next session.
+    history = (home / "history" / FIXTURE_PASSENGER_ID.replace(" ", "_")).read_text()
+    assert "what is the refund policy?" in history

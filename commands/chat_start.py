@@ -1,0 +1,128 @@
+"""A chat that takes input before its graph is built: the slow part loads in a thread.
+
+``travel-assistant chat`` spends about two seconds importing LangChain and LangGraph,
+building the graph, reading the policy index and asking the model endpoint whether it
+answers. None of it is needed to draw ``you>``: the customer types the first line while
+it finishes in the background (``Loading``); the chat itself (``terminal.chat``, which
+imports LangChain too) starts when that line is entered, and gets it first
+(``FirstLine``). A problem the load found (no model endpoint, a missing policy file) is
+raised then, as the same one-line error the chat gave before its prompt when it loaded
+everything first.
+
+The checks that need nothing slow run before the prompt, so that a wrong passenger id
+is said at once: ``known_passenger`` asks a SQLite travel database with the standard
+library's driver alone.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Generic, TypeVar
+
+from terminal.prompter import EXIT_WORDS, clean_input
+
+T = TypeVar("T")
+
+
+class Loading(Generic[T]):
+    """``work`` run once in a daemon thread; ``result`` waits for it and re-raises its error.
+
+    A daemon thread, so that a customer who leaves before it is done is not kept waiting.
+    """
+
+    def __init__(self, work: Callable[[], T]) -> None:
+        """Start ``work`` now."""
+        self._work = work
+        self._done = threading.Event()
+        self._value: T | None = None
+        self._error: BaseException | None = None
+        threading.Thread(target=self._run, name="chat-loading", daemon=True).start()
+
+    def _run(self) -> None:
+        try:
+            self._value = self._work()
+        except BaseException as error:  # handed to whoever waits, re-raised there
+            self._error = error
+        finally:
+            self._done.set()
+
+    @property
+    def done(self) -> bool:
+        """Tell whether the work has finished, well or not."""
+        return self._done.is_set()
+
+    @property
+    def failed(self) -> bool:
+        """Tell whether the work has finished with an error."""
+        return self._done.is_set() and self._error is not None
+
+    def result(self) -> T:
+        """Wait for the work; return its value or raise its error."""
+        self._done.wait()
+        if self._error is not None:
+            raise self._error
+        return self._value  # type: ignore[return-value]  # set when no error
+
+
+class FirstLine:
+    """The first line the customer typed, read before the chat was ready for it.
+
+    ``read`` gives it back once, as the prompt gave it (a line, or the ``EOFError`` or
+    ``KeyboardInterrupt`` that ended the prompt), then reads on with ``then``.
+    """
+
+    def __init__(self, prompt: Callable[[str], str], message: str) -> None:
+        """Read one line with ``prompt`` at ``message``."""
+        self._line: str | None = None
+        self._ended: BaseException | None = None
+        try:
+            self._line = prompt(message)
+        except (EOFError, KeyboardInterrupt) as ended:
+            self._ended = ended
+        self._given = False
+
+    @property
+    def message(self) -> str | None:
+        """Return the line when it is a message for the assistant (not a command)."""
+        text = clean_input(self._line or "")
+        if not text or text.startswith("/") or text.lower() in EXIT_WORDS:
+            return None
+        return text
+
+    def reader(self, then: Callable[[str], str]) -> Callable[[str], str]:
+        """Return a prompt that gives the first line back, then reads with ``then``."""
+
+        def read(message: str) -> str:
+            if self._given:
+                return then(message)
+            self._given = True
+            if self._ended is not None:
+                raise self._ended
+            return self._line or ""
+
+        return read
+
+
+def known_passenger(path: Path, passenger_id: str) -> bool | None:
+    """Ask the SQLite travel database at ``path`` whether ``passenger_id`` is a passenger.
+
+    Opened read-only, with the standard library's driver (SQLAlchemy takes a few tenths
+    of a second to import). ``None`` when it cannot tell: the file is not a travel
+    database yet, or not a database at all; the full check then runs as before.
+    """
+    try:
+        connection = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error:
+        return None
+    try:
+        row = connection.execute(
+            "SELECT 1 FROM passengers WHERE passenger_id = ?", (passenger_id,)
+        ).fetchone()
+    except sqlite3.Error:
+        return None
+    finally:
+        connection.close()
+    return row is not None
