@@ -581,8 +581,9 @@ function handleEvent(event, payload, turn) {
       const key = `m:${payload.id || `live-${turn.number}`}`;
       const live = payload.id && !findKey(key) ? findKey(`m:live-${turn.number}`) : null;
       if (live) live.dataset.key = key;
-      addToLog(assistantNode(payload.label, payload.html, null), key);
-      announce(`${payload.label ? `Assistant (${payload.label})` : "Assistant"}: ${payload.text}`);
+      const node = addToLog(assistantNode(payload.label, payload.html, null), key);
+      const said = node.querySelector(".bubble").textContent.replace(/\s+/g, " ").trim();
+      announce(`${payload.label ? `Assistant (${payload.label})` : "Assistant"}: ${said}`);
       return;
     }
     case "status":
