@@ -644,6 +644,8 @@ async function follow(id, turn, visit) {
       const busy = await stillBusy(id);
       if (busy === false) {
         setConnection("");
+        setStatus("");
+        current.finished = true;
         await reloadConversation(id);
         return;
       }
