@@ -193,7 +193,9 @@ class _NoTurn(Exception):
     """No turn of the conversation ran on this server lately (answered 204)."""
 
 
-async def _as_sse(events: Journaled) -> AsyncIterator[ServerSentEvent]:
+async def _as_sse(events: Journaled, accepted: bool = False) -> AsyncIterator[ServerSentEvent]:
+    if accepted:  # a comment, so the client knows at once that the turn was taken
+        yield ServerSentEvent(comment="accepted")
     async for event_id, event in events:
         yield ServerSentEvent(event=event.type, data=event, id=event_id)
 
@@ -258,7 +260,7 @@ def _router() -> APIRouter:
     async def send_message(
         events: Annotated[Journaled, Depends(_message_turn)],
     ) -> AsyncIterator[ServerSentEvent]:
-        async for item in _as_sse(events):
+        async for item in _as_sse(events, accepted=True):
             yield item
 
     @router.get(
@@ -283,7 +285,7 @@ def _router() -> APIRouter:
     async def decide(
         events: Annotated[Journaled, Depends(_decision_turn)],
     ) -> AsyncIterator[ServerSentEvent]:
-        async for item in _as_sse(events):
+        async for item in _as_sse(events, accepted=True):
             yield item
 
     @router.patch(

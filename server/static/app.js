@@ -147,14 +147,14 @@ function goTo(id, push) {
 // --- the list of conversations ---------------------------------------------------------
 
 async function refreshConversations() {
-  let response;
+  let conversations;
   try {
-    response = await api("/conversations");
+    const response = await api("/conversations");
+    if (!response.ok) return;
+    ({ conversations } = await response.json());
   } catch (_) {
-    return;
+    return; // the list on screen stays until the next try
   }
-  if (!response.ok) return;
-  const { conversations } = await response.json();
   state.conversations = conversations;
   const list = $("conversation-list");
   list.replaceChildren();
@@ -694,7 +694,9 @@ async function runTurn(path, body, text) {
   } catch (error) {
     setBusy(false);
     setStatus("");
-    return { accepted: false, problem: error instanceof Offline ? NO_CONNECTION : error.message };
+    const offline = error instanceof Offline;
+    // Lost on the way: the service may have taken it. The caller finds out once back.
+    return { accepted: false, unknown: offline, problem: offline ? NO_CONNECTION : error.message };
   }
   if (!response.ok) {
     const problem = await readProblem(response);
@@ -711,6 +713,24 @@ async function runTurn(path, body, text) {
   return { accepted: true };
 }
 
+function customerCount() {
+  return document.querySelectorAll("#log .customer:not(.not-sent)").length;
+}
+
+// A message whose request broke on the way: wait for the service (following the turn it
+// may have started), then show the history; if the message is not in it, it stays
+// marked not sent, with Retry.
+async function settleUnknown(id, text, visit, before) {
+  setBusy(true);
+  await follow(id, null, visit);
+  if (visit !== state.visit) return;
+  await reloadConversation(id);
+  setBusy(false);
+  const customers = [...document.querySelectorAll("#log .customer .bubble")];
+  const arrived = customers.length > before && customers[customers.length - 1].textContent === text;
+  if (!arrived) markNotSent(customerBubble(text), text, "");
+}
+
 function customerBubble(text) {
   const node = el("li", { class: "customer" });
   node.append(el("span", { class: "visually-hidden" }, "You: "));
@@ -721,9 +741,10 @@ function customerBubble(text) {
 function markNotSent(node, text, problem) {
   node.classList.add("not-sent");
   const note = el("p", { class: "not-sent-note" });
-  note.append(el("span", {}, `Not sent. ${problem} `));
+  note.append(el("span", {}, problem ? `Not sent. ${problem} ` : "Not sent. "));
   const retry = el("button", { type: "button", class: "secondary" }, "Retry");
   retry.addEventListener("click", () => {
+    if (state.busy) return; // still finding out what became of it
     node.remove();
     sendText(text, { echo: true });
   });
@@ -744,8 +765,11 @@ async function sendText(text, { echo }) {
   }
   if (!state.conversations.some((c) => c.conversation_id === id)) setHeading(text.slice(0, 80));
   showPending([]);
+  const visit = state.visit;
+  const before = customerCount() - (node ? 1 : 0);
   const result = await runTurn(`/conversations/${encodeURIComponent(id)}/messages`, { text }, text);
   if (!result.accepted && node) markNotSent(node, text, result.problem);
+  if (result.unknown) await settleUnknown(id, text, visit, before);
   if (result.accepted && !state.pending.length && state.conversationId === id) $("message").focus();
 }
 

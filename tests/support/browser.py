@@ -8,6 +8,7 @@ the page by the test (through the DevTools protocol, so the page's policy still 
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import shutil
 import subprocess
@@ -87,3 +88,82 @@ def horizontal_overflow(page: Any) -> int:
             " - document.documentElement.clientWidth"
         )
     )
+
+
+class CuttableProxy:
+    """A TCP relay on 127.0.0.1 in front of ``port`` whose connections the test can cut.
+
+    ``cut`` closes every open connection (a stream in flight breaks, as when a network
+    drops) and refuses new ones until ``restore``: what the page sees when it loses the
+    service, while the service itself goes on.
+    """
+
+    def __init__(self, port: int) -> None:
+        import socket
+        import threading
+
+        self.target = port
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.open: list[Any] = []
+        self.down = False
+        self.lock = threading.Lock()
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def _accept(self) -> None:
+        import socket
+        import threading
+
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            if self.down:
+                client.close()
+                continue
+            try:
+                upstream = socket.create_connection(("127.0.0.1", self.target))
+            except OSError:
+                client.close()
+                continue
+            with self.lock:
+                self.open += [client, upstream]
+            for source, sink in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
+
+    def _pump(self, source: Any, sink: Any) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for end in (source, sink):
+                with contextlib.suppress(OSError):
+                    end.close()
+
+    def cut(self) -> None:
+        """Break every connection and refuse new ones."""
+        import socket
+
+        self.down = True
+        with self.lock:
+            for connection in self.open:
+                with contextlib.suppress(OSError):
+                    connection.shutdown(socket.SHUT_RDWR)
+            self.open.clear()
+
+    def restore(self) -> None:
+        """Let connections through again."""
+        self.down = False
+
+    def close(self) -> None:
+        """Stop relaying."""
+        self.cut()
+        self.listener.close()
