@@ -8,7 +8,6 @@ reason; the database is checked afterwards, and the history after a reload.
 from __future__ import annotations
 
 import re
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ import pytest
 
 from db.engine import Database
 from db.fixtures import FIXTURE_PASSENGER_ID
+from tests.support.browser import CHROMIUM, CHROMIUM_ARGS
 from tests.support.flights import ticket_flight
 from tests.support.scripted import ScriptedChatModel
 from tests.support.web import (
@@ -30,16 +30,6 @@ from tests.support.web import (
     hotel_bookings,
     plan_trip,
 )
-
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-]
 
 pytestmark = pytest.mark.skipif(
     not Path(CHROMIUM).exists(),
