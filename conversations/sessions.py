@@ -76,6 +76,9 @@ class SessionStore(Protocol):
     def delete(self, thread_id: str) -> bool:
         """Forget ``thread_id``; return whether it was there."""
 
+    def rename(self, thread_id: str, title: str) -> bool:
+        """Set the title of ``thread_id``; return whether it was there."""
+
     def list(self, passenger_id: str | None = None, limit: int = 50) -> list[SessionRecord]:
         """Return the most recently used records first, optionally of one passenger."""
 
@@ -120,6 +123,15 @@ class SessionRegistry:
                 "ELSE travel_sessions.title END",
                 (thread_id, passenger_id, stamp, stamp, title[:TITLE_CHARS]),
             )
+
+    def rename(self, thread_id: str, title: str) -> bool:
+        """Set the title of ``thread_id``; return whether it was there."""
+        with self._lock, self.connection:
+            cursor = self.connection.execute(
+                "UPDATE travel_sessions SET title = ? WHERE thread_id = ?",
+                (title[:TITLE_CHARS], thread_id),
+            )
+        return cursor.rowcount > 0
 
     def delete(self, thread_id: str) -> bool:
         """Forget ``thread_id``; return whether it was there (its checkpoints are separate)."""
@@ -191,6 +203,15 @@ class PostgresSessionRegistry:
                 "ELSE travel_sessions.title END",
                 (thread_id, passenger_id, stamp, stamp, _no_nul(title[:TITLE_CHARS])),
             )
+
+    def rename(self, thread_id: str, title: str) -> bool:
+        """Set the title of ``thread_id``; return whether it was there."""
+        with self.pool.connection() as connection:
+            cursor = connection.execute(
+                "UPDATE travel_sessions SET title = %s WHERE thread_id = %s",
+                (_no_nul(title[:TITLE_CHARS]), thread_id),
+            )
+            return cursor.rowcount > 0
 
     def delete(self, thread_id: str) -> bool:
         """Forget ``thread_id``; return whether it was there (its checkpoints are separate)."""

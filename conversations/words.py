@@ -171,6 +171,28 @@ def action_line(
     return f"Not done: {title} ({reason or 'it was not run'})."
 
 
+# What a web customer is told when the model server or the service failed: never the
+# operator's detail, which goes to the service's log under ``reference``.
+MODEL_UNAVAILABLE = (
+    "The assistant cannot answer right now. Your conversation is saved; "
+    "send your message again in a moment."
+)
+SERVICE_FAILED = "Something went wrong on our side. Your conversation is saved; please try again."
+NOTHING_RUNNING = "The assistant is not answering in this conversation right now."
+STOP_ELSEWHERE = (
+    "The assistant is answering this conversation elsewhere (another window, terminal or "
+    "server); stop it there, or wait for the reply."
+)
+DELETE_WHILE_BUSY = (
+    "The assistant is answering in this conversation; stop it or wait before deleting it."
+)
+
+
+def with_reference(text: str, reference: str) -> str:
+    """Add the reference a customer can quote to a failure's ``text``."""
+    return f"{text} (Reference {reference}.)"
+
+
 def model_failure(detail: str) -> str:
     """Say that the model server failed, and that nothing is lost."""
     return f"{detail} {CONVERSATION_SAVED}"

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Annotated, Any, cast
 
 import anyio
-from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
+from fastapi import APIRouter, Depends, FastAPI, Header, HTTPException, Request, Response
 from fastapi import Path as PathParam
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.docs import get_swagger_ui_html
@@ -49,7 +49,9 @@ from server.schemas import (
     MessageIn,
     PendingList,
     Problem,
+    StopOut,
     StreamEvent,
+    TitleIn,
 )
 from server.service import ConversationService, ServiceError
 from server.supervisor import router as supervisor_router
@@ -135,17 +137,16 @@ def _owned(service: Service, claims: Passenger, conversation_id: ConversationId)
 OwnedThread = Annotated[Thread, Depends(_owned)]
 
 
-async def _message_turn(
-    service: Service, thread: OwnedThread, body: MessageIn
-) -> AsyncIterator[StreamEvent]:
+Journaled = AsyncIterator[tuple[str, StreamEvent]]
+
+
+async def _message_turn(service: Service, thread: OwnedThread, body: MessageIn) -> Journaled:
     # Claiming may wait on the database that holds the turn locks: off the event loop.
     cancel = await anyio.to_thread.run_sync(service.claim, thread)
     return service.start_message(thread, body.text, cancel)
 
 
-async def _decision_turn(
-    service: Service, thread: OwnedThread, body: DecisionsIn
-) -> AsyncIterator[StreamEvent]:
+async def _decision_turn(service: Service, thread: OwnedThread, body: DecisionsIn) -> Journaled:
     cancel = await anyio.to_thread.run_sync(service.claim, thread)
     try:
         await anyio.to_thread.run_sync(service.check_decisions, thread, body.decisions)
@@ -155,9 +156,28 @@ async def _decision_turn(
     return service.start_decisions(thread, cancel, body.decisions)
 
 
-async def _as_sse(events: AsyncIterator[StreamEvent]) -> AsyncIterator[ServerSentEvent]:
-    async for event in events:
-        yield ServerSentEvent(event=event.type, data=event)
+async def _followed_turn(
+    service: Service,
+    thread: OwnedThread,
+    last_event_id: Annotated[
+        str | None, Header(max_length=100, description="The id of the last event read.")
+    ] = None,
+) -> Journaled:
+    events = service.follow(thread, last_event_id)
+    if events is None:
+        raise _NoTurn()
+    return events
+
+
+class _NoTurn(Exception):
+    """No turn of the conversation ran on this server lately (answered 204)."""
+
+
+async def _as_sse(events: Journaled, accepted: bool = False) -> AsyncIterator[ServerSentEvent]:
+    if accepted:  # a comment, so the client knows at once that the turn was taken
+        yield ServerSentEvent(comment="accepted")
+    async for event_id, event in events:
+        yield ServerSentEvent(event=event.type, data=event, id=event_id)
 
 
 def _router() -> APIRouter:
@@ -218,9 +238,9 @@ def _router() -> APIRouter:
         responses={**_NOT_FOUND, **_CONFLICT},
     )
     async def send_message(
-        events: Annotated[AsyncIterator[StreamEvent], Depends(_message_turn)],
+        events: Annotated[Journaled, Depends(_message_turn)],
     ) -> AsyncIterator[ServerSentEvent]:
-        async for item in _as_sse(events):
+        async for item in _as_sse(events, accepted=True):
             yield item
 
     @router.get(
@@ -243,10 +263,76 @@ def _router() -> APIRouter:
         responses={**_NOT_FOUND, **_CONFLICT},
     )
     async def decide(
-        events: Annotated[AsyncIterator[StreamEvent], Depends(_decision_turn)],
+        events: Annotated[Journaled, Depends(_decision_turn)],
+    ) -> AsyncIterator[ServerSentEvent]:
+        async for item in _as_sse(events, accepted=True):
+            yield item
+
+    @router.patch(
+        "/conversations/{conversation_id}",
+        tags=["conversations"],
+        summary="Rename a conversation",
+        responses={**_NOT_FOUND, 400: _CONFLICT[400]},
+    )
+    def rename_conversation(
+        service: Service, thread: OwnedThread, body: TitleIn
+    ) -> ConversationOut:
+        return service.rename(thread, body.title)
+
+    @router.delete(
+        "/conversations/{conversation_id}",
+        status_code=204,
+        tags=["conversations"],
+        summary="Delete a conversation and everything said in it",
+        responses={
+            **_NOT_FOUND,
+            409: {"model": Problem, "description": "A turn of it is running."},
+            503: _CONFLICT[503],
+        },
+    )
+    def delete_conversation(service: Service, thread: OwnedThread) -> Response:
+        service.delete(thread)
+        return Response(status_code=204)
+
+    @router.get(
+        "/conversations/{conversation_id}/events",
+        response_class=EventSourceResponse,
+        tags=["turns"],
+        summary="Follow the turn that is running (after a reload or a lost connection)",
+        description="The events of the turn this server runs for the conversation (or ran "
+        "in the last few minutes), as sending a message streams them: from the start, or "
+        "after the event named by the Last-Event-ID header when it belongs to this turn. "
+        "204 when no turn of it ran here lately: read the conversation (its busy flag "
+        "says whether a turn runs elsewhere, e.g. in another worker) and the history.",
+        responses={
+            **_NOT_FOUND,
+            204: {"description": "No turn of this conversation ran on this server lately."},
+        },
+    )
+    async def follow_turn(
+        events: Annotated[Journaled, Depends(_followed_turn)],
     ) -> AsyncIterator[ServerSentEvent]:
         async for item in _as_sse(events):
             yield item
+
+    @router.post(
+        "/conversations/{conversation_id}/stop",
+        tags=["turns"],
+        summary="Stop the assistant's answer, as Ctrl-C does in the terminal",
+        description="The running turn is cancelled: nothing more is done, what was done "
+        "stays, and its stream ends with an error event of kind stopped. The conversation "
+        "can go on.",
+        responses={
+            **_NOT_FOUND,
+            409: {
+                "model": Problem,
+                "description": "No turn of it runs on this server (none, or one elsewhere).",
+            },
+        },
+    )
+    def stop_turn(service: Service, thread: OwnedThread) -> StopOut:
+        service.stop(thread)
+        return StopOut(stopping=True)
 
     return router
 
@@ -504,6 +590,10 @@ def create_app(
     async def _refused(request: Request, error: ServiceError) -> JSONResponse:
         return JSONResponse({"detail": error.detail}, status_code=error.status)
 
+    @app.exception_handler(_NoTurn)
+    async def _no_turn(request: Request, error: _NoTurn) -> Response:
+        return Response(status_code=204)
+
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, error: RequestValidationError) -> JSONResponse:
         return JSONResponse({"detail": validation_problems(error.errors())}, status_code=422)
@@ -531,6 +621,11 @@ def create_app(
     @app.get("/supervisor", include_in_schema=False)
     def supervisor_page() -> FileResponse:
         return FileResponse(folder / "supervisor.html", headers=PAGE_HEADERS)
+
+    # A conversation's address: the same page, which opens it.
+    @app.get("/c/{conversation_id}", include_in_schema=False)
+    def conversation_page(conversation_id: ConversationId) -> FileResponse:
+        return FileResponse(folder / "index.html", headers=PAGE_HEADERS)
 
     app.mount("/static", StaticFiles(directory=folder), name="static")
     return app

@@ -20,6 +20,7 @@ from pydantic import (
     model_validator,
 )
 
+from conversations.sessions import TITLE_CHARS
 from conversations.words import MAX_MESSAGE_CHARS
 from db.values import AmountKind
 
@@ -45,8 +46,11 @@ __all__ = [
     "PendingList",
     "PreviewOut",
     "Problem",
+    "RecordEvent",
     "StatusEvent",
+    "StopOut",
     "StreamEvent",
+    "TitleIn",
     "TokenEvent",
 ]
 
@@ -116,6 +120,36 @@ class ConversationOut(BaseModel):
     assistant_label: str = Field(description="How the chat names it (empty for the primary).")
     pending_actions: int = Field(description="Actions waiting for the customer's decision.")
     busy: bool = Field(description="A turn is running right now.")
+
+
+class TitleIn(_Body):
+    """A conversation's new title."""
+
+    title: Text = Field(
+        description=f"At most {TITLE_CHARS} characters, not all blank. Outer blanks are dropped.",
+        examples=["Basel trip"],
+        json_schema_extra={"minLength": 1, "maxLength": TITLE_CHARS, "pattern": MESSAGE_PATTERN},
+    )
+
+    @field_validator("title")
+    @classmethod
+    def _fits(cls, value: str) -> str:
+        title = " ".join(value.split())
+        if not title:
+            raise ValueError("The title is empty.")
+        if len(value) > TITLE_CHARS:
+            raise ValueError(
+                f"The title is {len(value)} characters long; the limit is {TITLE_CHARS}."
+            )
+        return title
+
+
+class StopOut(BaseModel):
+    """The answer to Stop: the running turn was asked to stop."""
+
+    stopping: bool = Field(
+        description="True: the turn stops and its stream ends with error (kind stopped)."
+    )
 
 
 class ConversationList(BaseModel):
@@ -249,6 +283,7 @@ class AssistantItem(BaseModel):
     assistant: str
     label: str
     text: str
+    html: str = Field(description="The text (Markdown) as sanitized HTML, safe to show as is.")
 
 
 class ActionItem(BaseModel):
@@ -323,6 +358,17 @@ class MessageEvent(BaseModel):
     assistant: str
     label: str
     text: str
+    html: str = Field(description="The text (Markdown) as sanitized HTML, safe to show as is.")
+
+
+class RecordEvent(BaseModel):
+    """A line of the history as it happens: what became of an action, or a notice.
+
+    ``item`` is exactly what the history endpoint shows for it afterwards.
+    """
+
+    type: Literal["record"] = "record"
+    item: Annotated[ActionItem | NoticeItem, Field(discriminator="type")]
 
 
 class PendingEvent(BaseModel):
@@ -342,14 +388,25 @@ class DoneEvent(BaseModel):
 
 
 class ErrorEvent(BaseModel):
-    """The turn failed; the conversation is saved (the last event)."""
+    """The turn failed or was stopped; the conversation is saved (the last event)."""
 
     type: Literal["error"] = "error"
-    detail: str
+    detail: str = Field(description="What the customer is told.")
+    kind: str | None = Field(
+        default=None,
+        description="stopped (the customer pressed Stop), cancelled (the service stopped), "
+        "model (the model server failed), time_limit (it ran past its time limit), "
+        "lost_claim (another window or worker took the conversation over), unexpected, "
+        "or another failure of the protocol.",
+    )
+    reference: str | None = Field(
+        default=None,
+        description="An id the customer can quote; the service's log has the details under it.",
+    )
 
 
 StreamEvent = Annotated[
-    TokenEvent | StatusEvent | MessageEvent | PendingEvent | DoneEvent | ErrorEvent,
+    TokenEvent | StatusEvent | MessageEvent | RecordEvent | PendingEvent | DoneEvent | ErrorEvent,
     Field(discriminator="type"),
 ]
-STREAM_EVENT_NAMES = ("token", "status", "message", "pending", "done", "error")
+STREAM_EVENT_NAMES = ("token", "status", "message", "record", "pending", "done", "error")

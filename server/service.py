@@ -23,7 +23,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import secrets
 import threading
+import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -31,6 +33,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from langgraph.checkpoint.base import BaseCheckpointSaver
+
+from conversations import words
 from conversations.audit import AuditLog, SqliteAuditLog
 from conversations.events import Thread
 from conversations.protocol import (
@@ -55,6 +60,7 @@ from conversations.records import (
     TurnFailure,
 )
 from conversations.sessions import SessionRecord, SessionStore
+from server.markdown import reply_html
 from server.schemas import (
     ActionItem,
     AssistantItem,
@@ -68,6 +74,7 @@ from server.schemas import (
     PendingActionOut,
     PendingEvent,
     PreviewOut,
+    RecordEvent,
     StatusEvent,
     StreamEvent,
 )
@@ -84,7 +91,9 @@ log = logging.getLogger(__name__)
 # Turns that run at once; more wait for a free worker (their stream stays open).
 TURN_WORKERS = 16
 LIST_LIMIT = 50
-UNEXPECTED_ERROR = "Something went wrong on our side. Your conversation is saved; please try again."
+# How long the events of a finished turn are kept for a client that comes back.
+JOURNAL_SECONDS = 300.0
+UNEXPECTED_ERROR = words.SERVICE_FAILED
 STILL_ANSWERING = (
     "The assistant is still answering in this conversation; wait for the reply to finish."
 )
@@ -139,6 +148,11 @@ class LockedSessions:
         with self._lock:
             return self._store.delete(thread_id)
 
+    def rename(self, thread_id: str, title: str) -> bool:
+        """Set the title of ``thread_id``; return whether it was there."""
+        with self._lock:
+            return self._store.rename(thread_id, title)
+
     def get(self, thread_id: str) -> SessionRecord | None:
         """Return the record of ``thread_id``, or ``None``."""
         with self._lock:
@@ -162,6 +176,7 @@ class LockedSessions:
 class _Running:
     cancel: threading.Event = field(default_factory=threading.Event)
     turn: Turn | None = None
+    stopped: bool = False
 
 
 class TurnRunner:
@@ -177,6 +192,7 @@ class TurnRunner:
         """Run at most ``workers`` turns at once."""
         self._executor = ThreadPoolExecutor(workers, thread_name_prefix="turn")
         self._running: dict[str, _Running] = {}
+        self._journals: dict[str, Journal] = {}
         self._lock = threading.Lock()
         self._closed = False
 
@@ -234,28 +250,60 @@ class TurnRunner:
             except Exception:  # the lock dies with its connection anyway
                 log.exception("Releasing the turn lock of %s failed", thread_id)
 
-    def stream(
-        self, thread_id: str, work: Callable[[], Iterator[StreamEvent]]
-    ) -> AsyncIterator[StreamEvent]:
-        """Run ``work`` for the claimed ``thread_id`` in a worker; yield its events.
+    def stopped(self, thread_id: str) -> bool:
+        """Tell whether the customer asked the running turn of ``thread_id`` to stop."""
+        with self._lock:
+            running = self._running.get(thread_id)
+            return running is not None and running.stopped
 
-        Call it on the event loop. The conversation is released when ``work`` ends.
+    def stop(self, thread_id: str) -> bool:
+        """Cancel the turn of ``thread_id`` running here, as Ctrl-C does in the terminal.
+
+        Returns whether one was running in this process.
+        """
+        with self._lock:
+            running = self._running.get(thread_id)
+            if running is None:
+                return False
+            running.stopped = True
+            running.cancel.set()
+            return True
+
+    def start(self, thread_id: str, work: Callable[[], Iterator[StreamEvent]]) -> Journal:
+        """Run ``work`` for the claimed ``thread_id`` in a worker; return its journal.
+
+        Call it on the event loop. The conversation is released when ``work`` ends; the
+        journal keeps the turn's events, for clients that come back (``follow``), until
+        the next turn of the conversation or ``JOURNAL_SECONDS`` after its end.
         """
         loop = asyncio.get_running_loop()
-        queue: asyncio.Queue[StreamEvent | None] = asyncio.Queue()
+        now = time.monotonic()
+        for old in [k for k, j in self._journals.items() if j.expired(now)]:
+            del self._journals[old]
+        journal = self._journals[thread_id] = Journal(secrets.token_hex(4))
 
         def hand_over(item: StreamEvent | None) -> None:
             # A closed loop raises RuntimeError: no one is listening any more.
             with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(queue.put_nowait, item)
+                if item is None:
+                    loop.call_soon_threadsafe(journal.finish)
+                else:
+                    loop.call_soon_threadsafe(journal.add, item)
 
         def produce() -> None:
             try:
                 for event in work():
                     hand_over(event)
             except BaseException:  # work() reports its own errors; this is a bug
-                log.exception("A turn of %s failed", thread_id)
-                hand_over(ErrorEvent(detail=UNEXPECTED_ERROR))
+                reference = secrets.token_hex(4)
+                log.exception("A turn of %s failed [reference %s]", thread_id, reference)
+                hand_over(
+                    ErrorEvent(
+                        detail=words.with_reference(UNEXPECTED_ERROR, reference),
+                        kind="unexpected",
+                        reference=reference,
+                    )
+                )
             finally:
                 self.release(thread_id)
                 hand_over(None)
@@ -264,8 +312,26 @@ class TurnRunner:
             self._executor.submit(produce)
         except RuntimeError as error:  # shut down between claim and submit
             self.release(thread_id)
+            journal.finish()
             raise ConflictError(STOPPING) from error
-        return _drain(queue)
+        return journal
+
+    def stream(
+        self, thread_id: str, work: Callable[[], Iterator[StreamEvent]]
+    ) -> AsyncIterator[StreamEvent]:
+        """Run ``work`` as ``start`` does; yield its events (call it on the event loop)."""
+        return _events(self.start(thread_id, work).read())
+
+    def follow(self, thread_id: str, last_event_id: str | None = None) -> Journal | None:
+        """Return the journal of the turn of ``thread_id`` run here (running or just over).
+
+        ``None`` when this process ran none lately: the turn may run in another worker.
+        Call it on the event loop.
+        """
+        journal = self._journals.get(thread_id)
+        if journal is None or journal.expired(time.monotonic()):
+            return None
+        return journal
 
     def close(self) -> None:
         """Cancel the running turns, wait for them to close, and stop the workers."""
@@ -276,9 +342,67 @@ class TurnRunner:
         self._executor.shutdown(wait=True)
 
 
-async def _drain(queue: asyncio.Queue[StreamEvent | None]) -> AsyncIterator[StreamEvent]:
-    while (item := await queue.get()) is not None:
-        yield item
+class Journal:
+    """The events of one turn in order, kept so a client can read them from where it left off.
+
+    Each event's id is ``<turn>.<n>`` (n from 1), sent as the server-sent event's id; a
+    client that lost the stream reads on after the last id it saw (``Last-Event-ID``).
+    Everything here runs on the event loop.
+    """
+
+    def __init__(self, turn: str) -> None:
+        """Start the journal of the turn named ``turn``."""
+        self.turn = turn
+        self.events: list[StreamEvent] = []
+        self.finished_at: float | None = None
+        self._wakers: list[asyncio.Event] = []
+
+    def add(self, event: StreamEvent) -> None:
+        """Append ``event`` and wake the readers."""
+        self.events.append(event)
+        self._wake()
+
+    def finish(self) -> None:
+        """Mark the turn over and wake the readers."""
+        self.finished_at = time.monotonic()
+        self._wake()
+
+    def _wake(self) -> None:
+        for waker in self._wakers:
+            waker.set()
+
+    def expired(self, now: float) -> bool:
+        """Tell whether the turn ended more than ``JOURNAL_SECONDS`` before ``now``."""
+        return self.finished_at is not None and now - self.finished_at > JOURNAL_SECONDS
+
+    def position(self, last_event_id: str | None) -> int:
+        """Return how many events a client that saw ``last_event_id`` has read."""
+        turn, _, number = (last_event_id or "").partition(".")
+        if turn != self.turn or not number.isdigit():
+            return 0
+        return min(int(number), len(self.events))
+
+    async def read(self, after: int = 0) -> AsyncIterator[tuple[str, StreamEvent]]:
+        """Yield ``(id, event)`` from the one after the ``after``-th until the turn is over."""
+        waker = asyncio.Event()
+        self._wakers.append(waker)
+        try:
+            position = after
+            while True:
+                while position < len(self.events):
+                    position += 1
+                    yield f"{self.turn}.{position}", self.events[position - 1]
+                if self.finished_at is not None:
+                    return
+                waker.clear()
+                await waker.wait()
+        finally:
+            self._wakers.remove(waker)
+
+
+async def _events(read: AsyncIterator[tuple[str, StreamEvent]]) -> AsyncIterator[StreamEvent]:
+    async for _, event in read:
+        yield event
 
 
 @dataclass(frozen=True)
@@ -342,7 +466,11 @@ def history_item(record: Record) -> HistoryItem:
         return CustomerItem(id=record.id, text=record.text)
     if isinstance(record, AssistantLine):
         return AssistantItem(
-            id=record.id, assistant=record.assistant, label=record.label, text=record.text
+            id=record.id,
+            assistant=record.assistant,
+            label=record.label,
+            text=record.text,
+            html=reply_html(record.text),
         )
     if isinstance(record, ActionRecord):
         return ActionItem(
@@ -374,16 +502,23 @@ def stream_events(outcome: Outcome) -> Iterator[StreamEvent]:
         )
     elif isinstance(outcome, AssistantLine):
         yield MessageOut(
-            id=outcome.id, assistant=outcome.assistant, label=outcome.label, text=outcome.text
+            id=outcome.id,
+            assistant=outcome.assistant,
+            label=outcome.label,
+            text=outcome.text,
+            html=reply_html(outcome.text),
         )
     elif isinstance(outcome, Activity):
         yield StatusEvent(text=f"{_capitalized(outcome.text)}…", tool=outcome.tool)
     elif isinstance(outcome, HandOver) and outcome.text:
         yield StatusEvent(text=f"{_capitalized(outcome.text)}.", tool=outcome.tool)
-    elif isinstance(outcome, ActionRecord):
-        yield StatusEvent(text=outcome.status, tool=outcome.tool)
-    elif isinstance(outcome, Notice):
-        yield StatusEvent(text=outcome.text, tool=None)
+    elif isinstance(outcome, ActionRecord | Notice):
+        # The status line says it at once; the record is what the history shows for it.
+        status = outcome.status if isinstance(outcome, ActionRecord) else outcome.text
+        yield StatusEvent(text=status, tool=getattr(outcome, "tool", None))
+        item = history_item(outcome)
+        assert isinstance(item, ActionItem | NoticeItem)
+        yield RecordEvent(item=item)
     elif isinstance(outcome, TurnEnd):
         if outcome.approvals:
             yield PendingEvent(actions=[approval_out(a) for a in outcome.approvals])
@@ -393,7 +528,26 @@ def stream_events(outcome: Outcome) -> Iterator[StreamEvent]:
             label=outcome.label,
         )
     elif isinstance(outcome, TurnFailure):
-        yield ErrorEvent(detail=outcome.text)
+        yield failure_event(outcome)
+
+
+def failure_event(failure: TurnFailure, stopped: bool = False) -> ErrorEvent:
+    """Return what the customer is told of ``failure``: never the operator's detail.
+
+    A model-server failure is logged with a reference the customer can quote; a cancel
+    the customer asked for (Stop, ``stopped``) says so.
+    """
+    if failure.kind == "cancelled" and stopped:
+        return ErrorEvent(detail=words.CANCELLED["customer"], kind="stopped")
+    if failure.kind in ("model", "time_limit"):  # its text is written for an operator
+        reference = secrets.token_hex(4)
+        log.warning("The model server failed [reference %s]: %s", reference, failure.detail)
+        return ErrorEvent(
+            detail=words.with_reference(words.MODEL_UNAVAILABLE, reference),
+            kind=failure.kind,
+            reference=reference,
+        )
+    return ErrorEvent(detail=failure.text, kind=failure.kind)
 
 
 # --- the service ---------------------------------------------------------------------------
@@ -506,7 +660,7 @@ class ConversationService:
 
     def start_message(
         self, thread: Thread, text: str, cancel: threading.Event | None = None
-    ) -> AsyncIterator[StreamEvent]:
+    ) -> AsyncIterator[tuple[str, StreamEvent]]:
         """Send the customer's ``text`` and stream the turn (call on the event loop).
 
         ``cancel`` is the event of a claim already made (``claim``); without it the
@@ -538,7 +692,7 @@ class ConversationService:
 
     def start_decisions(
         self, thread: Thread, cancel: threading.Event, given: Sequence[DecisionIn]
-    ) -> AsyncIterator[StreamEvent]:
+    ) -> AsyncIterator[tuple[str, StreamEvent]]:
         """Resolve the claimed ``thread``'s pending actions and stream the rest of the turn."""
         answers = {d.tool_call_id: Answer(d.approved, d.reason) for d in given}
         turn = self.runner.turn(thread.thread_id)
@@ -548,23 +702,83 @@ class ConversationService:
 
     def _stream(
         self, thread: Thread, run: Callable[[], Iterator[Outcome]]
-    ) -> AsyncIterator[StreamEvent]:
+    ) -> AsyncIterator[tuple[str, StreamEvent]]:
+        thread_id = thread.thread_id
+
         def work() -> Iterator[StreamEvent]:
             try:
                 for outcome in run():
                     if isinstance(outcome, TurnFailure):
-                        self.failures.add(
-                            thread.thread_id, outcome.kind, outcome.text, outcome.detail
-                        )
-                    if isinstance(outcome, TurnFailure) and outcome.detail:
-                        log.warning("A turn of %s failed: %s", thread.thread_id, outcome.detail)
-                    yield from stream_events(outcome)
+                        self.failures.add(thread_id, outcome.kind, outcome.text, outcome.detail)
+                        if outcome.detail and outcome.kind not in ("model", "time_limit"):
+                            log.warning("A turn of %s failed: %s", thread_id, outcome.detail)
+                        yield failure_event(outcome, self.runner.stopped(thread_id))
+                    else:
+                        yield from stream_events(outcome)
             except Exception as error:
-                log.exception("A turn of conversation %s failed", thread.thread_id)
-                self.failures.add(thread.thread_id, "unexpected", UNEXPECTED_ERROR, repr(error))
-                yield ErrorEvent(detail=UNEXPECTED_ERROR)
+                reference = secrets.token_hex(4)
+                log.exception("A turn of %s failed [reference %s]", thread_id, reference)
+                self.failures.add(thread_id, "unexpected", UNEXPECTED_ERROR, repr(error))
+                yield ErrorEvent(
+                    detail=words.with_reference(UNEXPECTED_ERROR, reference),
+                    kind="unexpected",
+                    reference=reference,
+                )
 
-        return self.runner.stream(thread.thread_id, work)
+        return self.runner.start(thread_id, work).read()
+
+    def follow(
+        self, thread: Thread, last_event_id: str | None
+    ) -> AsyncIterator[tuple[str, StreamEvent]] | None:
+        """Return the events of the turn this process runs (or just ran) for ``thread``.
+
+        From the one after ``last_event_id`` when it names this turn, else from the
+        start; ``None`` when no turn of it ran here lately (it may run in another
+        worker: ``summary`` says whether it is busy). Call it on the event loop.
+        """
+        journal = self.runner.follow(thread.thread_id)
+        if journal is None:
+            return None
+        return journal.read(journal.position(last_event_id))
+
+    def stop(self, thread: Thread) -> None:
+        """Cancel the running turn of ``thread`` as Ctrl-C does in the terminal.
+
+        Raises:
+            ConflictError: No turn of it runs here (none at all, or one elsewhere).
+        """
+        if self.runner.stop(thread.thread_id):
+            return
+        if self.conversations.get(thread).busy():
+            raise ConflictError(words.STOP_ELSEWHERE)
+        raise ConflictError(words.NOTHING_RUNNING)
+
+    def rename(self, thread: Thread, title: str) -> ConversationOut:
+        """Give ``thread`` a new title; return its summary."""
+        if not self.sessions.rename(thread.thread_id, title):
+            raise NotFoundError(f"No conversation {thread.thread_id}.")
+        record = self.sessions.get(thread.thread_id)
+        if record is None:  # deleted in between
+            raise NotFoundError(f"No conversation {thread.thread_id}.")
+        return self.summary(record)
+
+    def delete(self, thread: Thread) -> None:
+        """Delete ``thread``: its checkpoints and its record (call it off the event loop).
+
+        Raises:
+            ConflictError: A turn of it is running (here or elsewhere).
+        """
+        try:
+            self.claim(thread)
+        except ConflictError as error:
+            raise ConflictError(words.DELETE_WHILE_BUSY) from error
+        try:
+            saver = self.assistant.graph.checkpointer
+            if isinstance(saver, BaseCheckpointSaver):
+                saver.delete_thread(thread.thread_id)
+            self.sessions.delete(thread.thread_id)
+        finally:
+            self.release(thread)
 
     def close(self) -> None:
         """Cancel running turns and wait for them (the service is stopping)."""

@@ -1,20 +1,39 @@
 // The web chat: talks to the service's JSON API and reads turns as server-sent events.
-// Plain JavaScript, no build step. Text from the API is only ever set as textContent.
+// Plain JavaScript, no build step. Text from the API is set as textContent; the one
+// exception is a reply's `html`, which the service rendered from Markdown and cleaned
+// with a maintained sanitizer (server/markdown.py), and the page's policy runs no
+// script but this one.
+//
+// The live view and a reopened conversation are drawn by the same function (`drawItem`)
+// from the same items (the history's, which a turn's `record` and `message` events
+// carry too), keyed so a turn read again after a reload or a lost connection replaces
+// what is on screen instead of repeating it.
 "use strict";
 
 const TOKEN_KEY = "travel-assistant-token";
 const API = "/api/v1";
+const GENERIC_PROBLEM = "Something went wrong on our side. Your conversation is saved; please try again.";
+const NO_CONNECTION = "No connection to the service.";
+const MAX_BACKOFF_MS = 15000;
+const ELSEWHERE_POLL_MS = 2000;
 
 const state = {
   token: null,
   conversationId: null,
+  conversations: [],
   busy: false,
-  streaming: new Map(), // message id -> the bubble its tokens go to
+  visit: 0, // bumped whenever another conversation is shown: stale loops stop
   pending: [], // the actions on screen
-  decisions: new Map(), // tool_call_id -> {approved, reason}
+  decisions: new Map(), // tool_call_id -> {tool_call_id, approved, reason}
+  stick: true, // the view follows new text while the reader is at the bottom
+  overridePending: false,
+  liveCounter: 0,
 };
 
 const $ = (id) => document.getElementById(id);
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+const narrow = () => window.matchMedia("(max-width: 720px)").matches;
+const coarse = () => window.matchMedia("(pointer: coarse)").matches;
 
 function el(tag, attributes = {}, text = null) {
   const node = document.createElement(tag);
@@ -33,15 +52,23 @@ function tokenFromFragment() {
   const token = params.get("token");
   if (token) {
     // Keep it out of the address bar and the history.
-    history.replaceState(null, "", location.pathname + location.search);
+    history.replaceState(history.state, "", location.pathname + location.search);
   }
   return token;
 }
 
+class Offline extends Error {}
+
+// Every request: a network failure becomes `Offline` (never the browser's words).
 async function api(path, options = {}) {
   const headers = { Accept: "application/json", ...(options.headers || {}) };
   if (state.token) headers.Authorization = `Bearer ${state.token}`;
-  const response = await fetch(API + path, { ...options, headers });
+  let response;
+  try {
+    response = await fetch(API + path, { ...options, headers });
+  } catch (_) {
+    throw new Offline(NO_CONNECTION);
+  }
   if (response.status === 401) {
     const problem = await readProblem(response);
     signOut(problem);
@@ -50,17 +77,19 @@ async function api(path, options = {}) {
   return response;
 }
 
+// The service's words for a refusal (written for the customer); never a server error's.
 async function readProblem(response) {
+  if (response.status >= 500) return GENERIC_PROBLEM;
   try {
     const body = await response.json();
     if (typeof body.detail === "string") return body.detail;
     if (Array.isArray(body.detail) && body.detail.length) {
-      return body.detail.map((d) => d.msg.replace(/^Value error, /, "")).join(" ");
+      return body.detail.map((d) => String(d.msg).replace(/^Value error, /, "")).join(" ");
     }
   } catch (_) {
     // not JSON
   }
-  return `The service answered ${response.status}.`;
+  return GENERIC_PROBLEM;
 }
 
 async function signIn(token) {
@@ -71,23 +100,29 @@ async function signIn(token) {
     if (!response.ok) throw new Error(await readProblem(response));
     me = await response.json();
   } catch (error) {
-    signOut(error.message);
+    if (state.token === token) signOut(error.message);
     return false;
   }
   sessionStorage.setItem(TOKEN_KEY, token);
   $("who-text").textContent = `Passenger ${me.passenger_id}`;
   $("who").hidden = false;
+  $("menu").hidden = false;
   $("sign-in").hidden = true;
   $("chat").hidden = false;
-  await refreshConversations();
+  const id = conversationFromPath();
+  if (id) await openConversation(id, { push: false });
+  else showNewConversation({ push: false });
+  $("message").focus();
   return true;
 }
 
 function signOut(message = "") {
   state.token = null;
   state.conversationId = null;
+  state.visit += 1;
   sessionStorage.removeItem(TOKEN_KEY);
   $("who").hidden = true;
+  $("menu").hidden = true;
   $("chat").hidden = true;
   $("sign-in").hidden = false;
   $("sign-in-error").textContent = message;
@@ -95,38 +130,197 @@ function signOut(message = "") {
   $("token-input").focus();
 }
 
-// --- conversations ---------------------------------------------------------------------
+// --- addresses -------------------------------------------------------------------------
 
-async function refreshConversations() {
-  const response = await api("/conversations");
-  if (!response.ok) return;
-  const { conversations } = await response.json();
-  const list = $("conversation-list");
-  list.replaceChildren();
-  for (const conversation of conversations) {
-    const button = el("button", { type: "button" });
-    const when = new Date(conversation.updated_at).toLocaleString();
-    button.append(el("span", {}, conversation.title || "(no message yet)"));
-    button.append(el("span", { class: "help" }, ` — ${when}`));
-    if (conversation.pending_actions) {
-      button.append(el("span", { class: "badge" }, "Waiting for your decision"));
-    }
-    if (conversation.conversation_id === state.conversationId) {
-      button.setAttribute("aria-current", "true");
-    }
-    button.addEventListener("click", () => openConversation(conversation.conversation_id));
-    const item = el("li");
-    item.append(button);
-    list.append(item);
-  }
+function conversationFromPath() {
+  const match = location.pathname.match(/^\/c\/([A-Za-z0-9][A-Za-z0-9_.:-]{0,99})$/);
+  return match ? decodeURIComponent(match[1]) : null;
 }
 
-function newConversation() {
-  state.conversationId = null;
-  $("conversation-heading").textContent = "New conversation";
+function goTo(id, push) {
+  const path = id ? `/c/${encodeURIComponent(id)}` : "/";
+  if (location.pathname === path) return;
+  if (push) history.pushState({ conversation: id }, "", path);
+  else history.replaceState({ conversation: id }, "", path);
+}
+
+// --- the list of conversations ---------------------------------------------------------
+
+async function refreshConversations() {
+  let conversations;
+  try {
+    const response = await api("/conversations");
+    if (!response.ok) return;
+    ({ conversations } = await response.json());
+  } catch (_) {
+    return; // the list on screen stays until the next try
+  }
+  state.conversations = conversations;
+  const list = $("conversation-list");
+  list.replaceChildren();
+  if (!conversations.length) list.append(el("li", { class: "help empty" }, "No conversations yet."));
+  for (const conversation of conversations) list.append(conversationEntry(conversation));
+  const current = conversations.find((c) => c.conversation_id === state.conversationId);
+  if (current) setHeading(current.title);
+}
+
+function titleOf(conversation) {
+  return conversation.title || "New conversation";
+}
+
+function conversationEntry(conversation) {
+  const id = conversation.conversation_id;
+  const title = titleOf(conversation);
+  const item = el("li", { class: "entry" });
+  const open = el("a", { href: `/c/${encodeURIComponent(id)}`, class: "open" });
+  open.append(el("span", { class: "title" }, title));
+  open.append(el("span", { class: "when" }, new Date(conversation.updated_at).toLocaleString()));
+  if (conversation.busy) open.append(el("span", { class: "badge busy" }, "Answering…"));
+  else if (conversation.pending_actions) open.append(el("span", { class: "badge" }, "Waiting for your decision"));
+  if (id === state.conversationId) open.setAttribute("aria-current", "page");
+  open.addEventListener("click", (event) => {
+    event.preventDefault();
+    closeMenu();
+    openConversation(id, { push: true });
+  });
+  const tools = el("div", { class: "entry-tools" });
+  const rename = el("button", { type: "button", class: "link", "aria-label": `Rename “${title}”` }, "Rename");
+  const remove = el("button", { type: "button", class: "link danger", "aria-label": `Delete “${title}”` }, "Delete");
+  rename.addEventListener("click", () => startRename(item, conversation));
+  remove.addEventListener("click", () => confirmDelete(item, conversation));
+  tools.append(rename, remove);
+  item.append(open, tools);
+  return item;
+}
+
+function startRename(item, conversation) {
+  const id = conversation.conversation_id;
+  const form = el("form", { class: "rename" });
+  const inputId = `rename-${state.liveCounter++}`;
+  form.append(el("label", { for: inputId }, "New title"));
+  const input = el("input", { id: inputId, type: "text", maxlength: "200", autocomplete: "off" });
+  input.value = conversation.title;
+  const save = el("button", { type: "submit" }, "Save");
+  const cancel = el("button", { type: "button", class: "secondary" }, "Cancel");
+  const problem = el("p", { class: "error", role: "alert" });
+  const buttons = el("div", { class: "buttons" });
+  buttons.append(save, cancel);
+  form.append(input, buttons, problem);
+  item.replaceChildren(form);
+  input.focus();
+  input.select();
+  cancel.addEventListener("click", () => refreshConversations());
+  input.addEventListener("keydown", (event) => {
+    if (event.key === "Escape") refreshConversations();
+  });
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const title = input.value.trim();
+    if (!title) {
+      problem.textContent = "Type a title first.";
+      return;
+    }
+    try {
+      const response = await api(`/conversations/${encodeURIComponent(id)}`, {
+        method: "PATCH",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ title }),
+      });
+      if (!response.ok) {
+        problem.textContent = await readProblem(response);
+        return;
+      }
+    } catch (error) {
+      problem.textContent = error instanceof Offline ? `${NO_CONNECTION} Try again.` : GENERIC_PROBLEM;
+      return;
+    }
+    await refreshConversations();
+    announce(`Renamed to ${title}.`);
+    focusEntry(id);
+  });
+}
+
+function focusEntry(id) {
+  const link = [...document.querySelectorAll("#conversation-list a.open")].find(
+    (a) => a.getAttribute("href") === `/c/${encodeURIComponent(id)}`,
+  );
+  if (link) link.focus();
+}
+
+function confirmDelete(item, conversation) {
+  const id = conversation.conversation_id;
+  const box = el("div", { class: "confirm", role: "group", "aria-label": "Delete this conversation?" });
+  box.append(el("p", {}, `Delete “${titleOf(conversation)}” and everything said in it?`));
+  const yes = el("button", { type: "button", class: "danger" }, "Delete for good");
+  const no = el("button", { type: "button", class: "secondary" }, "Keep it");
+  const problem = el("p", { class: "error", role: "alert" });
+  const buttons = el("div", { class: "buttons" });
+  buttons.append(yes, no);
+  box.append(buttons, problem);
+  item.replaceChildren(box);
+  no.focus();
+  no.addEventListener("click", async () => {
+    await refreshConversations();
+    focusEntry(id);
+  });
+  yes.addEventListener("click", async () => {
+    try {
+      const response = await api(`/conversations/${encodeURIComponent(id)}`, { method: "DELETE" });
+      if (!response.ok && response.status !== 404) {
+        problem.textContent = await readProblem(response);
+        return;
+      }
+    } catch (error) {
+      problem.textContent = error instanceof Offline ? `${NO_CONNECTION} Try again.` : GENERIC_PROBLEM;
+      return;
+    }
+    announce("The conversation was deleted.");
+    if (id === state.conversationId) showNewConversation({ push: true });
+    else await refreshConversations();
+    $("new-conversation").focus();
+  });
+}
+
+// --- the phone's menu ------------------------------------------------------------------
+
+function openMenu() {
+  $("chat").classList.add("menu-open");
+  $("menu").setAttribute("aria-expanded", "true");
+  $("backdrop").hidden = false;
+  document.querySelector("main.conversation").inert = true;
+  $("new-conversation").focus();
+}
+
+function closeMenu() {
+  if (!$("chat").classList.contains("menu-open")) return;
+  $("chat").classList.remove("menu-open");
+  $("menu").setAttribute("aria-expanded", "false");
+  $("backdrop").hidden = true;
+  document.querySelector("main.conversation").inert = false;
+  $("menu").focus();
+}
+
+// --- one conversation ------------------------------------------------------------------
+
+function setHeading(title) {
+  $("conversation-heading").textContent = title || "New conversation";
+}
+
+function clearConversation() {
+  state.visit += 1;
   $("log").replaceChildren();
   showPending([]);
   setStatus("");
+  setConnection("");
+  setBusy(false);
+  hideWarning();
+}
+
+function showNewConversation({ push }) {
+  clearConversation();
+  state.conversationId = null;
+  goTo(null, push);
+  setHeading("");
   refreshConversations();
   $("message").focus();
 }
@@ -137,97 +331,196 @@ async function ensureConversation() {
   if (!response.ok) throw new Error(await readProblem(response));
   const conversation = await response.json();
   state.conversationId = conversation.conversation_id;
+  goTo(state.conversationId, true);
   return state.conversationId;
 }
 
-async function openConversation(id) {
+// Show conversation `id` as saved, and follow the turn still running in it, if any.
+async function openConversation(id, { push }) {
+  clearConversation();
   state.conversationId = id;
-  $("log").replaceChildren();
-  showPending([]);
-  const [history, pending] = await Promise.all([
-    api(`/conversations/${encodeURIComponent(id)}/messages`),
-    api(`/conversations/${encodeURIComponent(id)}/pending`),
-  ]);
-  if (!history.ok) {
-    setStatus(await readProblem(history));
+  const visit = state.visit;
+  goTo(id, push);
+  setHeading("");
+  let loaded;
+  try {
+    loaded = await loadConversation(id);
+  } catch (error) {
+    if (visit !== state.visit) return;
+    setStatus(error instanceof Offline ? `${NO_CONNECTION} Reload the page to try again.` : GENERIC_PROBLEM);
     return;
   }
+  if (visit !== state.visit) return;
+  if (!loaded) {
+    state.conversationId = null;
+    goTo(null, false);
+    setStatus("That conversation does not exist or was deleted. You can start a new one.");
+    refreshConversations();
+    return;
+  }
+  refreshConversations();
+  if (loaded.busy) {
+    setBusy(true);
+    await follow(id, null, visit);
+    if (visit === state.visit) setBusy(false);
+  }
+}
+
+// Draw the history and the pending actions of `id`; return its summary (null: not found).
+async function loadConversation(id) {
+  const base = `/conversations/${encodeURIComponent(id)}`;
+  const [summary, history, pending] = await Promise.all([
+    api(base),
+    api(`${base}/messages`),
+    api(`${base}/pending`),
+  ]);
+  if (summary.status === 404 || history.status === 404) return null;
+  if (!summary.ok || !history.ok) throw new Error(GENERIC_PROBLEM);
+  const conversation = await summary.json();
+  setHeading(conversation.title);
   const { items } = await history.json();
-  const first = items.find((item) => item.type === "customer");
-  $("conversation-heading").textContent = first ? first.text.slice(0, 80) : "New conversation";
-  for (const item of items) showHistoryItem(item);
-  if (pending.ok) showPending((await pending.json()).actions);
-  await refreshConversations();
+  for (const item of items) drawItem(item);
+  showPending(pending.ok ? (await pending.json()).actions : []);
+  scrollToEnd(true);
+  return conversation;
+}
+
+async function reloadConversation(id) {
+  $("log").replaceChildren();
+  try {
+    await loadConversation(id);
+  } catch (_) {
+    // what is on screen stays
+  }
+  refreshConversations();
 }
 
 // --- the log ---------------------------------------------------------------------------
 
-function logItem(className) {
-  const item = el("li", { class: className });
-  $("log").append(item);
-  item.scrollIntoView({ block: "end" });
-  return item;
+function keyOf(item) {
+  if (item.type === "assistant" && item.id) return `m:${item.id}`;
+  if (item.type === "customer" && item.id) return `c:${item.id}`;
+  if (item.type === "action") return `a:${item.tool_call_id}`;
+  return null;
 }
 
-function showCustomer(text) {
-  logItem("customer").append(el("p", { class: "bubble" }, text));
+function findKey(key) {
+  return key ? [...$("log").children].find((node) => node.dataset.key === key) : undefined;
 }
 
-function assistantBubble(label) {
-  const item = logItem("assistant");
-  item.append(el("span", { class: "who-said" }, label ? `Assistant (${label})` : "Assistant"));
-  const bubble = el("p", { class: "bubble" });
-  item.append(bubble);
-  return bubble;
+function addToLog(node, key) {
+  if (key) node.dataset.key = key;
+  const existing = findKey(key);
+  if (existing) existing.replaceWith(node);
+  else $("log").append(node);
+  scrollToEnd();
+  return node;
 }
 
-function showHistoryItem(item) {
-  if (item.type === "customer") showCustomer(item.text);
-  else if (item.type === "assistant") assistantBubble(item.label).textContent = item.text;
-  else if (item.type === "notice") logItem("notice").textContent = item.text;
-  else if (item.type === "action") showRecord(item);
+// One history item, drawn the same whether it arrives live or with the history.
+function drawItem(item) {
+  const key = keyOf(item);
+  if (item.type === "customer") {
+    const node = el("li", { class: "customer" });
+    node.append(el("span", { class: "visually-hidden" }, "You: "));
+    node.append(el("p", { class: "bubble" }, item.text));
+    return addToLog(node, key);
+  }
+  if (item.type === "assistant") return addToLog(assistantNode(item.label, item.html, null), key);
+  if (item.type === "action") return addToLog(recordNode(item), key);
+  return addToLog(el("li", { class: "notice" }, item.text), key);
 }
 
-// The record's sentence comes from the service (the words the terminal's /history shows);
-// the page only styles it by outcome.
-function showRecord(item) {
-  logItem(`record ${item.outcome}`).textContent = item.text;
+function assistantNode(label, html, text) {
+  const node = el("li", { class: "assistant" });
+  node.append(el("span", { class: "who-said" }, label ? `Assistant (${label})` : "Assistant"));
+  const bubble = el("div", { class: "bubble" });
+  if (html !== null) {
+    bubble.innerHTML = html; // sanitized by the service (server/markdown.py)
+    node.dataset.final = "1";
+  } else {
+    bubble.classList.add("streaming");
+    bubble.textContent = text || "";
+  }
+  node.append(bubble);
+  return node;
+}
+
+// What became of an action: the service's sentence, with its amount kept on one line.
+function recordNode(item) {
+  const node = el("li", { class: `record ${item.outcome}` });
+  const line = el("p");
+  const at = item.amount ? item.text.indexOf(item.amount) : -1;
+  if (at >= 0) {
+    line.append(item.text.slice(0, at));
+    line.append(el("span", { class: "nowrap" }, item.amount));
+    line.append(item.text.slice(at + item.amount.length));
+  } else {
+    line.textContent = item.text;
+  }
+  node.append(line);
+  if (item.result && item.outcome === "approved" && !item.text.includes(item.result)) {
+    node.append(el("p", { class: "help" }, item.result));
+  }
+  return node;
+}
+
+function problemNode(text, retry) {
+  const node = el("li", { class: "problem" });
+  node.append(el("p", {}, text));
+  if (retry) {
+    const button = el("button", { type: "button", class: "secondary" }, "Send again");
+    button.addEventListener("click", () => {
+      node.remove();
+      sendText(retry, { echo: true });
+    });
+    node.append(button);
+  }
+  return addToLog(node, null);
+}
+
+function scrollToEnd(force = false) {
+  const scroller = $("scroller");
+  if (force || state.stick) scroller.scrollTop = scroller.scrollHeight;
 }
 
 function setStatus(text) {
   $("status").textContent = text;
 }
 
+function setConnection(text) {
+  $("connection").textContent = text;
+  $("connection").classList.toggle("active", Boolean(text));
+}
+
+// Said once to screen readers (the log itself is not a live region).
+function announce(text) {
+  const region = $("announcer");
+  region.textContent = "";
+  setTimeout(() => {
+    region.textContent = text;
+  }, 50);
+}
+
 // --- turns -----------------------------------------------------------------------------
 
 function setBusy(busy) {
   state.busy = busy;
-  $("send").disabled = busy;
+  $("send").hidden = busy;
+  $("stop").hidden = !busy;
+  $("stop").disabled = false;
   $("message").setAttribute("aria-busy", String(busy));
   for (const button of document.querySelectorAll(".approval button")) {
     if (busy) button.disabled = true;
   }
+  if (!busy && document.activeElement === document.body) $("message").focus();
 }
 
-async function streamTurn(path, body) {
-  setBusy(true);
-  state.streaming.clear();
-  setStatus("The assistant is writing…");
-  let finished = false;
+// Read an event stream until it ends; return whether the turn finished and the last id.
+async function readStream(response, turn) {
+  const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
   try {
-    const response = await api(path, {
-      method: "POST",
-      headers: { "Content-Type": "application/json", Accept: "text/event-stream" },
-      body: JSON.stringify(body),
-    });
-    if (!response.ok) {
-      const problem = await readProblem(response);
-      logItem("problem").textContent = problem;
-      setStatus(problem);
-      return false;
-    }
-    const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
-    let buffer = "";
     for (;;) {
       const { value, done } = await reader.read();
       if (done) break;
@@ -236,22 +529,21 @@ async function streamTurn(path, body) {
       while ((end = buffer.indexOf("\n\n")) >= 0) {
         const block = buffer.slice(0, end);
         buffer = buffer.slice(end + 2);
-        if (handleBlock(block)) finished = true;
+        if (turn.visit !== state.visit) {
+          reader.cancel().catch(() => {});
+          return;
+        }
+        handleBlock(block, turn);
       }
     }
-    if (!finished) setStatus("The connection was lost; the reply is saved. Open the conversation again.");
-    return true;
-  } catch (error) {
-    setStatus(error.message);
-    return false;
-  } finally {
-    setBusy(false);
-    refreshConversations();
+  } catch (_) {
+    // the connection dropped: the caller reconnects
   }
 }
 
-function handleBlock(block) {
+function handleBlock(block, turn) {
   let event = "message";
+  let id = null;
   const data = [];
   for (const line of block.split("\n")) {
     if (!line || line.startsWith(":")) continue;
@@ -261,46 +553,224 @@ function handleBlock(block) {
     if (value.startsWith(" ")) value = value.slice(1);
     if (field === "event") event = value;
     else if (field === "data") data.push(value);
+    else if (field === "id") id = value;
   }
-  if (!data.length) return false;
-  const payload = JSON.parse(data.join("\n"));
-  return handleEvent(event, payload);
+  if (!data.length) return;
+  let payload;
+  try {
+    payload = JSON.parse(data.join("\n"));
+  } catch (_) {
+    return;
+  }
+  if (id) turn.lastId = id;
+  handleEvent(event, payload, turn);
 }
 
-function handleEvent(event, payload) {
+function handleEvent(event, payload, turn) {
   switch (event) {
     case "token": {
-      let bubble = state.streaming.get(payload.message_id);
-      if (!bubble) {
-        bubble = assistantBubble(payload.label);
-        state.streaming.set(payload.message_id, bubble);
-      }
-      bubble.textContent += payload.text;
-      return false;
+      const key = `m:${payload.message_id || `live-${turn.number}`}`;
+      let node = findKey(key);
+      if (node && node.dataset.final) return; // the whole message is on screen already
+      if (!node) node = addToLog(assistantNode(payload.label, null, ""), key);
+      node.querySelector(".bubble").textContent += payload.text;
+      scrollToEnd();
+      return;
     }
     case "message": {
-      const bubble = state.streaming.get(payload.id) || assistantBubble(payload.label);
-      bubble.textContent = payload.text;
-      state.streaming.set(payload.id, bubble);
-      return false;
+      const key = `m:${payload.id || `live-${turn.number}`}`;
+      const live = payload.id && !findKey(key) ? findKey(`m:live-${turn.number}`) : null;
+      if (live) live.dataset.key = key;
+      const node = addToLog(assistantNode(payload.label, payload.html, null), key);
+      const said = node.querySelector(".bubble").textContent.replace(/\s+/g, " ").trim();
+      announce(`${payload.label ? `Assistant (${payload.label})` : "Assistant"}: ${said}`);
+      return;
     }
     case "status":
-      logItem("activity").textContent = payload.text;
-      return false;
+      setStatus(payload.text);
+      return;
+    case "record":
+      drawItem(payload.item);
+      return;
     case "pending":
       showPending(payload.actions);
-      return false;
+      return;
     case "done":
+      turn.finished = true;
       setStatus(payload.pending_actions ? "Waiting for your decision." : "");
-      if (!payload.pending_actions) $("message").focus();
-      return true;
+      return;
     case "error":
-      logItem("problem").textContent = payload.detail;
-      setStatus(payload.detail);
-      return true;
+      turn.finished = true;
+      setStatus("");
+      if (payload.kind === "stopped") {
+        addToLog(el("li", { class: "notice" }, payload.detail), null);
+      } else {
+        const retry = ["model", "unexpected", "cancelled"].includes(payload.kind) ? turn.text : null;
+        problemNode(payload.detail, retry);
+      }
+      announce(payload.detail);
+      return;
     default:
-      return false;
   }
+}
+
+// Follow the turn of `id` until it is over, reconnecting with backoff while the service
+// cannot be reached; a turn that runs on another server is waited for by asking.
+async function follow(id, turn, visit) {
+  const current = turn || { number: state.liveCounter++, lastId: null, finished: false, visit, text: null };
+  let delay = 1000;
+  let reconnecting = false;
+  while (visit === state.visit && !current.finished) {
+    let response = null;
+    try {
+      const headers = { Accept: "text/event-stream" };
+      if (current.lastId) headers["Last-Event-ID"] = current.lastId;
+      response = await api(`/conversations/${encodeURIComponent(id)}/events`, { headers });
+    } catch (error) {
+      if (!(error instanceof Offline)) return;
+    }
+    if (visit !== state.visit) return;
+    if (response && response.status === 200) {
+      if (reconnecting) setConnection("Reconnected.");
+      reconnecting = false;
+      delay = 1000;
+      await readStream(response, current);
+      if (current.finished) {
+        setConnection("");
+        break;
+      }
+    } else if (response && response.status === 204) {
+      // Not running on this server: done, or running on another one (ask again later).
+      const busy = await stillBusy(id);
+      if (busy === false) {
+        setConnection("");
+        setStatus("");
+        current.finished = true;
+        await reloadConversation(id);
+        return;
+      }
+      if (busy === true) {
+        setConnection("");
+        setStatus("The assistant is answering (the reply appears when it is ready)…");
+        await sleep(ELSEWHERE_POLL_MS);
+        continue;
+      }
+    } else if (response && response.status === 404) {
+      setConnection("");
+      return;
+    }
+    reconnecting = true;
+    setConnection(`Connection lost. Reconnecting in ${Math.round(delay / 1000)} s…`);
+    await sleep(delay);
+    delay = Math.min(delay * 2, MAX_BACKOFF_MS);
+    if (visit === state.visit) setConnection("Connection lost. Reconnecting…");
+  }
+  if (visit === state.visit) setTimeout(() => visit === state.visit && $("connection").textContent === "Reconnected." && setConnection(""), 2500);
+}
+
+async function stillBusy(id) {
+  try {
+    const response = await api(`/conversations/${encodeURIComponent(id)}`);
+    if (!response.ok) return null;
+    return (await response.json()).busy;
+  } catch (_) {
+    return null;
+  }
+}
+
+// Start a turn with a POST; return whether the service accepted it.
+async function runTurn(path, body, text) {
+  const visit = state.visit;
+  const turn = { number: state.liveCounter++, lastId: null, finished: false, visit, text };
+  setBusy(true);
+  setStatus("The assistant is writing…");
+  let response;
+  try {
+    response = await api(path, {
+      method: "POST",
+      headers: { "Content-Type": "application/json", Accept: "text/event-stream" },
+      body: JSON.stringify(body),
+    });
+  } catch (error) {
+    setBusy(false);
+    setStatus("");
+    const offline = error instanceof Offline;
+    // Lost on the way: the service may have taken it. The caller finds out once back.
+    return { accepted: false, unknown: offline, problem: offline ? NO_CONNECTION : error.message };
+  }
+  if (!response.ok) {
+    const problem = await readProblem(response);
+    setBusy(false);
+    setStatus("");
+    return { accepted: false, problem, status: response.status };
+  }
+  await readStream(response, turn);
+  if (!turn.finished && visit === state.visit) await follow(state.conversationId, turn, visit);
+  if (visit === state.visit) {
+    setBusy(false);
+    refreshConversations();
+  }
+  return { accepted: true };
+}
+
+function customerCount() {
+  return document.querySelectorAll("#log .customer:not(.not-sent)").length;
+}
+
+// A message whose request broke on the way: wait for the service (following the turn it
+// may have started), then show the history; if the message is not in it, it stays
+// marked not sent, with Retry.
+async function settleUnknown(id, text, visit, before) {
+  setBusy(true);
+  await follow(id, null, visit);
+  if (visit !== state.visit) return;
+  await reloadConversation(id);
+  setBusy(false);
+  const customers = [...document.querySelectorAll("#log .customer .bubble")];
+  const arrived = customers.length > before && customers[customers.length - 1].textContent === text;
+  if (!arrived) markNotSent(customerBubble(text), text, "");
+}
+
+function customerBubble(text) {
+  const node = el("li", { class: "customer" });
+  node.append(el("span", { class: "visually-hidden" }, "You: "));
+  node.append(el("p", { class: "bubble" }, text));
+  return addToLog(node, null);
+}
+
+function markNotSent(node, text, problem) {
+  node.classList.add("not-sent");
+  const note = el("p", { class: "not-sent-note" });
+  note.append(el("span", {}, problem ? `Not sent. ${problem} ` : "Not sent. "));
+  const retry = el("button", { type: "button", class: "secondary" }, "Retry");
+  retry.addEventListener("click", () => {
+    if (state.busy) return; // still finding out what became of it
+    node.remove();
+    sendText(text, { echo: true });
+  });
+  note.append(retry);
+  node.append(note);
+  retry.focus();
+}
+
+async function sendText(text, { echo }) {
+  if (state.busy) return;
+  let id;
+  const node = echo ? customerBubble(text) : null;
+  try {
+    id = await ensureConversation();
+  } catch (error) {
+    if (node) markNotSent(node, text, error instanceof Offline ? NO_CONNECTION : error.message);
+    return;
+  }
+  if (!state.conversations.some((c) => c.conversation_id === id)) setHeading(text.slice(0, 80));
+  showPending([]);
+  const visit = state.visit;
+  const before = customerCount() - (node ? 1 : 0);
+  const result = await runTurn(`/conversations/${encodeURIComponent(id)}/messages`, { text }, text);
+  if (!result.accepted && node) markNotSent(node, text, result.problem);
+  if (result.unknown) await settleUnknown(id, text, visit, before);
+  if (result.accepted && !state.pending.length && state.conversationId === id) $("message").focus();
 }
 
 async function send(event) {
@@ -312,21 +782,38 @@ async function send(event) {
     setStatus("Type a message first.");
     return;
   }
-  let id;
-  try {
-    id = await ensureConversation();
-  } catch (error) {
-    setStatus(error.message);
+  if (state.pending.length && !state.overridePending) {
+    showWarning();
     return;
   }
-  if ($("conversation-heading").textContent === "New conversation") {
-    $("conversation-heading").textContent = text.slice(0, 80);
-  }
-  showCustomer(text);
+  state.overridePending = false;
+  hideWarning();
   box.value = "";
-  showPending([]);
-  const ok = await streamTurn(`/conversations/${encodeURIComponent(id)}/messages`, { text });
-  if (!ok && !box.value) box.value = text; // nothing was sent: give the text back
+  await sendText(text, { echo: true });
+}
+
+function showWarning() {
+  $("pending-warning").hidden = false;
+  $("send-anyway").focus();
+}
+
+function hideWarning() {
+  $("pending-warning").hidden = true;
+}
+
+async function stop() {
+  const id = state.conversationId;
+  if (!id) return;
+  $("stop").disabled = true;
+  setStatus("Stopping…");
+  try {
+    const response = await api(`/conversations/${encodeURIComponent(id)}/stop`, { method: "POST" });
+    if (!response.ok) setStatus(await readProblem(response));
+  } catch (error) {
+    setStatus(error instanceof Offline ? `${NO_CONNECTION} Try again.` : GENERIC_PROBLEM);
+    $("stop").disabled = false;
+  }
+  $("message").focus();
 }
 
 // --- approvals -------------------------------------------------------------------------
@@ -338,8 +825,12 @@ function showPending(actions) {
   region.replaceChildren();
   region.hidden = actions.length === 0;
   actions.forEach((action, index) => region.append(approvalCard(action, index, actions.length)));
+  if (!actions.length) hideWarning();
   const heading = region.querySelector("h3");
-  if (heading) heading.focus();
+  if (heading) {
+    scrollToEnd(true);
+    heading.focus();
+  }
 }
 
 function approvalCard(action, index, total) {
@@ -398,7 +889,7 @@ async function choose(action, card, approved, reason) {
   if (state.busy) return;
   const text = reason.trim();
   state.decisions.set(action.tool_call_id, { tool_call_id: action.tool_call_id, approved, reason: text || null });
-  for (const button of card.querySelectorAll("button, input")) button.disabled = true;
+  for (const control of card.querySelectorAll("button, input")) control.disabled = true;
   card.append(el("p", { class: "chosen" }, approved ? "You approved this." : "You declined this."));
   if (state.decisions.size < state.pending.length) {
     setStatus("Decide the other actions too, then the assistant goes on.");
@@ -406,14 +897,24 @@ async function choose(action, card, approved, reason) {
     if (next) next.querySelector("h3").focus();
     return;
   }
+  hideWarning();
   const decisions = [...state.decisions.values()];
   const id = state.conversationId;
-  await streamTurn(`/conversations/${encodeURIComponent(id)}/decisions`, { decisions });
-  // The cards are answered: what became of them is in the log from now on.
-  if (state.pending.every((a) => state.decisions.has(a.tool_call_id))) {
-    const pending = await api(`/conversations/${encodeURIComponent(id)}/pending`);
-    if (pending.ok) showPending((await pending.json()).actions);
+  const answered = state.pending;
+  $("message").focus();
+  const result = await runTurn(`/conversations/${encodeURIComponent(id)}/decisions`, { decisions }, null);
+  if (id !== state.conversationId) return;
+  if (!result.accepted) {
+    setStatus(result.problem);
+    for (const control of card.querySelectorAll("button, input")) control.disabled = false;
+    card.querySelector(".chosen")?.remove();
+    state.decisions.clear();
+    showPending(answered);
+    return;
   }
+  // The cards are answered: what became of them is in the log from now on.
+  if (state.pending === answered) showPending([]);
+  if (!state.pending.length) $("message").focus();
 }
 
 // --- start -----------------------------------------------------------------------------
@@ -430,20 +931,57 @@ function start() {
     await signIn(token);
   });
   $("sign-out").addEventListener("click", () => signOut(""));
-  $("new-conversation").addEventListener("click", newConversation);
+  $("new-conversation").addEventListener("click", () => {
+    closeMenu();
+    showNewConversation({ push: true });
+  });
   $("composer").addEventListener("submit", send);
+  $("stop").addEventListener("click", stop);
+  $("send-anyway").addEventListener("click", () => {
+    state.overridePending = true;
+    $("composer").requestSubmit();
+  });
+  $("back-to-decision").addEventListener("click", () => {
+    hideWarning();
+    const heading = document.querySelector(".approval h3");
+    if (heading) heading.focus();
+  });
   $("message").addEventListener("keydown", (event) => {
-    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing && !coarse()) {
       event.preventDefault();
       $("composer").requestSubmit();
     }
   });
+  $("menu").addEventListener("click", () => {
+    if ($("chat").classList.contains("menu-open")) closeMenu();
+    else openMenu();
+  });
+  $("close-menu").addEventListener("click", closeMenu);
+  $("backdrop").addEventListener("click", closeMenu);
+  document.addEventListener("keydown", (event) => {
+    if (event.key === "Escape") closeMenu();
+  });
+  $("scroller").addEventListener("scroll", () => {
+    const scroller = $("scroller");
+    state.stick = scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < 60;
+  });
+  window.addEventListener("popstate", () => {
+    if (!state.token) return;
+    const id = conversationFromPath();
+    if (id) openConversation(id, { push: false });
+    else showNewConversation({ push: false });
+  });
+  // A link with a token opened in a tab that already shows the page.
+  window.addEventListener("hashchange", () => {
+    const token = tokenFromFragment();
+    if (token) signIn(token);
+  });
+  window.addEventListener("resize", () => {
+    if (!narrow()) closeMenu();
+  });
   const token = tokenFromFragment() || sessionStorage.getItem(TOKEN_KEY);
-  if (token) {
-    signIn(token);
-  } else {
-    signOut("");
-  }
+  if (token) signIn(token);
+  else signOut("");
 }
 
 document.addEventListener("DOMContentLoaded", start);

@@ -8,7 +8,6 @@ reason; the database is checked afterwards, and the history after a reload.
 from __future__ import annotations
 
 import re
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ import pytest
 
 from db.engine import Database
 from db.fixtures import FIXTURE_PASSENGER_ID
+from tests.support.browser import CHROMIUM, CHROMIUM_ARGS
 from tests.support.flights import ticket_flight
 from tests.support.scripted import ScriptedChatModel
 from tests.support.web import (
@@ -30,16 +30,6 @@ from tests.support.web import (
     hotel_bookings,
     plan_trip,
 )
-
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-]
 
 pytestmark = pytest.mark.skipif(
     not Path(CHROMIUM).exists(),
@@ -113,9 +103,10 @@ def test_web_chat_flight_approved_hotel_declined(
         expect(page.locator("#log")).to_contain_text("No problem, I have not booked it.")
         expect(page.get_by_role("article")).to_have_count(0)
 
-        # A reload keeps the sign-in (sessionStorage) and shows what became of each action.
+        # A reload keeps the sign-in (sessionStorage) and the conversation (its address),
+        # and shows what became of each action.
+        assert re.search(r"/c/[0-9a-f-]{36}$", page.url)
         page.reload()
-        page.get_by_role("button", name=re.compile(re.escape(FLIGHT_REQUEST[:30]))).click()
         log = page.locator("#log")
         expect(log).to_contain_text("Approved: Change flight")
         expect(log).to_contain_text("Declined: Book hotel")

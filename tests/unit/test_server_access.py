@@ -86,6 +86,7 @@ def body_for(operation: dict[str, Any], call_id: str) -> dict[str, Any] | None:
     bodies = {
         "MessageIn": {"text": "cancel everything"},
         "DecisionsIn": {"decisions": [{"tool_call_id": call_id, "approved": True}]},
+        "TitleIn": {"title": "renamed by someone else"},
     }
     name = ref.rsplit("/", 1)[-1]
     assert name in bodies, f"no test body for {name}: add one"

@@ -1,0 +1,562 @@
+"""The customer's web chat in Debian's Chromium (Playwright), on a desktop and on phones.
+
+Each test drives the page as a customer would, against the service under uvicorn on
+127.0.0.1 with a scripted model, checks the screens with axe-core (no serious or
+critical violation), and writes screenshots to ``screenshots/web-chat/`` for a person
+to look at (``tests/support/browser.py``).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+from langchain_core.messages import AIMessage, BaseMessage
+
+from assistants.models import ModelSettings, build_chat_models
+from conversations.events import Thread
+from db.engine import Database
+from db.fixtures import FIXTURE_PASSENGER_ID
+from server.service import ConversationService
+from tests.support.browser import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    DESKTOP,
+    PHONE,
+    SMALL_PHONE,
+    CuttableProxy,
+    axe_source,
+    horizontal_overflow,
+    screenshot,
+    serious_violations,
+)
+from tests.support.fake_openai import Endless, FakeOpenAI
+from tests.support.flights import ticket_flight
+from tests.support.scripted import ScriptedChatModel, say
+from tests.support.web import (
+    DECLINE_REASON,
+    FLIGHT_REQUEST,
+    HOTEL_REQUEST,
+    LiveServer,
+    auth,
+    build_app,
+    build_service,
+    flight_then_hotel_script,
+    hotel_bookings,
+    plan_trip,
+)
+
+pytestmark = pytest.mark.skipif(
+    not Path(CHROMIUM).exists(),
+    reason="no chromium binary (install Debian's: apt-get install -y chromium)",
+)
+
+FORMS = {"desktop": DESKTOP, "phone": PHONE}
+MARKDOWN_DONE = (
+    "Done: **you are on tomorrow's LX0112.**\n\n- Same seat, same time\n"
+    "- See [our change policy](https://example.com/policy)"
+)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture(scope="module")
+def axe() -> str:
+    source = axe_source()
+    if source is None:
+        pytest.skip("axe-core could not be installed with npm (is npm there?)")
+    return source
+
+
+class Site:
+    """The service on a free port with a page for one customer; problems the page logged."""
+
+    def __init__(self, browser: Any, service: ConversationService, form: dict[str, Any]) -> None:
+        self.service = service
+        app, self.signer = build_app(service)
+        self.token = self.signer.issue(FIXTURE_PASSENGER_ID)
+        self.server = LiveServer(app)
+        self.context = browser.new_context(**form)
+        self.page = self.context.new_page()
+        self.problems: list[str] = []
+        self.page.on("pageerror", lambda error: self.problems.append(str(error)))
+        self.page.on(
+            "console",
+            lambda m: (
+                self.problems.append(m.text)
+                if m.type == "error" and "net::" not in m.text and "Failed to load" not in m.text
+                else None
+            ),
+        )
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    def api(self) -> httpx.Client:
+        return httpx.Client(
+            base_url=self.url, headers=auth(self.signer, FIXTURE_PASSENGER_ID), timeout=30
+        )
+
+    def sign_in(self, path: str = "/") -> Any:
+        from playwright.sync_api import expect
+
+        self.page.goto(f"{self.url}{path}#token={self.token}")
+        expect(self.page.locator("#who")).to_be_visible()
+        return self.page
+
+    def send(self, text: str) -> None:
+        box = self.page.get_by_label("Your message")
+        box.fill(text)
+        self.page.get_by_role("button", name="Send", exact=True).click()
+
+
+@pytest.fixture
+def site_for(
+    browser: Any, travel_db: Database, tmp_path: Path
+) -> Iterator[Callable[[Any, dict[str, Any]], Site]]:
+    sites: list[Site] = []
+
+    def make(model: Any, form: dict[str, Any]) -> Site:
+        path = tmp_path / f"s{len(sites)}.sqlite"
+        service = build_service(travel_db, model, path, retry_policy=None)
+        site = Site(browser, service, form)
+        site.server.__enter__()
+        sites.append(site)
+        return site
+
+    yield make
+    for site in sites:
+        site.context.close()
+        site.server.__exit__(None, None, None)
+    for site in sites:
+        assert site.problems == [], site.problems
+
+
+def no_serious_violations(page: Any, axe: str, screen: str) -> None:
+    found = serious_violations(page, axe)
+    assert found == [], f"{screen}: {found}"
+
+
+def gated(text: str) -> tuple[threading.Event, Callable[[list[BaseMessage]], AIMessage]]:
+    """Return a gate and a model reply that waits for it (at most 30 s)."""
+    gate = threading.Event()
+
+    def reply(messages: list[BaseMessage]) -> AIMessage:
+        gate.wait(timeout=30)
+        return say(text)
+
+    return gate, reply
+
+
+# --- signing in ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_sign_in_shows_only_the_form_then_the_chat(
+    site_for: Callable[..., Site], axe: str, form: str
+) -> None:
+    from playwright.sync_api import expect
+
+    site = site_for(ScriptedChatModel(), FORMS[form])
+    page = site.page
+    page.goto(site.url)
+    expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
+    for hidden in ("#chat", "#who", "#menu", "#composer", "#conversation-list"):
+        expect(page.locator(hidden)).to_be_hidden()
+    expect(page.get_by_label("Access token")).to_be_focused()
+    no_serious_violations(page, axe, "sign-in")
+    screenshot(page, f"{form}-1-sign-in")
+
+    page.get_by_label("Access token").fill(site.token)
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("button", name="Sign out")).to_be_visible()
+    expect(page.get_by_label("Your message")).to_be_focused()  # ready to type
+    expect(page.get_by_role("heading", name="Sign in")).to_be_hidden()
+    assert horizontal_overflow(page) == 0
+    no_serious_violations(page, axe, "empty chat")
+    screenshot(page, f"{form}-2-new-conversation")
+    if form == "desktop":
+        expect(page.get_by_text(f"Passenger {FIXTURE_PASSENGER_ID}")).to_be_visible()
+        expect(page.get_by_text("No conversations yet.")).to_be_visible()
+        expect(page.locator("#message-help")).to_contain_text("Shift+Enter")
+        expect(page.locator("#conversation-list")).to_be_visible()
+        return
+    # A phone: one line of header, the list behind a menu, no keyboard hint.
+    header = page.locator("header").bounding_box()
+    assert header is not None and header["height"] < 64
+    expect(page.locator("#sidebar")).not_to_be_in_viewport()
+    expect(page.get_by_text("Shift+Enter")).to_be_hidden()
+    menu = page.get_by_role("button", name="Conversations")
+    menu.click()
+    expect(menu).to_have_attribute("aria-expanded", "true")
+    expect(page.get_by_role("button", name="New conversation")).to_be_focused()
+    expect(page.locator("#sidebar")).to_be_in_viewport()
+    no_serious_violations(page, axe, "phone menu")
+    screenshot(page, f"{form}-3-menu")
+    page.keyboard.press("Escape")
+    expect(menu).to_have_attribute("aria-expanded", "false")
+    expect(menu).to_be_focused()
+
+
+def test_token_link_opened_in_a_tab_that_has_the_page(site_for: Callable[..., Site]) -> None:
+    from playwright.sync_api import expect
+
+    site = site_for(ScriptedChatModel(), DESKTOP)
+    page = site.page
+    page.goto(site.url)
+    expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
+    page.goto(f"{site.url}/#token={site.token}")  # the same document: only the hash changes
+    expect(page.get_by_role("button", name="Sign out")).to_be_visible()
+    assert "token" not in page.url
+    expect(page.get_by_label("Your message")).to_be_focused()
+
+
+# --- a whole conversation --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_conversation_live_and_reopened_read_the_same(
+    site_for: Callable[..., Site], axe: str, travel_db: Database, form: str
+) -> None:
+    from playwright.sync_api import expect
+
+    trip = plan_trip(travel_db)
+    stays_before = hotel_bookings(travel_db, FIXTURE_PASSENGER_ID)
+    script = flight_then_hotel_script(trip)
+    script[2] = say(MARKDOWN_DONE)
+    site = site_for(ScriptedChatModel(script=script), FORMS[form])
+    page = site.sign_in()
+    page.evaluate(
+        "window.said = []; new MutationObserver(() => { const t = "
+        "document.getElementById('announcer').textContent; if (t) window.said.push(t); })"
+        ".observe(document.getElementById('announcer'), {childList: true, subtree: true, "
+        "characterData: true})"
+    )
+    site.send(FLIGHT_REQUEST)
+    card = page.get_by_role("article")
+    heading = card.get_by_role("heading", name="Approval needed: Change flight")
+    expect(heading).to_be_focused()  # keyboard users land on the decision
+    amount = card.locator(".amount")
+    expect(amount).to_have_text(re.compile(r"^To pay: EUR [\d,]+\.\d\d$"))
+    assert amount.evaluate("e => e.getClientRects().length") == 1
+    box = amount.bounding_box()
+    assert box is not None and box["height"] < 60  # one line, not "EUR / 108.00"
+    assert horizontal_overflow(page) == 0
+    no_serious_violations(page, axe, "approval")
+    screenshot(page, f"{form}-4-approval")
+
+    card.get_by_role("button", name="Approve").click()
+    log = page.locator("#log")
+    expect(log.locator(".record.approved")).to_contain_text("Approved: Change flight")
+    expect(log.locator(".record.approved .nowrap")).to_have_text(re.compile("^To pay: EUR"))
+    expect(log.locator("strong")).to_have_text("you are on tomorrow's LX0112.")
+    link = log.get_by_role("link", name="our change policy")
+    expect(link).to_have_attribute("rel", "noopener noreferrer nofollow")
+    expect(link).to_have_attribute("href", "https://example.com/policy")
+    expect(page.get_by_role("article")).to_have_count(0)
+    expect(page.get_by_label("Your message")).to_be_focused()  # focus after a decision
+    assert ticket_flight(travel_db) == trip.new_flight_id
+    # Each reply is announced once, whole and as read (no Markdown signs); the log itself
+    # is not a live region, so streamed pieces are not read out one by one.
+    said = page.evaluate("window.said")
+    assert [s for s in said if "LX0112" in s] == [
+        "Assistant (flights): Tomorrow's LX0112 leaves at the same time and has Economy "
+        "seats. I'll move you now.",
+        "Assistant (flights): Done: you are on tomorrow's LX0112. Same seat, same time "
+        "See our change policy",
+    ]
+    assert log.get_attribute("aria-live") is None
+
+    site.send(HOTEL_REQUEST)
+    card = page.get_by_role("article")
+    expect(card.get_by_role("heading", name="Approval needed: Book hotel")).to_be_focused()
+    card.get_by_label(re.compile("Reason if you decline")).fill(DECLINE_REASON)
+    card.get_by_role("button", name="Decline").click()
+    expect(log).to_contain_text("No problem, I have not booked it.")
+    declined = log.locator(".record.declined")
+    expect(declined).to_contain_text("Declined: Book hotel (To pay: EUR")
+    expect(declined).to_contain_text(f"Reason: {DECLINE_REASON}")
+    expect(page.get_by_role("button", name="Send", exact=True)).to_be_visible()
+    live = log.inner_text()
+    live_items = log.locator("li").count()
+    # The page never scrolls as a whole; the message box stays at the bottom.
+    assert page.evaluate("document.scrollingElement.scrollTop") == 0
+    message_box = page.get_by_label("Your message").bounding_box()
+    height = FORMS[form]["viewport"]["height"]
+    assert (
+        message_box is not None
+        and height - 200 < message_box["y"] + message_box["height"] <= height
+    )
+    no_serious_violations(page, axe, "conversation")
+    screenshot(page, f"{form}-5-conversation")
+
+    # Its address keeps the customer in it across a reload, drawn from the history the same.
+    assert re.search(r"/c/[0-9a-f-]{36}$", page.url)
+    page.reload()
+    expect(declined).to_contain_text(f"Reason: {DECLINE_REASON}")
+    expect(log.locator("li")).to_have_count(live_items)
+    assert log.inner_text() == live
+    expect(page.locator("#conversation-heading")).to_have_text(FLIGHT_REQUEST)
+    assert hotel_bookings(travel_db, FIXTURE_PASSENGER_ID) == stays_before
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_message_over_a_waiting_approval_asks_first(
+    site_for: Callable[..., Site], travel_db: Database, form: str
+) -> None:
+    from playwright.sync_api import expect
+
+    trip = plan_trip(travel_db)
+    script = [*flight_then_hotel_script(trip)[:2], say("Fine, I left your flight as it is.")]
+    site = site_for(ScriptedChatModel(script=script), FORMS[form])
+    page = site.sign_in()
+    site.send(FLIGHT_REQUEST)
+    expect(page.get_by_role("article")).to_be_visible()
+    site.send("Actually, never mind.")
+    warning = page.locator("#pending-warning")
+    expect(warning).to_be_visible()
+    expect(page.get_by_role("button", name="Send anyway")).to_be_focused()
+    page.get_by_role("button", name="Back to the decision").click()
+    expect(page.get_by_role("heading", name="Approval needed: Change flight")).to_be_focused()
+    expect(warning).to_be_hidden()
+    site.send("Actually, never mind.")
+    page.get_by_role("button", name="Send anyway").click()
+    log = page.locator("#log")
+    expect(log.locator(".record.not_done")).to_contain_text("Not done: Change flight")
+    expect(log).to_contain_text("Fine, I left your flight as it is.")
+    expect(page.get_by_role("article")).to_have_count(0)
+    assert ticket_flight(travel_db) != trip.new_flight_id
+
+
+# --- a reply that goes on while the page is away -------------------------------------------
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_reload_during_a_reply_follows_it_to_the_end(
+    site_for: Callable[..., Site], axe: str, form: str
+) -> None:
+    from playwright.sync_api import expect
+
+    gate, reply = gated("Here is **your answer**, after a while.")
+    site = site_for(ScriptedChatModel(script=[reply]), FORMS[form])
+    page = site.sign_in()
+    site.send("Can you check something for me?")
+    stop = page.get_by_role("button", name="Stop")
+    expect(stop).to_be_visible()
+    expect(page.locator("#status")).to_have_text("The assistant is writing…")
+    page.reload()
+    expect(page.locator("#log")).to_contain_text("Can you check something for me?")
+    expect(stop).to_be_visible()  # still answering, and the page knows it
+    no_serious_violations(page, axe, "answering")
+    screenshot(page, f"{form}-6-answering-after-reload")
+    gate.set()
+    expect(page.locator("#log strong")).to_have_text("your answer")
+    expect(stop).to_be_hidden()
+    expect(page.get_by_role("button", name="Send", exact=True)).to_be_visible()
+    expect(page.locator("#log .assistant")).to_have_count(1)
+
+
+def test_turn_running_elsewhere_is_waited_for(site_for: Callable[..., Site]) -> None:
+    """A turn run by another worker (or the terminal): the page asks until it is over.
+
+    With several workers a reloaded page may land on one that does not run the turn (the
+    events endpoint answers 204); the page then polls the conversation's busy flag and
+    reads the history when it clears.
+    """
+    from playwright.sync_api import expect
+
+    site = site_for(ScriptedChatModel(script=[say("Answered elsewhere.")]), DESKTOP)
+    with site.api() as client:
+        conversation = client.post("/api/v1/conversations").json()["conversation_id"]
+    elsewhere = site.service.conversations.get(Thread(conversation, FIXTURE_PASSENGER_ID))
+    turn = elsewhere.claim()  # the conversation's lock, as another process holds it
+    try:
+        page = site.sign_in(f"/c/{conversation}")
+        expect(page.locator("#status")).to_contain_text("The assistant is answering")
+        expect(page.get_by_role("button", name="Stop")).to_be_visible()
+        list(turn.send("A question asked elsewhere"))
+    finally:
+        turn.release()
+    expect(page.locator("#log")).to_contain_text("Answered elsewhere.")
+    expect(page.locator("#log")).to_contain_text("A question asked elsewhere")
+    expect(page.get_by_role("button", name="Stop")).to_be_hidden()
+    expect(page.locator("#status")).to_have_text("")
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_stop_cancels_the_reply_as_ctrl_c_does(site_for: Callable[..., Site], form: str) -> None:
+    from playwright.sync_api import expect
+
+    with FakeOpenAI([Endless(word="more", interval=0.05)]) as fake:
+        models = build_chat_models(
+            ModelSettings(model="scripted", api_key="test", base_url=fake.base_url)
+        )
+        site = site_for(models, FORMS[form])
+        page = site.sign_in()
+        site.send("Tell me everything.")
+        expect(page.locator("#log .assistant .bubble")).to_contain_text("more more")
+        stop = page.get_by_role("button", name="Stop")
+        stop.click()
+        log = page.locator("#log")
+        expect(log.locator(".notice")).to_contain_text("Turn cancelled")
+        expect(stop).to_be_hidden()
+        expect(page.get_by_label("Your message")).to_be_focused()
+        screenshot(page, f"{form}-7-stopped")
+        with site.api() as client:
+            path = f"/api/v1/conversations/{page.url.rsplit('/', 1)[-1]}"
+            assert client.get(path).json()["busy"] is False
+            items = client.get(f"{path}/messages").json()["items"]
+        assert {
+            "type": "notice",
+            "text": "This turn was cancelled; nothing more was done.",
+        } in items
+
+
+# --- failures the customer can act on --------------------------------------------------------
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_model_down_is_said_once_without_operator_words_and_can_be_sent_again(
+    site_for: Callable[..., Site], axe: str, form: str
+) -> None:
+    from playwright.sync_api import expect
+
+    request = httpx.Request("POST", "http://127.0.0.1:9/v1/chat/completions")
+    model = ScriptedChatModel(
+        script=[openai.APIConnectionError(request=request), say("Back again.")]
+    )
+    site = site_for(model, FORMS[form])
+    page = site.sign_in()
+    site.send("hello?")
+    problem = page.locator("#log .problem")
+    expect(problem).to_contain_text("The assistant cannot answer right now")
+    expect(problem).to_contain_text(re.compile(r"Reference [0-9a-f]{8}"))
+    body = page.locator(".app").inner_text()  # what is on screen (not the announcer)
+    for operator_words in ("OPENAI", "Cannot reach", "Errno", "127.0.0.1", "Failed to fetch"):
+        assert operator_words not in body
+    assert body.count("cannot answer right now") == 1  # once, not in the status line too
+    no_serious_violations(page, axe, "problem")
+    screenshot(page, f"{form}-8-model-down")
+    problem.get_by_role("button", name="Send again").click()
+    expect(page.locator("#log")).to_contain_text("Back again.")
+    expect(problem).to_have_count(0)
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_lost_connection_reconnects_and_unsent_message_can_be_retried(
+    site_for: Callable[..., Site], axe: str, form: str
+) -> None:
+    from playwright.sync_api import expect
+
+    gate, slow = gated("The slow answer arrived.")
+    site = site_for(ScriptedChatModel(script=[slow, say("Now I hear you.")]), FORMS[form])
+    proxy = CuttableProxy(site.server.port)  # the page reaches the service through it
+    try:
+        page = site.page
+        page.goto(f"{proxy.url}/#token={site.token}")
+        expect(page.locator("#who")).to_be_visible()
+        site.send("First question")
+        expect(page.get_by_role("button", name="Stop")).to_be_visible()
+        expect(page).to_have_url(re.compile(r"/c/[0-9a-f-]{36}$"))
+        running = page.url.rsplit("/", 1)[-1]
+        deadline = time.monotonic() + 10
+        while not site.service.runner.busy(running) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        proxy.cut()  # the stream breaks mid-reply; the service goes on
+        connection = page.locator("#connection")
+        expect(connection).to_contain_text("Reconnecting")
+        no_serious_violations(page, axe, "reconnecting")
+        screenshot(page, f"{form}-9-reconnecting")
+        gate.set()
+        proxy.restore()
+        expect(page.locator("#log")).to_contain_text("The slow answer arrived.", timeout=20_000)
+        expect(connection).to_have_text("", timeout=10_000)
+        expect(page.locator("#log .assistant")).to_have_count(1)
+
+        proxy.cut()
+        site.send("Second question")
+        unsent = page.locator("#log .customer.not-sent")
+        expect(unsent).to_contain_text("Second question")
+        expect(unsent).to_contain_text("Not sent. No connection to the service.")
+        assert "Failed to fetch" not in page.locator(".app").inner_text()
+        screenshot(page, f"{form}-10-not-sent")
+        proxy.restore()
+        # Back: the page checks the history (the message is not there), then offers Retry.
+        expect(page.get_by_role("button", name="Send", exact=True)).to_be_visible(timeout=20_000)
+        expect(unsent).to_have_count(1)
+        unsent.get_by_role("button", name="Retry").click()
+        expect(page.locator("#log")).to_contain_text("Now I hear you.")
+        expect(unsent).to_have_count(0)
+        expect(page.locator("#log .customer")).to_have_count(2)
+    finally:
+        proxy.close()
+
+
+# --- the list: addresses, rename, delete -----------------------------------------------------
+
+
+@pytest.mark.parametrize("form", {**FORMS, "small-phone": SMALL_PHONE})
+def test_list_renames_and_deletes_and_each_conversation_has_an_address(
+    site_for: Callable[..., Site], axe: str, form: str
+) -> None:
+    from playwright.sync_api import expect
+
+    long = "Please check booking EUR 1,040.00 " + "x" * 80
+    model = ScriptedChatModel(script=[say("About Basel."), say(f"About Zurich: {long}")])
+    site = site_for(model, {**FORMS, "small-phone": SMALL_PHONE}[form])
+    page = site.sign_in()
+    site.send("Trip to Basel")
+    expect(page.locator("#log")).to_contain_text("About Basel.")
+    basel = page.url
+    page.locator("#new-conversation").evaluate("b => b.click()")
+    expect(page.locator("#conversation-heading")).to_have_text("New conversation")
+    assert page.url.endswith("/")
+    site.send(f"Trip to Zurich {long}")
+    expect(page.locator("#log")).to_contain_text("About Zurich")
+    assert horizontal_overflow(page) == 0  # long words wrap, nothing slides sideways
+    page.goto(basel)  # a conversation's address opens it
+    expect(page.locator("#log")).to_contain_text("About Basel.")
+    phone = form != "desktop"
+    if phone:
+        page.get_by_role("button", name="Conversations").click()
+    entries = page.locator("#conversation-list > li")
+    expect(entries).to_have_count(2)
+    page.get_by_role("button", name="Rename “Trip to Basel”").click()
+    field = page.get_by_label("New title")
+    expect(field).to_be_focused()
+    field.fill("Basel weekend")
+    field.press("Enter")
+    expect(page.get_by_role("link", name=re.compile("^Basel weekend"))).to_be_focused()
+    expect(page.locator("#conversation-heading")).to_have_text("Basel weekend")
+    no_serious_violations(page, axe, "list")
+    screenshot(page, f"{form}-11-list")
+    page.get_by_role("button", name=re.compile("^Delete “Trip to Zurich")).click()
+    page.get_by_role("button", name="Delete for good").click()
+    expect(entries).to_have_count(1)
+    expect(page.get_by_role("button", name="New conversation")).to_be_focused()
+    with site.api() as client:
+        listed = client.get("/api/v1/conversations").json()["conversations"]
+    assert [c["title"] for c in listed] == ["Basel weekend"]
+    page.get_by_role("button", name="Delete “Basel weekend”").click()
+    page.get_by_role("button", name="Delete for good").click()
+    expect(page.locator("#conversation-heading")).to_have_text("New conversation")
+    assert page.url.endswith("/")
+    expect(page.get_by_text("No conversations yet.")).to_be_attached()
+    page.goto(basel)  # a deleted conversation's address says so
+    expect(page.locator("#status")).to_contain_text("does not exist or was deleted")
