@@ -126,3 +126,6 @@ def test_judge_fails_an_unexpected_tool_error_and_accepts_an_expected_one() -> N
     )
     expected = replace(SCENARIO, expected_errors=("search_flights",))
     assert judge(expected, transcript, [], SENSITIVE) == ()
+    # An error expected of another tool does not excuse this one.
+    elsewhere = replace(SCENARIO, expected_errors=("cancel_ticket",))
+    assert len(judge(elsewhere, transcript, [], SENSITIVE)) == 1
