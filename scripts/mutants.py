@@ -112,6 +112,7 @@ SECOND_LEG_EARLY = (
 REFUSED_DECISIONS_FREE = (
     U + "test_server_api.py::test_server_refused_decisions_leave_the_conversation_free"
 )
+BODY_LIMIT = "test_server_body_of_exactly_the_limit_is_read_and_one_byte_more_is_413"
 JUDGE = U + "test_judge.py::"
 EXACTLY_ONCE = U + "test_exactly_once.py::"
 DELEGATES = GRAPH + "test_graph_delegates_and_returns"
@@ -442,6 +443,66 @@ MUTANTS: tuple[Mutant, ...] = (
         "    if index + 2 < len(segments):\n",
         (FLIGHTS + "test_update_ticket_refuses_to_break_a_connection",),
     ),
+    Mutant(
+        "flights-cancel-hours-boundary",
+        "tickets",
+        "changes and cancellations are still open exactly 3 hours before departure",
+        "db/tickets.py",
+        "if item.flight.scheduled_departure - now < hours(MIN_HOURS_BEFORE_DEPARTURE_FOR_CANCEL):",
+        "if item.flight.scheduled_departure - now <= hours(MIN_HOURS_BEFORE_DEPARTURE_FOR_CANCEL):",
+        (FLIGHTS + "test_change_and_cancel_stay_open_until_exactly_three_hours_before_departure",),
+    ),
+    Mutant(
+        "flights-connection-next-boundary",
+        "tickets",
+        "a connection's first leg may not land the very minute the next one leaves",
+        "db/tickets.py",
+        "if new_flight.scheduled_arrival >= following.scheduled_departure:",
+        "if new_flight.scheduled_arrival > following.scheduled_departure:",
+        (FLIGHTS + "test_update_ticket_first_leg_must_land_before_the_next_leg_leaves",),
+    ),
+    Mutant(
+        "flights-cancel-fee-lowest-class",
+        "tickets",
+        "a cancellation pays one fee, the highest of the ticket's classes",
+        "db/tickets.py",
+        "    fare_class = max(\n        (item.segment.fare_conditions for item in remaining),",
+        "    fare_class = min(\n        (item.segment.fare_conditions for item in remaining),",
+        (FLIGHTS + "test_cancel_ticket_charges_one_fee_the_highest_of_its_classes",),
+    ),
+    Mutant(
+        "flights-cancel-fee-above-paid",
+        "tickets",
+        "a cancellation fee never exceeds what was paid (nothing back, nothing more owed)",
+        "db/tickets.py",
+        "fee = 0 if waiver else min(fare_rule(fare_class).cancel_fee_cents, paid)",
+        "fee = 0 if waiver else fare_rule(fare_class).cancel_fee_cents",
+        (
+            FLIGHTS
+            + "test_cancel_ticket_fee_above_the_amount_paid_"
+            + "refunds_nothing_and_charges_nothing_more",
+        ),
+    ),
+    Mutant(
+        "flights-cancel-counts-flown-segments",
+        "tickets",
+        "a ticket whose first leg flew cancels and refunds only the legs not flown",
+        "db/tickets.py",
+        "remaining = [s for s in segments if not segment_has_departed(s.flight, now)]",
+        "remaining = list(segments)",
+        (FLIGHTS + "test_cancel_ticket_after_its_first_leg_flew_cancels_and_refunds_the_rest",),
+    ),
+    Mutant(
+        "flights-change-booking-total-unchanged",
+        "tickets",
+        "a change's fare difference is added to the booking's total (tables stay consistent)",
+        "db/tickets.py",
+        "    if quote.fare_difference_cents:\n"
+        "        ticket = session.get(Ticket, quote.ticket_no)",
+        "    if quote.fare_difference_cents < 0:\n"
+        "        ticket = session.get(Ticket, quote.ticket_no)",
+        (FLIGHTS + "test_update_ticket_adds_the_fare_difference_to_the_booking_total",),
+    ),
     # --- hotels, car rentals, excursions: SPEC section 4 for reservations ----------------
     Mutant(
         "partners-ownership",
@@ -631,6 +692,36 @@ MUTANTS: tuple[Mutant, ...] = (
         (GAPS + "test_reservation_cancellation_records_one_refund_of_the_amount_returned",),
     ),
     Mutant(
+        "period-max-days-ahead-boundary",
+        "reservations",
+        "a reservation can start exactly 365 days ahead, not a day more",
+        "db/periods.py",
+        "    if start > latest:\n",
+        "    if start >= latest:\n",
+        (EDGES + "test_reservations_open_exactly_max_days_ahead_and_not_a_day_more",),
+    ),
+    Mutant(
+        "partners-started-boundary",
+        "reservations",
+        "a reservation can be changed or cancelled on its first day, not after",
+        "db/partners.py",
+        "    if start < today(now):\n",
+        "    if start <= today(now):\n",
+        (
+            EDGES
+            + "test_a_reservation_starting_today_can_be_changed_or_cancelled_but_not_once_started",
+        ),
+    ),
+    Mutant(
+        "period-one-unit-refused",
+        "reservations",
+        "a one-night stay and a one-day rental (returned the day it is picked up) are bookable",
+        "db/periods.py",
+        "if len(dates) > 1 and self.units(dates) < 1:",
+        "if len(dates) > 1 and self.units(dates) < 2:",
+        (EDGES + "test_a_one_night_stay_and_a_one_day_rental_are_the_shortest_bookable",),
+    ),
+    Mutant(
         "reservation-book-capacity",
         "availability",
         "a booking checks a unit (room, car, place) is free on its days",
@@ -667,6 +758,42 @@ MUTANTS: tuple[Mutant, ...] = (
             GAPS + "test_car_rental_booking_refuses_a_sold_out_later_day",
             HOTELS + "test_book_hotel_refuses_a_full_hotel",
         ),
+    ),
+    Mutant(
+        "reservation-return-day-not-held",
+        "availability",
+        "a rented car is still taken on its return day",
+        "db/reservations.py",
+        "reaches_first = last_day >= first if kind.period.last_day_included else last_day > first",
+        "reaches_first = last_day > first",
+        (EDGES + "test_a_car_is_still_taken_on_its_return_day",),
+    ),
+    Mutant(
+        "period-check-out-night-held",
+        "availability",
+        "a room is free again on its guest's check-out day",
+        "db/periods.py",
+        "return dates[0], dates[-1] + (ONE_DAY if self.last_day_included else timedelta(0))",
+        "return dates[0], dates[-1] + ONE_DAY",
+        (EDGES + "test_a_room_is_free_again_on_its_check_out_day",),
+    ),
+    Mutant(
+        "reservation-cancelled-still-holds",
+        "availability",
+        "a cancelled reservation frees its unit (only confirmed ones count)",
+        "db/reservations.py",
+        '        _column(booking, "status") == "confirmed",\n',
+        "",
+        (HOTELS + "test_cancel_hotel_frees_the_room",),
+    ),
+    Mutant(
+        "reservation-update-counts-itself",
+        "availability",
+        "a change does not count the reservation's own unit against it",
+        "db/reservations.py",
+        "_require_units(session, kind, item, period, exclude_booking_id=booking.id)",
+        "_require_units(session, kind, item, period, exclude_booking_id=None)",
+        (HOTELS + "test_update_hotel_does_not_count_the_reservation_itself",),
     ),
     # --- writes: one transaction, exactly once ---------------------------------------------
     Mutant(
@@ -795,6 +922,31 @@ MUTANTS: tuple[Mutant, ...] = (
         (U + "test_cli.py::test_cli_message_of_exactly_the_limit_is_sent_and_one_more_is_not",),
     ),
     # --- the dialog stack and the router ---------------------------------------------------------
+    Mutant(
+        "context-window-boundary",
+        "model limits",
+        "a context window with room for exactly the minimum prompt beside the reply is accepted",
+        "assistants/models.py",
+        "if self.context_tokens - largest < MIN_PROMPT_TOKENS:",
+        "if self.context_tokens - largest <= MIN_PROMPT_TOKENS:",
+        (
+            U
+            + "test_models.py::"
+            + "test_a_context_window_with_room_for_exactly_the_minimum_prompt_is_accepted",
+        ),
+    ),
+    Mutant(
+        "context-window-default-reply-only",
+        "model limits",
+        "the context window must fit the largest reply limit of any assistant, not the default",
+        "assistants/models.py",
+        "largest = max(self.max_tokens_for(name) for name in assistant_names(specialists))",
+        "largest = self.max_tokens",
+        (
+            U
+            + "test_models.py::test_the_context_window_must_fit_the_largest_reply_of_any_assistant",
+        ),
+    ),
     Mutant(
         "stack-push-replaces",
         "dialog stack",
@@ -972,6 +1124,120 @@ MUTANTS: tuple[Mutant, ...] = (
             + "test_server_decisions_missing_an_action_leave_the_conversation_free",
         ),
     ),
+    Mutant(
+        "service-issued-at-unchecked",
+        "service",
+        "a token without its issue time gets 401 (every claim is required, one at a time)",
+        "server/auth.py",
+        'options={"require": ["sub", "exp", "iat", "iss", "aud"]},',
+        'options={"require": ["sub", "exp", "iss", "aud"]},',
+        (U + "test_server_access.py::test_server_every_endpoint_needs_a_valid_token",),
+    ),
+    Mutant(
+        "service-blank-subject-accepted",
+        "service",
+        "a token naming a blank passenger gets 401",
+        "server/auth.py",
+        "if not isinstance(subject, str) or not subject.strip():",
+        "if not isinstance(subject, str):",
+        (U + "test_server_access.py::test_server_every_endpoint_needs_a_valid_token",),
+    ),
+    Mutant(
+        "service-token-lifetime-boundary",
+        "service",
+        "a token may live exactly 30 days, not a second more",
+        "server/auth.py",
+        "if lifetime > MAX_LIFETIME:",
+        "if lifetime >= MAX_LIFETIME:",
+        (
+            U
+            + "test_server_auth.py::"
+            + "test_server_token_lives_thirty_days_at_most_and_not_a_second_more",
+        ),
+    ),
+    Mutant(
+        "cli-token-hours-boundary",
+        "service",
+        "token --hours 720 (30 days) is accepted, 720.5 is not",
+        "commands/serve.py",
+        "if not 1 / 60 <= args.hours <= longest:",
+        "if not 1 / 60 <= args.hours < longest:",
+        (U + "test_server_auth.py::test_cli_token_issues_the_longest_and_the_shortest_lifetimes",),
+    ),
+    Mutant(
+        "service-secret-length-boundary",
+        "service",
+        "a secret of exactly 32 characters is accepted, 31 are not",
+        "server/auth.py",
+        "if len(given.strip()) < MIN_SECRET_CHARS:",
+        "if len(given.strip()) <= MIN_SECRET_CHARS:",
+        (
+            U
+            + "test_server_auth.py::"
+            + "test_server_secret_of_exactly_the_minimum_length_is_accepted_and_one_less_is_not",
+        ),
+    ),
+    Mutant(
+        "service-message-limit-boundary",
+        "service",
+        "the service answers a message of exactly 4000 characters and refuses 4001",
+        "server/schemas.py",
+        "if len(value) > MAX_MESSAGE_CHARS:",
+        "if len(value) >= MAX_MESSAGE_CHARS:",
+        (
+            U
+            + "test_server_api.py::"
+            + "test_server_message_of_exactly_the_limit_is_answered_and_one_more_is_refused",
+        ),
+    ),
+    Mutant(
+        "service-declared-body-boundary",
+        "service",
+        "a body that announces exactly 64 kB is read; one byte more is 413",
+        "server/app.py",
+        "int(declared) > self.max_bytes:",
+        "int(declared) >= self.max_bytes:",
+        (U + "test_server_hardening.py::" + BODY_LIMIT,),
+    ),
+    Mutant(
+        "service-chunked-body-boundary",
+        "service",
+        "a chunked body of exactly 64 kB is read; one byte more is 413",
+        "server/app.py",
+        "if received > self.max_bytes:",
+        "if received >= self.max_bytes:",
+        (U + "test_server_hardening.py::" + BODY_LIMIT,),
+    ),
+    Mutant(
+        "service-refused-claim-kept",
+        "service",
+        "a turn refused because another process holds the conversation leaves no claim behind",
+        "server/service.py",
+        "            self._forget(thread_id)\n            kind = UnavailableError",
+        "            kind = UnavailableError",
+        (U + "test_server_api.py::test_server_refuses_a_turn_running_in_another_process",),
+    ),
+    Mutant(
+        "service-turn-lock-kept",
+        "service",
+        "a finished turn lets go of the conversation's lock in the store, not only in the process",
+        "server/service.py",
+        "                running.turn.release()\n",
+        "                pass\n",
+        (U + "test_server_api.py::test_server_refuses_a_turn_running_in_another_process",),
+    ),
+    Mutant(
+        "service-failed-turn-keeps-claim",
+        "service",
+        "a turn that fails with a bug still frees the conversation",
+        "server/service.py",
+        "            finally:\n"
+        "                self.release(thread_id)\n"
+        "                hand_over(None)\n",
+        "            else:\n                self.release(thread_id)\n"
+        "            finally:\n                hand_over(None)\n",
+        (U + "test_server_runner.py::test_server_runner_reports_a_bug_as_an_error_event",),
+    ),
     # --- the scenario judge -----------------------------------------------------------------------
     Mutant(
         "judge-unanswered-call-passes",
@@ -990,6 +1256,26 @@ MUTANTS: tuple[Mutant, ...] = (
         "if facts.ran and (decision is None or not decision.approved):",
         "if facts.ran and decision is not None and not decision.approved:",
         (JUDGE + "test_judge_fails_a_sensitive_call_that_ran_with_no_recorded_decision",),
+    ),
+    Mutant(
+        "judge-tool-facts-from-anyone",
+        "judge",
+        "a tool fact counts only when a tool returned it, not when the assistant said it",
+        "evaluation/judge.py",
+        'shown = " ".join(str(m.content) for m in messages if isinstance(m, ToolMessage)).lower()',
+        'shown = " ".join(\n'
+        "        str(m.content) for m in messages if isinstance(m, (ToolMessage, AIMessage))\n"
+        "    ).lower()",
+        (JUDGE + "test_judge_fails_a_tool_fact_that_only_the_assistant_said",),
+    ),
+    Mutant(
+        "judge-expected-errors-ignored",
+        "judge",
+        "a tool error fails the run unless the scenario expects it",
+        "evaluation/judge.py",
+        'if failing and call["name"] not in scenario.expected_errors:',
+        "if failing and not scenario.expected_errors:",
+        (JUDGE + "test_judge_fails_an_unexpected_tool_error_and_accepts_an_expected_one",),
     ),
     Mutant(
         "user-info-without-cars",

@@ -69,6 +69,15 @@ def chat(
     return Result(code, out.getvalue(), err.getvalue())
 
 
+def pasted(text: str) -> str:
+    """Return ``text`` as a terminal pastes it (bracketed paste), for ``chat``'s ``keys``.
+
+    The prompt inserts a paste at once; typed key by key, a message of thousands of
+    characters takes the prompt tens of seconds (every key is a redraw).
+    """
+    return f"\x1b[200~{text}\x1b[201~"
+
+
 def run(argv: Sequence[str]) -> Result:
     """Run a command that reads no input."""
     out, err = io.StringIO(), io.StringIO()

@@ -17,7 +17,7 @@ from db.clock import fixed_clock
 from db.engine import Database
 from db.fixtures import FIXTURE_PASSENGER_ID, FLOWN_PASSENGER_ID
 from tests.support.assistants import build_assistant
-from tests.support.cli import chat, chat_args, customer_messages
+from tests.support.cli import chat, chat_args, customer_messages, pasted
 from tests.support.databases import FIXED_NOW
 from tests.support.flights import change_call, ticket_flight
 from tests.support.scripted import ScriptedChatModel, call, say
@@ -136,7 +136,7 @@ def test_cli_empty_and_long_messages_are_not_sent(
 ) -> None:
     model.extend(say("Short answer."))
     result = chat(
-        chat_args(db_path), ["", "   ", "x" * 5000, "short question", "quit"], model, home
+        chat_args(db_path), ["", "   ", pasted("x" * 5000), "short question", "quit"], model, home
     )
     assert result.code == 0
     assert "the limit is 4000" in result.err
@@ -149,7 +149,8 @@ def test_cli_message_of_exactly_the_limit_is_sent_and_one_more_is_not(
     at_limit = "a" * (MAX_MESSAGE_CHARS - 1) + "z"  # its last character is kept too
     one_more = "b" * (MAX_MESSAGE_CHARS + 1)
     model.extend(say("Got your long message."))
-    result = chat(chat_args(db_path), [one_more, at_limit, "quit"], model, home)
+    keys = [pasted(one_more), pasted(at_limit), "quit"]  # as a long message arrives: pasted
+    result = chat(chat_args(db_path), keys, model, home)
     assert result.code == 0, result.err
     assert (
         f"Your message is {MAX_MESSAGE_CHARS + 1} characters long; "

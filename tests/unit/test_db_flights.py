@@ -42,6 +42,7 @@ from db.passengers import passenger_summary
 from db.rules import (
     FARE_RULES,
     FREE_WINDOW_HOURS_AFTER_BOOKING,
+    MIN_HOURS_BEFORE_DEPARTURE_FOR_CANCEL,
     MIN_HOURS_BEFORE_DEPARTURE_FOR_CHANGE,
 )
 from tests.support.databases import FIXED_NOW
@@ -647,3 +648,170 @@ def test_database_clock_drives_the_rules(db_url: str) -> None:
             )
     finally:
         late.dispose()
+
+
+# Both sides of the time limits, and what a cancellation or change must keep -----------------
+
+
+def test_change_and_cancel_stay_open_until_exactly_three_hours_before_departure(
+    travel_db: Database,
+) -> None:
+    # "Changes and cancellations close 3 hours before the scheduled departure": at exactly
+    # 3 hours they are still open, a minute later they are closed.
+    departure = lx0112(travel_db, 0).scheduled_departure
+    target = lx0112(travel_db, 1).flight_id
+    at_limit = departure - timedelta(hours=MIN_HOURS_BEFORE_DEPARTURE_FOR_CANCEL)
+    past_limit = at_limit + timedelta(minutes=1)
+    with travel_db.session() as session:
+        cancel = tickets.quote_ticket_cancellation(
+            session, FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO, at_limit
+        )
+        change = tickets.quote_ticket_change(
+            session, FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO, target, at_limit
+        )
+        assert cancel.refund_cents >= 0 and change.new_flight["flight_id"] == target
+        with pytest.raises(RuleViolationError, match="less than 3 hours"):
+            tickets.quote_ticket_cancellation(
+                session, FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO, past_limit
+            )
+        with pytest.raises(RuleViolationError, match="less than 3 hours"):
+            tickets.quote_ticket_change(
+                session, FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO, target, past_limit
+            )
+
+
+@pytest.mark.parametrize(
+    ("lands_before", "allowed"),
+    [(timedelta(minutes=1), True), (timedelta(0), False)],
+    ids=["a-minute-before-the-next-leg-leaves", "the-minute-it-leaves"],
+)
+def test_update_ticket_first_leg_must_land_before_the_next_leg_leaves(
+    travel_db: Database, lands_before: timedelta, allowed: bool
+) -> None:
+    _, second = _segments(travel_db, MULTI_SEGMENT_TICKET_NO)
+    duration = timedelta(hours=1, minutes=30)
+    with travel_db.session() as session:
+        leg = session.get(Flight, second[0])
+        assert leg is not None
+        departs_in = leg.scheduled_departure - NOW - duration - lands_before
+    target = add_flight(
+        travel_db,
+        departure_airport="MUC",
+        arrival_airport="FRA",
+        departs_in=departs_in,
+        duration=duration,
+    )
+    with travel_db.session() as session:
+        if allowed:
+            quote = tickets.quote_ticket_change(
+                session, MULTI_SEGMENT_PASSENGER_ID, MULTI_SEGMENT_TICKET_NO, target, NOW
+            )
+            assert quote.new_flight["flight_id"] == target
+        else:
+            with pytest.raises(RuleViolationError, match="arrives after the ticket's next"):
+                tickets.quote_ticket_change(
+                    session, MULTI_SEGMENT_PASSENGER_ID, MULTI_SEGMENT_TICKET_NO, target, NOW
+                )
+
+
+def _set_segment(db: Database, ticket_no: str, flight_id: int, **values: object) -> None:
+    with db.transaction() as session:
+        session.execute(
+            update(TicketFlight)
+            .where(TicketFlight.ticket_no == ticket_no, TicketFlight.flight_id == flight_id)
+            .values(**values)
+        )
+
+
+def test_cancel_ticket_charges_one_fee_the_highest_of_its_classes(travel_db: Database) -> None:
+    # "The fee is one per ticket: the highest cancel fee among the cancelled segments'
+    # classes": a Comfort leg beside an Economy leg pays the Economy fee, once.
+    first, _ = _segments(travel_db, MULTI_SEGMENT_TICKET_NO)
+    _set_segment(travel_db, MULTI_SEGMENT_TICKET_NO, first[0], fare_conditions="Comfort")
+    paid = sum(s[2] for s in _segments(travel_db, MULTI_SEGMENT_TICKET_NO))
+    fees = {name: FARE_RULES[name].cancel_fee_cents for name in ("Comfort", "Economy")}
+    assert fees["Economy"] > fees["Comfort"] > 0
+    with travel_db.session() as session:
+        quote = tickets.quote_ticket_cancellation(
+            session, MULTI_SEGMENT_PASSENGER_ID, MULTI_SEGMENT_TICKET_NO, NOW
+        )
+    assert quote.cancel_fee_cents == fees["Economy"]
+    assert quote.refund_cents == paid - fees["Economy"]
+    assert quote.fee_note == "Economy cancellation fee"
+
+
+def test_cancel_ticket_fee_above_the_amount_paid_refunds_nothing_and_charges_nothing_more(
+    travel_db: Database,
+) -> None:
+    fee = FARE_RULES["Economy"].cancel_fee_cents
+    paid = fee - 2_500
+    _set_segment(travel_db, FIXTURE_TICKET_NO, lx0112(travel_db, 0).flight_id, amount_cents=paid)
+    with travel_db.transaction() as session:
+        result = tickets.cancel_ticket(session, FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO, NOW)
+    assert (result["paid_cents"], result["cancel_fee_cents"]) == (paid, paid)
+    assert result["refunded_cents"] == 0
+    with travel_db.session() as session:
+        moved = list(
+            session.scalars(
+                select(Payment.amount_cents).where(Payment.reference == FIXTURE_TICKET_NO)
+            )
+        )
+    assert moved == []  # nothing refunded, nothing charged
+
+
+def test_cancel_ticket_after_its_first_leg_flew_cancels_and_refunds_the_rest(
+    travel_db: Database,
+) -> None:
+    first, second = _segments(travel_db, MULTI_SEGMENT_TICKET_NO)
+    with travel_db.transaction() as session:
+        session.execute(
+            update(Flight)
+            .where(Flight.flight_id == first[0])
+            .values(
+                scheduled_departure=NOW - timedelta(hours=5),
+                scheduled_arrival=NOW - timedelta(hours=4),
+                actual_departure=NOW - timedelta(hours=5),
+                status="Arrived",
+            )
+        )
+    fee = FARE_RULES["Economy"].cancel_fee_cents
+    with travel_db.transaction() as session:
+        result = tickets.cancel_ticket(
+            session, MULTI_SEGMENT_PASSENGER_ID, MULTI_SEGMENT_TICKET_NO, NOW
+        )
+    assert [f["flight_id"] for f in result["cancelled_flights"]] == [second[0]]
+    assert result["paid_cents"] == second[2]
+    assert result["refunded_cents"] == max(second[2] - fee, 0)
+
+
+def test_update_ticket_adds_the_fare_difference_to_the_booking_total(
+    travel_db: Database,
+) -> None:
+    # Every write keeps all tables consistent: the booking's total follows its tickets.
+    old, target = lx0112(travel_db, 0), lx0112(travel_db, 1)
+    _set_segment(
+        travel_db,
+        FIXTURE_TICKET_NO,
+        old.flight_id,
+        amount_cents=_fare(travel_db, target.flight_id, "Economy") - 1_000,
+    )
+    with travel_db.session() as session:
+        ticket = session.get(Ticket, FIXTURE_TICKET_NO)
+        assert ticket is not None
+        booking = session.get(Booking, ticket.book_ref)
+        assert booking is not None
+        total_before, book_ref = booking.total_amount_cents, booking.book_ref
+    with travel_db.transaction() as session:
+        result = tickets.update_ticket_to_new_flight(
+            session, FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO, target.flight_id, NOW
+        )
+    assert result["fare_difference_cents"] == 1_000
+    with travel_db.session() as session:
+        booking = session.get(Booking, book_ref)
+        assert booking is not None
+        assert booking.total_amount_cents == total_before + 1_000
+    assert _segments(travel_db, FIXTURE_TICKET_NO)[0][:3] == (
+        target.flight_id,
+        "Economy",
+        _fare(travel_db, target.flight_id, "Economy"),
+    )

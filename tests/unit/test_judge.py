@@ -10,6 +10,8 @@ with a clean transcript beside them that must pass.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolCall, ToolMessage
 
 from assistants.approvals import Decision, not_run_answer
@@ -94,3 +96,36 @@ def test_judge_fails_a_sensitive_call_that_ran_though_declined() -> None:
         "cancel_ticket ran without the customer's approval",
         "cancel_ticket was denied but ran anyway",
     )
+
+
+def test_judge_fails_a_tool_fact_that_only_the_assistant_said() -> None:
+    # ``tool_facts`` are what a tool must have returned (the fee, the refusal's reason):
+    # the assistant saying it is no proof a tool did.
+    scenario = replace(SCENARIO, tool_facts=("EUR 75.00",))
+    search = _call("fetch_user_flight_information", "c0")
+    quiet = ToolMessage('{"status": "ok"}', tool_call_id="c0", name=search["name"])
+    told = ToolMessage('{"change_fee": "EUR 75.00"}', tool_call_id="c0", name=search["name"])
+    reply = AIMessage("The change fee is EUR 75.00.")
+    for answer, expected in ((quiet, ("no tool returned 'EUR 75.00'",)), (told, ())):
+        messages = [*_run(answer, calls=[search]), reply]
+        transcript = Transcript(messages=messages, decisions={})
+        assert judge(scenario, transcript, [], SENSITIVE) == expected
+
+
+def test_judge_fails_an_unexpected_tool_error_and_accepts_an_expected_one() -> None:
+    search = _call("search_flights", "c1")
+    refused = ToolMessage(
+        "Error: no airport has the code XXX.\nUse a 3-letter IATA code.",
+        tool_call_id="c1",
+        name=search["name"],
+        status="error",
+    )
+    transcript = Transcript(messages=_run(refused, calls=[search]), decisions={})
+    assert judge(SCENARIO, transcript, [], SENSITIVE) == (
+        "unexpected tool error from search_flights: Error: no airport has the code XXX.",
+    )
+    expected = replace(SCENARIO, expected_errors=("search_flights",))
+    assert judge(expected, transcript, [], SENSITIVE) == ()
+    # An error expected of another tool does not excuse this one.
+    elsewhere = replace(SCENARIO, expected_errors=("cancel_ticket",))
+    assert len(judge(elsewhere, transcript, [], SENSITIVE)) == 1

@@ -8,6 +8,7 @@ from langchain_core.messages import HumanMessage
 from assistants.models import (
     DEFAULT_CONTEXT_TOKENS,
     DEFAULT_MAX_TOKENS,
+    MIN_PROMPT_TOKENS,
     ModelConfigError,
     ModelSettings,
     build_chat_models,
@@ -68,6 +69,28 @@ def test_a_context_window_too_small_for_the_replies_is_refused() -> None:
     )
     with pytest.raises(ModelConfigError, match="TRAVEL_ASSISTANT_CONTEXT_TOKENS"):
         settings.check()
+
+
+def test_a_context_window_with_room_for_exactly_the_minimum_prompt_is_accepted() -> None:
+    # And one token less is refused.
+    exactly = MIN_PROMPT_TOKENS + DEFAULT_MAX_TOKENS
+    ModelSettings.from_env(env={**LOCAL, "TRAVEL_ASSISTANT_CONTEXT_TOKENS": str(exactly)}).check()
+    short = ModelSettings.from_env(
+        env={**LOCAL, "TRAVEL_ASSISTANT_CONTEXT_TOKENS": str(exactly - 1)}
+    )
+    with pytest.raises(ModelConfigError, match=f"at least {MIN_PROMPT_TOKENS}"):
+        short.check()
+
+
+def test_the_context_window_must_fit_the_largest_reply_of_any_assistant() -> None:
+    # One specialist's own, larger limit counts, not only the default every other one uses.
+    env = {
+        **LOCAL,
+        "TRAVEL_ASSISTANT_CONTEXT_TOKENS": str(MIN_PROMPT_TOKENS + DEFAULT_MAX_TOKENS),
+        "TRAVEL_ASSISTANT_MAX_TOKENS_BOOK_HOTEL": str(DEFAULT_MAX_TOKENS + 1),
+    }
+    with pytest.raises(ModelConfigError, match=f"replies of up to {DEFAULT_MAX_TOKENS + 1}"):
+        ModelSettings.from_env(env=env).check()
 
 
 def payload(settings: ModelSettings) -> dict[str, object]:

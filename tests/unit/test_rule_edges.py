@@ -2,8 +2,10 @@
 
 Each test guards one rule at the place where a plausible slip would go unnoticed: a
 route check that looks at one airport only, a date change that skips the capacity check,
-a free window one hour (or one day) too wide or too narrow, and a passenger summary
-that forgets the partner reservations.
+a free window one hour (or one day) too wide or too narrow, a passenger summary
+that forgets the partner reservations, and the limits of a partner reservation's dates
+(365 days ahead, the day it starts, a car's return day, a hotel's check-out day, the
+shortest stay or rental), each with a test on both sides.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from sqlalchemy import select, update
 from db import reservations, tickets
 from db.car_rentals import CAR_RENTAL
 from db.engine import Database
-from db.errors import RuleViolationError, UnavailableError
+from db.errors import InvalidInputError, RuleViolationError, UnavailableError
 from db.excursions import EXCURSION
 from db.fixtures import (
     BUSINESS_PASSENGER_ID,
@@ -45,7 +47,7 @@ from db.models import (
     TripRecommendation,
 )
 from db.passengers import passenger_summary
-from db.rules import FARE_RULES, FREE_WINDOW_HOURS_AFTER_BOOKING
+from db.rules import FARE_RULES, FREE_WINDOW_HOURS_AFTER_BOOKING, MAX_DAYS_AHEAD
 from tests.support.databases import FIXED_NOW
 from tests.support.scripted import ScriptedChatModel, say
 from tests.support.tools import add_flight, dump
@@ -334,7 +336,7 @@ def test_free_window_after_booking_charges_the_fee_a_minute_after_it_ends(
     assert "free" not in note
 
 
-# --- 5. The passenger summary (user_info) lists every reservation kind -------------------
+# --- 4. The passenger summary (user_info) lists every reservation kind -------------------
 
 
 def reservation_ids(summary: dict[str, Any]) -> dict[str, set[int]]:
@@ -428,3 +430,164 @@ def test_user_info_of_the_first_node_includes_every_reservation_kind(
         **FIXTURE_RESERVATIONS,
         "hotel_reservations": {FIXTURE_HOTEL_BOOKING_ID, new_hotel},
     }
+
+
+# --- 5. Partner dates and units at their limits, on both sides ---------------------------
+
+
+def first_entry(db: Database, kind: Any) -> Any:
+    """Return the catalogue entry of ``kind`` with the most units per day."""
+    model = kind.catalogue_model
+    with db.session() as session:
+        return session.scalars(
+            select(model).order_by(kind.capacity.desc(), model.id).limit(1)
+        ).one()
+
+
+def dates_from(kind: Any, start: int, units: int = 1) -> tuple[str, ...]:
+    """Return the dates of a reservation of ``kind`` starting ``start`` days from today."""
+    if len(kind.date_fields) == 1:
+        return (day(start),)
+    if kind.period.last_day_included:  # a rental: both days count
+        return (day(start), day(start + units - 1))
+    return (day(start), day(start + units))  # a stay: the check-out day is not a night
+
+
+KINDS = [
+    pytest.param(HOTEL, id="hotel"),
+    pytest.param(CAR_RENTAL, id="car"),
+    pytest.param(EXCURSION, id="excursion"),
+]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_reservations_open_exactly_max_days_ahead_and_not_a_day_more(
+    travel_db: Database, kind: Any
+) -> None:
+    item = first_entry(travel_db, kind)
+    with travel_db.session() as session:
+        quote = reservations.quote_book(
+            session, kind, BUSINESS_PASSENGER_ID, item.id, dates_from(kind, MAX_DAYS_AHEAD), NOW
+        )
+        assert quote.after is not None
+        assert quote.after[kind.date_fields[0]] == day(MAX_DAYS_AHEAD)
+        with pytest.raises(RuleViolationError, match="too far ahead"):
+            reservations.quote_book(
+                session,
+                kind,
+                BUSINESS_PASSENGER_ID,
+                item.id,
+                dates_from(kind, MAX_DAYS_AHEAD + 1),
+                NOW,
+            )
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_reservation_starting_today_can_be_changed_or_cancelled_but_not_once_started(
+    travel_db: Database, kind: Any
+) -> None:
+    # "A reservation whose start date has passed cannot be changed or cancelled": on its
+    # first day it still can (late, with the kind's fee); the day after, it cannot.
+    item = first_entry(travel_db, kind)
+    with travel_db.transaction() as session:
+        booked = reservations.book(
+            session, kind, BUSINESS_PASSENGER_ID, item.id, dates_from(kind, 0, units=2), NOW
+        )
+    booking_id = booked["booking_id"]
+    new_dates = (None,) * (len(kind.date_fields) - 1) + (dates_from(kind, 0, units=3)[-1],)
+    if len(kind.date_fields) == 1:
+        new_dates = (day(1),)
+    tomorrow = NOW + timedelta(days=1)
+    with travel_db.session() as session:
+        cancel = reservations.quote_cancel(session, kind, BUSINESS_PASSENGER_ID, booking_id, NOW)
+        assert cancel.fee_cents > 0, cancel.fee_note  # late: its free window has closed
+        change = reservations.quote_update(
+            session, kind, BUSINESS_PASSENGER_ID, booking_id, new_dates, NOW
+        )
+        assert change.after is not None and change.fee_cents > 0
+        with pytest.raises(RuleViolationError, match="already started"):
+            reservations.quote_cancel(session, kind, BUSINESS_PASSENGER_ID, booking_id, tomorrow)
+        with pytest.raises(RuleViolationError, match="already started"):
+            reservations.quote_update(
+                session, kind, BUSINESS_PASSENGER_ID, booking_id, new_dates, tomorrow
+            )
+
+
+def with_units(db: Database, kind: Any, units: int) -> Any:
+    """Return a catalogue entry of ``kind`` left with ``units`` units per day."""
+    item = first_entry(db, kind)
+    with db.transaction() as session:
+        session.execute(
+            update(kind.catalogue_model)
+            .where(kind.catalogue_model.id == item.id)
+            .values({kind.capacity.key: units})
+        )
+    return item
+
+
+def test_a_car_is_still_taken_on_its_return_day(travel_db: Database) -> None:
+    offer = with_units(travel_db, CAR_RENTAL, 1)
+    with travel_db.transaction() as session:
+        reservations.book(
+            session, CAR_RENTAL, FIXTURE_PASSENGER_ID, offer.id, (day(30), day(31)), NOW
+        )
+    with travel_db.session() as session:
+        with pytest.raises(UnavailableError, match=f"no car left on {day(31)}"):
+            reservations.quote_book(
+                session, CAR_RENTAL, BUSINESS_PASSENGER_ID, offer.id, (day(31), day(32)), NOW
+            )
+        after = reservations.quote_book(
+            session, CAR_RENTAL, BUSINESS_PASSENGER_ID, offer.id, (day(32), day(33)), NOW
+        )
+        assert after.after == {"start_date": day(32), "end_date": day(33)}
+
+
+def test_a_room_is_free_again_on_its_check_out_day(travel_db: Database) -> None:
+    # Two rooms. One guest leaves on day 32, another arrives that day: a stay of the
+    # nights of days 31 and 32 finds one room each night (the leaving guest's room is not
+    # held on its check-out day), until a third guest takes the night of day 31.
+    hotel = with_units(travel_db, HOTEL, 2)
+    first, second, third = other_passengers(travel_db, 3)
+    with travel_db.transaction() as session:
+        reservations.book(session, HOTEL, first, hotel.id, (day(30), day(32)), NOW)
+        reservations.book(session, HOTEL, second, hotel.id, (day(32), day(33)), NOW)
+    wanted = (day(31), day(33))
+    with travel_db.session() as session:
+        quote = reservations.quote_book(
+            session, HOTEL, BUSINESS_PASSENGER_ID, hotel.id, wanted, NOW
+        )
+        assert quote.new_total_cents == 2 * hotel.nightly_rate_cents
+        found = reservations.search(
+            session, HOTEL, NOW, name=hotel.name, checkin_date=wanted[0], checkout_date=wanted[1]
+        )
+        assert [h["rooms_left"] for h in found["hotels"] if h["hotel_id"] == hotel.id] == [1]
+    with travel_db.transaction() as session:
+        reservations.book(session, HOTEL, third, hotel.id, (day(31), day(32)), NOW)
+    with (
+        travel_db.session() as session,
+        pytest.raises(UnavailableError, match=f"night of {day(31)}"),
+    ):
+        reservations.quote_book(session, HOTEL, BUSINESS_PASSENGER_ID, hotel.id, wanted, NOW)
+
+
+def test_a_one_night_stay_and_a_one_day_rental_are_the_shortest_bookable(
+    travel_db: Database,
+) -> None:
+    hotel, offer = first_entry(travel_db, HOTEL), first_entry(travel_db, CAR_RENTAL)
+    with travel_db.session() as session:
+        stay = reservations.quote_book(
+            session, HOTEL, BUSINESS_PASSENGER_ID, hotel.id, (day(40), day(41)), NOW
+        )
+        rental = reservations.quote_book(
+            session, CAR_RENTAL, BUSINESS_PASSENGER_ID, offer.id, (day(40), day(40)), NOW
+        )
+        assert stay.new_total_cents == hotel.nightly_rate_cents
+        assert rental.new_total_cents == offer.daily_rate_cents
+        with pytest.raises(InvalidInputError, match="at least one night"):
+            reservations.quote_book(
+                session, HOTEL, BUSINESS_PASSENGER_ID, hotel.id, (day(40), day(40)), NOW
+            )
+        with pytest.raises(InvalidInputError, match="on or after start_date"):
+            reservations.quote_book(
+                session, CAR_RENTAL, BUSINESS_PASSENGER_ID, offer.id, (day(40), day(39)), NOW
+            )

@@ -166,6 +166,22 @@ def bad_tokens(signer: TokenSigner) -> dict[str, str]:
             SECRET,
             algorithm=ALGORITHM,
         ),
+        # Each claim a token carries is required, one missing at a time.
+        **{
+            f"no {name}": jwt.encode(
+                {
+                    key: value
+                    for key, value in {**claims, "exp": now + timedelta(hours=1)}.items()
+                    if key != name
+                },
+                SECRET,
+                algorithm=ALGORITHM,
+            )
+            for name in ("sub", "iat", "iss", "aud")
+        },
+        "blank subject": jwt.encode(
+            {**claims, "sub": "  ", "exp": now + timedelta(hours=1)}, SECRET, algorithm=ALGORITHM
+        ),
     }
 
 

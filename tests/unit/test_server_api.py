@@ -307,6 +307,22 @@ def test_server_decisions_missing_an_action_leave_the_conversation_free(
     ]
 
 
+def test_server_message_of_exactly_the_limit_is_answered_and_one_more_is_refused(
+    client: TestClient, model: ScriptedChatModel
+) -> None:
+    model.extend(say("That is a long message."))
+    conversation = new_conversation(client)
+    path = f"/api/v1/conversations/{conversation}/messages"
+    at_limit = "a" * (MAX_MESSAGE_CHARS - 1) + "z"
+    events = turn(client, path, {"text": at_limit})
+    assert [e.data["text"] for e in events if e.name == "message"] == ["That is a long message."]
+    refused = client.post(path, json={"text": "b" * (MAX_MESSAGE_CHARS + 1)})
+    assert refused.status_code == 422
+    assert f"the limit is {MAX_MESSAGE_CHARS}" in refused.text
+    items = client.get(f"{path}").json()["items"]
+    assert [i["text"] for i in items if i["type"] == "customer"] == [at_limit]
+
+
 def test_server_refuses_a_second_turn_while_one_runs(
     client: TestClient, service: ConversationService
 ) -> None:

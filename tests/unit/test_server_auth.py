@@ -16,6 +16,7 @@ from server.auth import (
     AUDIENCE,
     CUSTOMER,
     ISSUER,
+    MIN_SECRET_CHARS,
     SECRET_ENV,
     SECRET_FILE,
     SUPERVISOR,
@@ -62,6 +63,38 @@ def test_server_signer_refuses_a_short_secret_and_long_lifetimes() -> None:
         TokenSigner("short")
     with pytest.raises(ValueError, match="30 days"):
         TokenSigner(SECRET).issue(FIXTURE_PASSENGER_ID, timedelta(days=31))
+
+
+def test_server_token_lives_thirty_days_at_most_and_not_a_second_more() -> None:
+    signer = TokenSigner(SECRET)
+    now = datetime.now(UTC).replace(microsecond=0)
+    longest = signer.verify(signer.issue(FIXTURE_PASSENGER_ID, timedelta(days=30), now=now))
+    assert longest.expires_at == now + timedelta(days=30)
+    with pytest.raises(ValueError, match="30 days"):
+        signer.issue(FIXTURE_PASSENGER_ID, timedelta(days=30, seconds=1), now=now)
+
+
+def test_server_secret_of_exactly_the_minimum_length_is_accepted_and_one_less_is_not(
+    tmp_path: Path,
+) -> None:
+    shortest, too_short = "k" * MIN_SECRET_CHARS, "k" * (MIN_SECRET_CHARS - 1)
+    assert TokenSigner(shortest).verify(TokenSigner(shortest).issue(FIXTURE_PASSENGER_ID))
+    with pytest.raises(SecretError):
+        TokenSigner(too_short)
+    assert load_secret(tmp_path, env={SECRET_ENV: shortest}) == shortest
+    with pytest.raises(SecretError, match=f"at least {MIN_SECRET_CHARS}"):
+        load_secret(tmp_path, env={SECRET_ENV: too_short})
+    path = tmp_path / SECRET_FILE
+    for text, accepted in ((shortest, True), (too_short, False)):
+        path.unlink(missing_ok=True)
+        descriptor = os.open(path, os.O_CREAT | os.O_WRONLY, 0o600)
+        with os.fdopen(descriptor, "w", encoding="ascii") as handle:
+            handle.write(text + "\n")
+        if accepted:
+            assert load_secret(tmp_path, env={}) == shortest
+        else:
+            with pytest.raises(SecretError, match="too short"):
+                load_secret(tmp_path, env={})
 
 
 def test_server_secret_is_made_once_and_private(tmp_path: Path) -> None:
@@ -123,6 +156,23 @@ def test_cli_token_refuses_unknown_passengers_and_bad_lifetimes(
     result = run([*base, "--passenger-id", FIXTURE_PASSENGER_ID, "--hours", "0"])
     assert (result.code, result.out) == (2, "")
     assert "--hours" in result.err
+
+
+@pytest.mark.parametrize(
+    ("hours", "lifetime"),
+    [("720", timedelta(days=30)), (repr(1 / 60), timedelta(minutes=1))],
+    ids=["the-longest", "the-shortest"],
+)
+def test_cli_token_issues_the_longest_and_the_shortest_lifetimes(
+    db_path: Path, tmp_path: Path, hours: str, lifetime: timedelta
+) -> None:
+    home = tmp_path / "app"
+    base = ["--home", str(home), "--db", str(db_path), "token"]
+    before = datetime.now(UTC).replace(microsecond=0)
+    result = run([*base, "--passenger-id", FIXTURE_PASSENGER_ID, f"--hours={hours}"])
+    assert result.code == 0, result.err
+    claims = TokenSigner(load_secret(home, env={})).verify(result.out.strip())
+    assert before + lifetime <= claims.expires_at <= datetime.now(UTC) + lifetime
 
 
 @pytest.mark.parametrize("hours", ["nan", "inf", "-inf", "1e20", "-1", "720.5", "0.01"])

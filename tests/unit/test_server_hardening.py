@@ -169,6 +169,26 @@ def test_server_chunked_body_over_the_limit_is_413(live: httpx.Client) -> None:
     assert live.get("/api/v1/health").status_code == 200
 
 
+def test_server_body_of_exactly_the_limit_is_read_and_one_byte_more_is_413(
+    live: httpx.Client,
+) -> None:
+    conversation = live.post("/api/v1/conversations").json()["conversation_id"]
+    path = f"/api/v1/conversations/{conversation}/messages"
+    headers = {"Content-Type": "application/json"}
+    envelope = len(json.dumps({"text": ""}))
+    exactly = MAX_BODY_BYTES - envelope  # characters of text that make a body of the limit
+    for size, status in ((exactly, 422), (exactly + 1, 413)):
+        assert len(json.dumps({"text": "y" * size})) == size + envelope
+        # Read whole, a body of the limit is refused for what it says (the message is too
+        # long), one byte more for its size; declared or chunked alike.
+        body = json.dumps({"text": "y" * size}).encode()
+        declared = live.post(path, content=body, headers=headers)
+        assert declared.request.headers["content-length"] == str(len(body))
+        chunked = live.post(path, content=chunks(size), headers=headers)
+        assert chunked.request.headers["transfer-encoding"] == "chunked"
+        assert (declared.status_code, chunked.status_code) == (status, status), size
+
+
 # --- slow and numerous clients --------------------------------------------------------------
 
 
