@@ -191,6 +191,10 @@ PAGES: dict[str, tuple[str, str]] = {
         "Issue a passenger's access token (and link) for the service.",
         "travel-assistant token --passenger-id '3442 587242' --hours 8",
     ),
+    "audit": (
+        "Show which supervisor looked at which conversation, and when.",
+        "travel-assistant audit --supervisor ana@example.com --limit 20",
+    ),
 }
 
 
@@ -418,7 +422,7 @@ def _add_server_commands(commands: argparse._SubParsersAction[argparse.ArgumentP
         help="how long the token is valid, 1/60 to 720 (default 24)",
     )
     audit = commands.add_parser(
-        "audit", help="show which supervisor looked at which conversation, when"
+        "audit", help="show which supervisor looked at which conversation, when", **_page("audit")
     )
     audit.add_argument("--supervisor", metavar="NAME", help="only this supervisor's looks")
     audit.add_argument("--conversation", metavar="ID", help="only the looks at this conversation")

@@ -7,6 +7,7 @@ import os
 import re
 import shlex
 import sys
+import threading
 import uuid
 from functools import partial
 from pathlib import Path
@@ -34,6 +35,7 @@ from commands.common import (
 )
 from terminal import Console
 from terminal.prompter import Prompter, discard_typeahead, new_session_line, sessions_command
+from terminal.signals import ctrl_c_cancels
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -272,10 +274,18 @@ def _chat_early(
     loading = Loading(partial(_load, args, console, overrides, passenger_id, closers))
     console.status(new_session_line(thread_id, passenger_id))
     first = FirstLine(prompter.message, "you> ")
+    # Ctrl-C while the first message waits for the load takes it back: nothing was sent
+    # (the program was not ready for it yet), and it stays in the input history.
+    first_cancel = threading.Event()
     try:
         if first.message is not None and not loading.done:
             console.thinking.start()  # the turn's own spinner goes on from here
-        conversations = loading.result()  # a problem found by the load is raised here
+            with ctrl_c_cancels(
+                first_cancel, console.err, "(nothing to resume yet)", console.thinking.cancelling
+            ):
+                conversations = loading.result()  # a problem found by the load is raised here
+        else:
+            conversations = loading.result()
         from conversations.events import Thread
         from terminal.chat import ChatSession
 
@@ -286,6 +296,12 @@ def _chat_early(
             Prompter(first.reader(prompter.message), prompter.answer),
             resume_options=resume_options_of(args),
         )
+        if first_cancel.is_set():
+            first.drop()
+            console.thinking.stop()
+            from conversations import words
+
+            console.status(words.FIRST_MESSAGE_TAKEN_BACK)
         code = session.run(False, announced=True)
     finally:
         if loading.done:

@@ -92,6 +92,10 @@ class FirstLine:
             return None
         return text
 
+    def drop(self) -> None:
+        """Forget the line: the next read prompts afresh."""
+        self._given = True
+
     def reader(self, then: Callable[[str], str]) -> Callable[[str], str]:
         """Return a prompt that gives the first line back, then reads with ``then``."""
 

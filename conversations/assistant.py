@@ -69,6 +69,7 @@ from conversations.events import (
     Thread,
     TokenEvent,
     TurnEvent,
+    cancel_cause,
     is_cancel_note,
 )
 from conversations.remembered_state import THREADS_KEPT, RemembersLastState
@@ -574,7 +575,7 @@ class TravelAssistant:
         except GraphRecursionError:
             yield from self._end_at_step_limit(config)
         except TurnCancelledError:
-            self._close_cut(config, cancelled)
+            self._close_cut(config, cancel_cause(stop, cancelled))
             raise
         except Exception as error:
             if is_provider_error(error):
@@ -597,7 +598,7 @@ class TravelAssistant:
                 handled.release()
                 runner.join()
                 if _ended_in_failure(events):
-                    self._close_cut(config, cancelled)
+                    self._close_cut(config, cancel_cause(stop, cancelled))
 
     def _end_at_step_limit(self, config: RunnableConfig) -> Iterator[TurnEvent]:
         """Close a run that hit the recursion limit with a polite message."""

@@ -6,6 +6,7 @@ Kept apart from ``conversations.assistant`` so that the records built from them
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Literal, cast, get_args
 
@@ -22,6 +23,30 @@ CutCause = Literal["cancelled", "service", "model", "time_limit", "crash", "lost
 """Why a turn ended before its reply: the customer cancelled it, the service stopped, the
 model server failed, a time limit ran out, the program answering it died (or failed on
 a bug), or it lost its hold on the conversation to another window."""
+
+
+class Cancel(threading.Event):
+    """A turn's cancel that can say who set it, read when the turn is closed.
+
+    The service starts every turn ready to record a cancel as its own stop
+    (``service``); the customer's Stop sets the cancel with ``cancelled``, so the
+    history says the customer cancelled.
+    """
+
+    cause: CutCause | None = None
+
+    def set_by(self, cause: CutCause) -> None:
+        """Set the cancel, recording ``cause``."""
+        self.cause = cause
+        self.set()
+
+
+def cancel_cause(cancel: threading.Event, default: CutCause) -> CutCause:
+    """Return why ``cancel`` was set: its recorded cause, else ``default``."""
+    cause = getattr(cancel, "cause", None)
+    return cause if cause is not None else default
+
+
 CUT_CAUSES: tuple[CutCause, ...] = get_args(CutCause)
 
 

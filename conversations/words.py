@@ -93,6 +93,10 @@ CUT_TURN_CLOSED = (
     "finished (it was closed, or it failed). Send it again if you still need it."
 )
 # Said in the window whose turn lost the conversation to another one.
+FIRST_MESSAGE_TAKEN_BACK = (
+    "Turn cancelled before it started: your message was not sent (the assistant was still "
+    "starting). Press Up to get it back."
+)
 LOST_CLAIM = (
     "This conversation was taken over by another window, terminal or server while the "
     "assistant was answering here, so this answer stopped and what it said after that "

@@ -37,7 +37,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from conversations import words
 from conversations.audit import AuditLog, SqliteAuditLog
-from conversations.events import Thread
+from conversations.events import Cancel, Thread
 from conversations.protocol import (
     Answer,
     Conversations,
@@ -174,7 +174,7 @@ class LockedSessions:
 
 @dataclass
 class _Running:
-    cancel: threading.Event = field(default_factory=threading.Event)
+    cancel: Cancel = field(default_factory=Cancel)
     turn: Turn | None = None
     stopped: bool = False
 
@@ -266,7 +266,7 @@ class TurnRunner:
             if running is None:
                 return False
             running.stopped = True
-            running.cancel.set()
+            running.cancel.set_by("cancelled")  # recorded as the customer's cancel
             return True
 
     def start(self, thread_id: str, work: Callable[[], Iterator[StreamEvent]]) -> Journal:

@@ -556,7 +556,10 @@ def test_graph_provider_error_is_retried_then_raised(
     assert "Sending your message again may work" in str(raised.value)
     assert not model.script  # three attempts were made
     messages = history(assistant)
-    assert messages[-1].content == "hello"  # the message is kept
+    assert messages[-2].content == "hello"  # the message is kept
+    # ... and the turn is closed saying what cut it, not as the customer's cancel.
+    assert "model server failed" in str(messages[-1].content)
+    assert "the customer cancelled nothing" in str(messages[-1].content)
     model.extend(say("Back again."))
     run(assistant.send(THREAD, "hello?"))
     assert history(assistant)[-1].content == "Back again."
