@@ -4,7 +4,9 @@
 with ``npm`` into ``<checkout>/.cache/axe-core`` (ignored by git) the first time, under a
 file lock so that parallel workers install it once; without npm, or when the install
 fails, the test skips and says why. ``serious_violations`` injects it into a page and
-returns the serious and critical violations of the WCAG 2 A/AA rules, as readable lines.
+returns the serious and critical violations (of the WCAG 2 A/AA rules, or of every rule
+axe runs by default), as readable lines. Both the web chat's and the supervisor's page
+tests use it.
 """
 
 from __future__ import annotations
@@ -55,14 +57,17 @@ def axe_script() -> Path:
     return script
 
 
-def serious_violations(page: Any) -> list[str]:
-    """Return the serious and critical axe-core violations of ``page``, one line each."""
+def serious_violations(page: Any, tags: list[str] | None = RULE_TAGS) -> list[str]:
+    """Return the serious and critical axe-core violations of ``page``, one line each.
+
+    ``tags`` limits the rules to those tags; ``None`` runs axe's whole default set.
+    """
     if not page.evaluate("typeof window.axe !== 'undefined'"):
         # Evaluated through the browser's debugging protocol, which the page's
         # Content-Security-Policy (no inline script) does not apply to, unlike a <script>.
         page.evaluate(axe_script().read_text(encoding="utf-8") + "\n;undefined")
     result = page.evaluate(
-        "tags => axe.run(document, {runOnly: {type: 'tag', values: tags}})", RULE_TAGS
+        "tags => axe.run(document, tags ? {runOnly: {type: 'tag', values: tags}} : {})", tags
     )
     return [
         f"{v['id']} ({v['impact']}): {v['help']} at "

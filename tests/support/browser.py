@@ -1,24 +1,19 @@
 """The web chat in Debian's Chromium (Playwright): launch flags, viewports, screenshots, axe.
 
 Screenshots go to ``screenshots/web-chat/`` at the top of the work tree (ignored by git),
-for a person to look at after a run. axe-core, the accessibility checker, is the npm
-package: installed once into ``.cache/axe-core/`` (ignored) with npm, and injected into
-the page by the test (through the DevTools protocol, so the page's policy still holds).
+for a person to look at after a run. axe-core, the accessibility checker, is in
+``tests.support.axe``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOTS = ROOT / "screenshots" / "web-chat"
-AXE_FOLDER = ROOT / ".cache" / "axe-core"
-AXE_VERSION = "4.10"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--headless",
@@ -37,39 +32,6 @@ PHONE: dict[str, Any] = {
     "device_scale_factor": 2,
 }
 SMALL_PHONE: dict[str, Any] = {**PHONE, "viewport": {"width": 360, "height": 740}}
-SERIOUS = ("serious", "critical")
-
-
-def axe_source() -> str | None:
-    """Return axe-core's script, installing the npm package first if needed (or ``None``)."""
-    script = AXE_FOLDER / "node_modules" / "axe-core" / "axe.min.js"
-    npm = shutil.which("npm")
-    AXE_FOLDER.mkdir(parents=True, exist_ok=True)
-    with (AXE_FOLDER / "install.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not script.exists() and npm is not None:
-            subprocess.run(
-                [npm, "install", "--no-save", "--no-audit", "--no-fund", "--prefix",
-                 str(AXE_FOLDER), f"axe-core@{AXE_VERSION}"],
-                check=False, capture_output=True, timeout=300,
-            )  # fmt: skip
-    return script.read_text() if script.exists() else None
-
-
-def serious_violations(page: Any, source: str) -> list[str]:
-    """Run axe on ``page``; return its serious and critical violations, one line each."""
-    if not page.evaluate("typeof window.axe !== 'undefined'"):
-        page.evaluate(source)
-    result = page.evaluate(
-        "async () => { const r = await axe.run(document, {resultTypes: ['violations']});"
-        " return r.violations.map(v => ({id: v.id, impact: v.impact,"
-        " nodes: v.nodes.map(n => n.target.join(' ')).slice(0, 3)})); }"
-    )
-    return [
-        f"{v['id']} ({v['impact']}): {', '.join(v['nodes'])}"
-        for v in result
-        if v["impact"] in SERIOUS
-    ]
 
 
 def screenshot(page: Any, name: str) -> Path:
