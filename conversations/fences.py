@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -259,7 +259,7 @@ class PostgresFence(FencedSaver):
 class FencedTurnLocks:
     """Turn locks whose every lease is a claim the saver checks at each write."""
 
-    def __init__(self, locks: TurnLocks, claims: Any, saver: FencedSaver) -> None:
+    def __init__(self, locks: TurnLocks, claims: Callable[[str], int], saver: FencedSaver) -> None:
         """Take ``locks``, then a claim number from ``claims(thread_id)`` for ``saver``."""
         self.locks = locks
         self.claims = claims
