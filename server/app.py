@@ -61,6 +61,11 @@ API_VERSION = "1.0.0"
 # The largest request body read: a 4,000-character message is at most 48 kB as JSON
 # (every character a \\u escaped surrogate pair); anything bigger is refused unread.
 MAX_BODY_BYTES = 64 * 1024
+# How much of a refused body is still read (and dropped) before the answer, and for how
+# long: a connection closed with bytes unread is reset, and a reset can reach the client
+# before it reads the 413, which it then never sees.
+DRAIN_BYTES = 1024 * 1024
+DRAIN_SECONDS = 2.0
 PAGE_HEADERS = {
     # The page runs only its own script and style, talks only to this service, and is
     # never framed; its URL (which may carry a token in its fragment) is never sent on.
@@ -421,14 +426,26 @@ async def _answer(send: Send, status: int, detail: str) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
+async def _drain(receive: Receive) -> None:
+    """Read and drop the rest of a refused body: up to ``DRAIN_BYTES``, ``DRAIN_SECONDS``."""
+    left = DRAIN_BYTES
+    with anyio.move_on_after(DRAIN_SECONDS):
+        while left > 0:
+            message = await receive()
+            if message["type"] != "http.request" or not message.get("more_body", False):
+                return
+            left -= len(message.get("body", b""))
+
+
 class BodyLimit:
     """Read the whole request body first: at most ``max_bytes``, within ``timeout`` seconds.
 
     A body over the limit answers 413 whether it announces its length or comes in chunks,
     and one that trickles in too slowly answers 408; either way before the application
-    sees a byte of it, so nothing is parsed or stored. The body read is then replayed to
-    the application; after it, ``receive`` is the server's again (a stream learns of a
-    client that disconnects).
+    sees a byte of it, so nothing is parsed or stored. The rest of a refused body is read
+    and dropped (within bounds) before the answer, so that the client gets to read it.
+    The body read is then replayed to the application; after it, ``receive`` is the
+    server's again (a stream learns of a client that disconnects).
     """
 
     def __init__(
@@ -446,6 +463,8 @@ class BodyLimit:
             return
         declared = dict(scope.get("headers") or []).get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+            if int(declared) <= self.max_bytes + DRAIN_BYTES:
+                await _drain(receive)
             await _answer(send, 413, self._too_large())
             return
         chunks: list[bytes] = []
@@ -459,6 +478,8 @@ class BodyLimit:
                 chunk = message.get("body", b"")
                 received += len(chunk)
                 if received > self.max_bytes:
+                    if message.get("more_body", False):
+                        await _drain(receive)
                     await _answer(send, 413, self._too_large())
                     return
                 chunks.append(chunk)

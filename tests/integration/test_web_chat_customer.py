@@ -270,7 +270,9 @@ def test_conversation_live_and_reopened_read_the_same(
     expect(page.get_by_label("Your message")).to_be_focused()  # focus after a decision
     assert ticket_flight(travel_db) == trip.new_flight_id
     # Each reply is announced once, whole and as read (no Markdown signs); the log itself
-    # is not a live region, so streamed pieces are not read out one by one.
+    # is not a live region, so streamed pieces are not read out one by one. The region is
+    # emptied, then filled a moment later (so a repeated text is read again): wait for it.
+    page.wait_for_function("() => window.said.filter(s => s.includes('LX0112')).length >= 2")
     said = page.evaluate("window.said")
     assert [s for s in said if "LX0112" in s] == [
         "Assistant (flights): Tomorrow's LX0112 leaves at the same time and has Economy "

@@ -20,7 +20,7 @@ import pytest
 
 from db.engine import Database
 from db.fixtures import FIXTURE_PASSENGER_ID
-from server.app import MAX_BODY_BYTES
+from server.app import DRAIN_BYTES, MAX_BODY_BYTES
 from server.limits import ServerLimits
 from server.service import ConversationService
 from tests.support.flights import ticket_flight
@@ -167,6 +167,53 @@ def test_server_chunked_body_over_the_limit_is_413(live: httpx.Client) -> None:
     small = live.post(path, content=chunks(5000, 100), headers=headers)
     assert small.status_code == 422 and "4000" in small.text
     assert live.get("/api/v1/health").status_code == 200
+
+
+SENT = 12 * MAX_BODY_BYTES  # more than the server reads at once, less than it drains
+assert SENT < DRAIN_BYTES
+
+
+@pytest.mark.parametrize("framing", ["chunked", "declared"])
+def test_server_refused_body_is_read_so_a_slow_reader_still_gets_the_413(
+    service: ConversationService, framing: str
+) -> None:
+    """A client that sends its whole too-large body before reading still reads the 413.
+
+    Closing a connection with bytes unread resets it, and the reset throws away an answer
+    the client has not read yet: the service reads the refused body to its end first.
+    """
+    server, headers = serving(service)
+    with server:
+        conversation = httpx.post(f"{server.url}/api/v1/conversations", headers=headers).json()[
+            "conversation_id"
+        ]
+        body = b"".join(chunks(SENT))
+        if framing == "chunked":
+            framed = b"".join(b"%x\r\n%s\r\n" % (len(piece), piece) for piece in chunks(SENT))
+            length = "Transfer-Encoding: chunked"
+            framed += b"0\r\n\r\n"
+        else:
+            framed, length = body, f"Content-Length: {len(body)}"
+        request = (
+            f"POST /api/v1/conversations/{conversation}/messages HTTP/1.1\r\n"
+            f"Host: x\r\nAuthorization: {headers['Authorization']}\r\n"
+            f"Content-Type: application/json\r\n{length}\r\n\r\n"
+        ).encode()
+        with socket.create_connection(("127.0.0.1", server.port)) as sock:
+            sock.sendall(request + framed)
+            time.sleep(0.3)  # busy elsewhere: the answer waits in the socket meanwhile
+            sock.settimeout(10)
+            answer, reset = b"", False
+            try:
+                while chunk := sock.recv(65536):
+                    answer += chunk
+            except ConnectionResetError:
+                reset = True
+        assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
+        assert b"larger than" in answer
+        # Read to its end, the body leaves nothing unread: the connection ends cleanly, not
+        # with a reset, which (had it overtaken the answer) would have lost the 413.
+        assert not reset
 
 
 def test_server_body_of_exactly_the_limit_is_read_and_one_byte_more_is_413(
