@@ -78,7 +78,7 @@ def _make_prompter(home: Path, passenger_id: str, overrides: Overrides) -> Promp
             # Bytes that are not UTF-8 become "?" rather than an exception.
             return raw.decode("utf-8", "replace").rstrip("\r\n")
 
-        return Prompter(read_line, read_line)
+        return Prompter(read_line, read_line, lambda: False)
 
     keys = KeyBindings()
 
@@ -293,7 +293,7 @@ def _chat_early(
             conversations,
             Thread(thread_id, passenger_id),
             console,
-            Prompter(first.reader(prompter.message), prompter.answer),
+            Prompter(first.reader(prompter.message), prompter.answer, prompter.discard),
             resume_options=resume_options_of(args),
         )
         if first_cancel.is_set():

@@ -26,12 +26,13 @@ class Prompter:
         answer: Reads an approval answer or a reason; never kept anywhere.
         discard: Throws away what was typed and not read yet (typed while the assistant
             worked); tells whether there was any. Piped input keeps it: a script's
-            lines are its answers.
+            lines are its answers. No default: a prompter built from another one must
+            pass it on, or type-ahead would answer an approval.
     """
 
     message: Callable[[str], str]
     answer: Callable[[str], str]
-    discard: Callable[[], bool] = lambda: False
+    discard: Callable[[], bool]
 
 
 def discard_typeahead(pt_input: Any) -> bool:

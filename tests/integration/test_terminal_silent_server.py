@@ -105,12 +105,6 @@ def test_terminal_ctrl_c_right_after_enter_cancels_where_no_cpr_is_answered(
     assert roles(server.requests[-1]) == expected
 
 
-@pytest.mark.xfail(
-    reason="known defect after merging the early prompt (issue 28) with type-ahead discarding "
-    "(issue 27): with the graph still loading when the first message is entered, this turn "
-    "ends in a failure instead of the approval question; see the issue 27 note",
-    strict=False,
-)
 def test_terminal_type_ahead_never_answers_an_approval(files: tuple[Path, Path]) -> None:
     home, db = files
     before = ticket_flight(db)
