@@ -26,7 +26,8 @@ each request to book, change or cancel to the right specialist's tool, one at a 
 without mentioning the hand-over:
 {hand_overs}
 If a search finds nothing, widen it (other dates, nearby airports, fewer filters) before \
-giving up.
+giving up. Call request_human_agent if the customer asks for a person or complains, if \
+a request failed twice, or for what the policy reserves to staff.
 
 The specialists:
 {duties}

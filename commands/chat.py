@@ -238,7 +238,7 @@ def _conversations(
     )
     if not assistant.check_passenger(passenger_id):
         raise _unknown_passenger(args, passenger_id)
-    return Conversations(assistant, store.registry, store.locks)
+    return Conversations(assistant, store.registry, store.locks, store.desk)
 
 
 def _load(

@@ -33,7 +33,7 @@ def _session_reader(store: ConversationStore) -> Conversations:
     assistant = TravelAssistant.build(
         drawing_model(), store.saver, db=Database.from_url("sqlite://")
     )
-    return Conversations(assistant, store.registry, store.locks)
+    return Conversations(assistant, store.registry, store.locks, store.desk)
 
 
 def cmd_sessions(args: argparse.Namespace, console: Console, overrides: Overrides) -> int:

@@ -21,7 +21,7 @@ import logging
 import queue
 import threading
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Any, cast
 from uuid import UUID
 
@@ -423,6 +423,18 @@ class TravelAssistant:
         self.graph.update_state(config, {"messages": answers}, as_node=node)
         for answer in answers:
             yield MessageEvent(answer, node)
+
+    def append(self, thread: Thread, messages: Sequence[AnyMessage]) -> None:
+        """Add ``messages`` to ``thread`` outside a turn, without running any assistant.
+
+        For what is said while a person holds the conversation (``conversations.desk``):
+        the messages are saved as the active assistant's step, which ends the run, so
+        the next message is answered by that assistant as usual.
+        """
+        config = self.config(thread)
+        snapshot = self._save_finished_step(config)
+        owner = active_assistant(snapshot.values.get("dialog_state"))
+        self.graph.update_state(config, {"messages": list(messages)}, as_node=owner)
 
     def preview(self, thread: Thread, action: PendingAction) -> ActionPreview:
         """Describe what ``action`` would do (before -> after, price), without doing it."""

@@ -19,6 +19,12 @@ CANCELLED_KEY = "turn_cancelled"
 # unanswered) naming why the turn was cut short: a ``CutCause``.
 CUT_KEY = "cut_cause"
 
+# ``response_metadata`` keys of what a person from the customer-service team wrote into a
+# conversation (``conversations.desk``): their name on a message to the customer, and the
+# mark of a note to the assistant that the customer never sees.
+PERSON_KEY = "person"
+STAFF_NOTE_KEY = "staff_note"
+
 CutCause = Literal["cancelled", "service", "model", "time_limit", "crash", "lost_claim"]
 """Why a turn ended before its reply: the customer cancelled it, the service stopped, the
 model server failed, a time limit ran out, the program answering it died (or failed on

@@ -29,7 +29,8 @@ from assistants.approvals import ActionPreview, Amount, Decision, PendingAction,
 from assistants.providers import ModelDeadlineError, ModelProviderError, TurnCancelledError
 from conversations import words
 from conversations.assistant import Thread, TravelAssistant, TurnEvent
-from conversations.events import CutCause, is_cancel_note
+from conversations.desk import Desk, DeskError, Handoff, RequestedBy
+from conversations.events import PERSON_KEY, STAFF_NOTE_KEY, CutCause, is_cancel_note
 from conversations.locks import (
     ConversationBusyError,
     ConversationStoreError,
@@ -64,6 +65,7 @@ __all__ = [
     "Conversation",
     "Conversations",
     "DecisionsError",
+    "DeskError",
     "HandOverStep",
     "Step",
     "Summary",
@@ -171,15 +173,19 @@ class Conversations:
         assistant: TravelAssistant,
         registry: SessionStore,
         locks: TurnLocks | None = None,
+        desk: Desk | None = None,
     ) -> None:
         """Drive ``assistant``; ``registry`` records who owns which conversation.
 
         ``locks`` keep one turn at a time per conversation beyond this process (the
         store's, ``ConversationStore.locks``); without them, within this process only.
+        ``desk`` is the queue of conversations handed to a person (the store's,
+        ``ConversationStore.desk``); without it, one in memory.
         """
         self.assistant = assistant
         self.registry = registry
         self.locks: TurnLocks = locks if locks is not None else LocalTurnLocks()
+        self.desk = desk if desk is not None else Desk.in_memory()
         self.describer = Describer(assistant.crew)
 
     def now(self) -> datetime:
@@ -372,6 +378,95 @@ class Conversation:
         """Tell whether a turn of this conversation runs anywhere (a hint: it can change)."""
         return self.owner.locks.busy(self.thread_id)
 
+    # A person from the customer-service team ------------------------------------------------
+
+    def handoff(self) -> Handoff | None:
+        """Return the open hand-off to a person (waiting or held), if any."""
+        return self.owner.desk.current(self.thread_id)
+
+    def person_notice(self, handoff: Handoff | None = None) -> Notice | None:
+        """Return what the customer is told about the person who has or will have this."""
+        handoff = handoff if handoff is not None else self.handoff()
+        if handoff is None:
+            return None
+        if handoff.status == "held":
+            return Notice(words.with_person(handoff.agent))
+        return Notice(words.waiting_for_person(self.owner.desk.position(self.thread_id)))
+
+    def ask_for_person(
+        self, reason: str = "", summary: str = "", *, by: RequestedBy = "customer"
+    ) -> Notice:
+        """Put the conversation in the queue for a person; return what the customer is told.
+
+        Raises:
+            DeskError: An action waits for the customer's decision (they answer it first).
+        """
+        if by == "customer" and self.assistant.pending_actions(self.thread):
+            raise DeskError(words.PERSON_HOLDS_NO_APPROVAL)
+        self.owner.register(self.thread)
+        handoff = self.owner.desk.request(
+            self.thread_id,
+            self.thread.passenger_id,
+            by=by,
+            reason=reason or ("The customer asked for a person." if by == "customer" else ""),
+            summary=summary,
+            now=self.owner.now(),
+        )
+        notice = self.person_notice(handoff)
+        assert notice is not None
+        return notice
+
+    def take(self, agent: str) -> Handoff:
+        """Give the waiting conversation to ``agent`` and tell the customer.
+
+        Raises:
+            DeskError: It does not wait for a person, or someone else holds it.
+        """
+        handoff = self.owner.desk.take(self.thread_id, agent, self.owner.now())
+        self.owner.desk.bump(self.thread_id)
+        return handoff
+
+    def person_says(self, agent: str, text: str, *, wait: float = 5.0) -> None:
+        """Write ``agent``'s message to the customer into the conversation.
+
+        Raises:
+            DeskError: ``agent`` does not hold the conversation.
+            TurnRefusedError: A turn of it is running (it cannot be written now).
+        """
+        self._held_by(agent)
+        reply = AIMessage(content=text, response_metadata={PERSON_KEY: agent})
+        with self.claim(wait):
+            self.assistant.append(self.thread, [reply])
+        self.owner.desk.bump(self.thread_id)
+
+    def hand_back(self, agent: str, note: str = "", *, close: bool = False) -> Handoff:
+        """End ``agent``'s hold: the assistant answers again, having read ``note``.
+
+        ``close`` records that the person finished the matter rather than handing it
+        back; the assistant answers the next message either way.
+
+        Raises:
+            DeskError: ``agent`` does not hold the conversation.
+        """
+        self._held_by(agent)
+        if note.strip():
+            staff = AIMessage(
+                content=words.staff_note(agent, note.strip()),
+                response_metadata={PERSON_KEY: agent, STAFF_NOTE_KEY: True},
+            )
+            with self.claim(5.0):
+                self.assistant.append(self.thread, [staff])
+        self.owner.desk.bump(self.thread_id)
+        return self.owner.desk.end(self.thread_id, agent, self.owner.now(), note=note, close=close)
+
+    def _held_by(self, agent: str) -> Handoff:
+        handoff = self.handoff()
+        if handoff is None or handoff.status != "held":
+            raise DeskError(f"Nobody holds conversation {self.thread_id}: take it first.")
+        if handoff.agent != " ".join(agent.split()):
+            raise DeskError(f"{handoff.agent} holds conversation {self.thread_id}, not {agent}.")
+        return handoff
+
     def previews(self) -> Iterator[tuple[PendingAction, ActionPreview]]:
         """Yield each action waiting for a decision with what it would do now."""
         for action in self.assistant.pending_actions(self.thread):
@@ -439,6 +534,13 @@ class Turn:
             yield TurnFailure("pending_first", words.ANSWER_FIRST)
             return
         self.conversation.owner.register(self._thread, text)
+        handoff = self.conversation.handoff()
+        if handoff is not None:
+            # A person has it, or will: the message is kept for them, nobody else answers.
+            self._assistant.append(self._thread, [HumanMessage(content=text)])
+            self.conversation.owner.desk.bump(self._thread.thread_id)
+            yield from self._held(handoff)
+            return
         yield from self._run(
             lambda stop: self._assistant.send(
                 self._thread, text, cancel=stop, cancelled=_CUT_BY[cancelled_by]
@@ -446,6 +548,13 @@ class Turn:
             cancel,
             cancelled_by,
         )
+
+    def _held(self, handoff: Handoff) -> Iterator[Outcome]:
+        notice = self.conversation.person_notice(handoff)
+        if notice is not None:
+            yield notice
+        name = self.conversation.assistant_name()
+        yield TurnEnd(name, self.conversation.describer.label(name), ())
 
     def check(self, decided: Collection[str]) -> None:
         """Check that ``decided`` names every pending action and nothing else.
@@ -521,6 +630,12 @@ class Turn:
         except TurnLostError as error:
             yield TurnFailure("lost_claim", words.LOST_CLAIM, str(error) or None)
             return
+        handed = _handoff_call(conversation.assistant.messages(conversation.thread))
+        if handed is not None:
+            args = handed["args"] if isinstance(handed.get("args"), dict) else {}
+            yield conversation.ask_for_person(
+                str(args.get("reason", "")), str(args.get("summary", "")), by="assistant"
+            )
         name = conversation.assistant_name()
         yield TurnEnd(name, conversation.describer.label(name), tuple(conversation.approvals()))
 
@@ -534,6 +649,20 @@ def _decision(preview: ActionPreview, answer: Answer | None) -> Decision:
         return Decision(True, None, shown, amount=preview.amount)
     reason = answer.reason if answer is not None else None
     return Decision(False, reason, shown, amount=preview.amount)
+
+
+def _handoff_call(messages: Sequence[AnyMessage]) -> Mapping[str, Any] | None:
+    """Return the last turn's answered ``request_human_agent`` call, if it made one."""
+    from tools.handoff import HANDOFF_TOOL
+
+    turn = messages[_last_customer_message(messages) or 0 :]
+    answered = {m.tool_call_id for m in turn if isinstance(m, ToolMessage) and m.status != "error"}
+    for message in reversed(turn):
+        if isinstance(message, AIMessage):
+            for call in message.tool_calls:
+                if call["name"] == HANDOFF_TOOL and call["id"] in answered:
+                    return call
+    return None
 
 
 def _last_customer_message(messages: Sequence[AnyMessage]) -> int | None:

@@ -23,7 +23,15 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMes
 
 from assistants.approvals import facts_of
 from conversations import words
-from conversations.events import CUT_KEY, TokenEvent, TurnEvent, cut_cause, is_cancel_note
+from conversations.events import (
+    CUT_KEY,
+    PERSON_KEY,
+    STAFF_NOTE_KEY,
+    TokenEvent,
+    TurnEvent,
+    cut_cause,
+    is_cancel_note,
+)
 
 if TYPE_CHECKING:
     from assistants.approvals import ActionPreview
@@ -79,6 +87,8 @@ class AssistantLine:
     label: str
     id: str | None = None
     streamed: bool = False
+    # The name of the person from the customer-service team who wrote it, if one did.
+    person: str = ""
 
 
 @dataclass(frozen=True)
@@ -289,7 +299,10 @@ class Describer:
     ) -> AssistantLine:
         """Return an assistant's message as a record (named by ``node`` when unnamed)."""
         name = message.name or node
-        return AssistantLine(message_text(message), name, self.label(name), message.id, streamed)
+        person = str(message.response_metadata.get(PERSON_KEY) or "")
+        return AssistantLine(
+            message_text(message), name, self.label(name), message.id, streamed, person
+        )
 
     def action(self, message: ToolMessage) -> ActionRecord | None:
         """Return what became of a sensitive call, from its answer's facts."""
@@ -337,6 +350,8 @@ class Describer:
                 found.append(CustomerLine(message_text(message), message.id))
             elif isinstance(message, AIMessage) and (cause := cut_cause(message)):
                 found.append(Notice(words.CUT_NOTICES[cause]))
+            elif isinstance(message, AIMessage) and message.response_metadata.get(STAFF_NOTE_KEY):
+                continue  # a person's note for the model, never shown to the customer
             elif isinstance(message, AIMessage) and message_text(message):
                 found.append(self.assistant_line(message, PRIMARY))
             elif isinstance(message, ToolMessage):

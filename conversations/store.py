@@ -12,7 +12,9 @@ program and the HTTP service share:
 - ``locks``: one turn at a time per conversation, across processes and machines
   (``conversations.locks``);
 - ``audit``: who among the supervisors looked at which conversation, when
-  (``conversations.audit``), in the same file or database.
+  (``conversations.audit``), in the same file or database;
+- ``desk``: the conversations handed to a person and who holds each
+  (``conversations.desk``), in the same file or database.
 
 The location is what the user gave (``--conversations`` or its environment variable),
 read by ``locations.Location``.
@@ -29,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from conversations.audit import AuditLog, PostgresAuditLog, SqliteAuditLog
+from conversations.desk import Desk, DeskStoreError
 from conversations.locks import (
     POLL_SECONDS,
     ConversationBusyError,
@@ -81,12 +84,14 @@ class ConversationStore:
         location: str,
         closers: tuple[Callable[[], None], ...] = (),
         audit: AuditLog | None = None,
+        desk: Desk | None = None,
     ) -> None:
         """Bundle the parts; ``closers`` run on ``close`` (use ``open`` rather than this)."""
         self.saver = saver
         self.registry = registry
         self.locks = locks
         self.audit: AuditLog = audit if audit is not None else SqliteAuditLog.in_memory()
+        self.desk = desk if desk is not None else Desk.in_memory()
         self.location = location
         self._closers = closers
         self._closed = False
@@ -216,7 +221,8 @@ def _open_sqlite(path: Path) -> ConversationStore:
         audit_connection = sqlite3.connect(path, check_same_thread=False)
         connections.append(audit_connection)
         audit = SqliteAuditLog(audit_connection)
-    except sqlite3.DatabaseError as error:
+        desk = Desk.open(f"sqlite:///{path}")
+    except (sqlite3.DatabaseError, DeskStoreError) as error:
         for connection in connections:
             connection.close()
         raise ConversationStoreError(
@@ -230,8 +236,9 @@ def _open_sqlite(path: Path) -> ConversationStore:
         registry,
         FencedTurnLocks(locks, SqliteClaims(checkpoints, saver.lock), saver),
         location=str(path),
-        closers=(locks.close, audit.close, registry.close, checkpoints.close),
+        closers=(locks.close, desk.close, audit.close, registry.close, checkpoints.close),
         audit=audit,
+        desk=desk,
     )
 
 
@@ -291,13 +298,21 @@ def _open_postgres(location: Location) -> ConversationStore:
         """LangGraph's ``PostgresSaver``, fenced, remembering its runs' last states."""
 
     saver = ConversationPostgresSaver(pool)
+    try:
+        desk = Desk.open(location.sqlalchemy_url())
+    except DeskStoreError as error:
+        pool.close()
+        raise ConversationStoreError(
+            f"The conversations database {location.shown()} cannot be set up: {first_line(error)}"
+        ) from error
     return ConversationStore(
         saver,
         PostgresSessionRegistry(pool),
         FencedTurnLocks(PostgresTurnLocks(conninfo, probe), PostgresClaims(pool), saver),
         location=location.shown(),
-        closers=(pool.close,),
+        closers=(desk.close, pool.close),
         audit=PostgresAuditLog(pool),
+        desk=desk,
     )
 
 

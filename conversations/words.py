@@ -200,3 +200,38 @@ def with_reference(text: str, reference: str) -> str:
 def model_failure(detail: str) -> str:
     """Say that the model server failed, and that nothing is lost."""
     return f"{detail} {CONVERSATION_SAVED}"
+
+
+# --- a person from the customer-service team (``conversations.desk``) -------------------------
+
+PERSON_HOLDS_NO_APPROVAL = (
+    "An action is waiting for your decision: answer it first, then ask for a person."
+)
+STAFF_LABEL = "customer service"
+
+
+def waiting_for_person(place: int | None) -> str:
+    """Return what the customer is told while the conversation waits in the queue."""
+    where = f" You are number {place} in the queue." if place else ""
+    return (
+        "A person from our customer-service team will answer here; the assistant will not "
+        f"reply meanwhile.{where} You can keep writing: they will read it."
+    )
+
+
+def with_person(agent: str) -> str:
+    """Return what the customer is told while a person holds the conversation."""
+    return f"{agent} from our customer-service team has your conversation and will answer here."
+
+
+def back_with_assistant(agent: str) -> str:
+    """Return what the customer is told when the person hands the conversation back."""
+    return f"{agent} handed the conversation back to the assistant; it answers your next message."
+
+
+def staff_note(agent: str, note: str) -> str:
+    """Return a person's note for the model, written when they hand the conversation back."""
+    return (
+        f"[Note from {agent} of the customer-service team to the assistant, not shown to the "
+        f"customer] {note}"
+    )

@@ -83,6 +83,7 @@ from server.schemas import TokenEvent as TokenOut
 
 if TYPE_CHECKING:
     from conversations.assistant import TravelAssistant
+    from conversations.desk import Desk
     from conversations.locks import TurnLocks
     from conversations.store import ConversationStore
 
@@ -564,6 +565,7 @@ class ConversationService:
         runner: TurnRunner | None = None,
         locks: TurnLocks | None = None,
         audit: AuditLog | None = None,
+        desk: Desk | None = None,
     ) -> None:
         """Drive ``assistant``; ``sessions`` records who owns which conversation.
 
@@ -573,7 +575,7 @@ class ConversationService:
         """
         self.assistant = assistant
         self.sessions = LockedSessions(sessions)
-        self.conversations = Conversations(assistant, self.sessions, locks)
+        self.conversations = Conversations(assistant, self.sessions, locks, desk)
         self.runner = runner or TurnRunner()
         self.audit: AuditLog = audit if audit is not None else SqliteAuditLog.in_memory()
         self.failures = RecentFailures()
@@ -586,7 +588,7 @@ class ConversationService:
 
         ``assistant`` must save its checkpoints in ``store.saver``.
         """
-        return cls(assistant, store.registry, locks=store.locks, audit=store.audit)
+        return cls(assistant, store.registry, locks=store.locks, audit=store.audit, desk=store.desk)
 
     # Conversations ------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ from tools.car_rentals import make_car_rental_tools
 from tools.common import DomainTools, Preview, Quote, tool_error_message
 from tools.excursions import make_excursion_tools
 from tools.flights import make_flight_tools
+from tools.handoff import make_handoff_tool
 from tools.hotels import make_hotel_tools
 from tools.web import make_tavily_tool
 
@@ -50,8 +51,8 @@ def build_primary_tools(
         tavily_api_key: Adds ``tavily_search`` when given.
 
     Returns:
-        ``search_flights``, ``fetch_user_flight_information``, ``lookup_policy`` and,
-        with a key, ``tavily_search``.
+        ``search_flights``, ``fetch_user_flight_information``, ``lookup_policy``,
+        ``request_human_agent`` and, with a key, ``tavily_search``.
     """
     if lookup_policy is None:
         from tools.policies import make_lookup_policy_tool
@@ -62,6 +63,7 @@ def build_primary_tools(
         flights.tool("search_flights"),
         flights.tool("fetch_user_flight_information"),
         lookup_policy,
+        make_handoff_tool(),
     ]
     web = make_tavily_tool(tavily_api_key)
     if web is not None:

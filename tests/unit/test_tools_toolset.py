@@ -41,6 +41,8 @@ SPEC_TOOLS: dict[str, tuple[set[str], set[str]]] = {
     "search_hotels": (set(), {"location", "name", "price_tier", "checkin_date", "checkout_date"}),
     "search_trip_recommendations": (set(), {"location", "name", "keywords"}),
     "tavily_search": ({"query"}, set()),
+    # Beyond SPEC: the primary assistant hands a conversation to a person (issue 29).
+    "request_human_agent": ({"reason", "summary"}, set()),
     "update_ticket_to_new_flight": ({"ticket_no", "new_flight_id"}, set()),
     "cancel_ticket": ({"ticket_no"}, set()),
     "book_car_rental": ({"rental_id", "start_date", "end_date"}, set()),
@@ -152,6 +154,7 @@ def test_crew_groups_tools_per_specialist(crew: Crew) -> None:
         "search_flights",
         "fetch_user_flight_information",
         "lookup_policy",
+        "request_human_agent",
         "tavily_search",
     ]
     all_names = [t.name for t in crew.all_tools()]

@@ -1,0 +1,336 @@
+"""The desk: conversations handed to a person, the queue they wait in, and who holds each.
+
+A conversation is handed to a person when the customer asks for one (``/agent`` in the
+terminal) or the assistant decides it must (its ``request_human_agent`` tool). It then
+waits in the queue, oldest first, until a member of staff takes it; while it waits or is
+held, the assistant does not answer (``conversations.protocol``). The person gives it
+back to the assistant with a note, or closes it.
+
+One row per hand-off in ``travel_handoffs``, beside the conversations (the SQLite
+sessions file, or the PostgreSQL database), through SQLAlchemy Core so that one
+implementation serves both. A conversation has at most one open hand-off (waiting or
+held: a partial unique index says so), and taking one is a single conditional update,
+so two members of staff never hold the same conversation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Literal, cast
+
+import sqlalchemy as sa
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+Status = Literal["waiting", "held", "returned", "closed"]
+OPEN: tuple[Status, ...] = ("waiting", "held")
+RequestedBy = Literal["customer", "assistant"]
+REASON_CHARS = 500
+SUMMARY_CHARS = 2000
+NOTE_CHARS = 2000
+AGENT_CHARS = 80
+
+_metadata = sa.MetaData()
+_open = sa.text("status IN ('waiting', 'held')")
+HANDOFFS = sa.Table(
+    "travel_handoffs",
+    _metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("thread_id", sa.Text, nullable=False),
+    sa.Column("passenger_id", sa.Text, nullable=False),
+    sa.Column("status", sa.Text, nullable=False),
+    sa.Column("requested_by", sa.Text, nullable=False),
+    sa.Column("reason", sa.Text, nullable=False, server_default=""),
+    sa.Column("summary", sa.Text, nullable=False, server_default=""),
+    sa.Column("requested_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("agent", sa.Text, nullable=False, server_default=""),
+    sa.Column("taken_at", sa.DateTime(timezone=True)),
+    sa.Column("ended_at", sa.DateTime(timezone=True)),
+    sa.Column("note", sa.Text, nullable=False, server_default=""),
+    # Bumped by every message written while it is open: what a waiting reader polls.
+    sa.Column("messages", sa.Integer, nullable=False, server_default="0"),
+    sa.Index(
+        "ux_travel_handoffs_open",
+        "thread_id",
+        unique=True,
+        sqlite_where=_open,
+        postgresql_where=_open,
+    ),
+    sa.Index("ix_travel_handoffs_status", "status", "requested_at"),
+)
+
+
+class DeskError(Exception):
+    """A desk action that cannot be done now; the message says why, for staff."""
+
+
+class DeskStoreError(Exception):
+    """The desk's table cannot be read or set up."""
+
+
+@dataclass(frozen=True)
+class Handoff:
+    """One hand-off of a conversation to a person."""
+
+    id: int
+    thread_id: str
+    passenger_id: str
+    status: Status
+    requested_by: RequestedBy
+    reason: str
+    summary: str
+    requested_at: datetime
+    agent: str
+    taken_at: datetime | None
+    ended_at: datetime | None
+    note: str
+    messages: int
+
+    @property
+    def open(self) -> bool:
+        """Tell whether a person has it or will: the assistant does not answer."""
+        return self.status in OPEN
+
+
+class Desk:
+    """The hand-off queue of one conversation store, usable from many threads."""
+
+    def __init__(self, engine: sa.Engine) -> None:
+        """Use ``engine`` (SQLite or PostgreSQL) and create the table if it is missing."""
+        self.engine = engine
+        try:
+            _metadata.create_all(engine, checkfirst=True)
+        except sa.exc.SQLAlchemyError as error:
+            # Two processes starting at once both find no table and both create it: the
+            # loser's error is harmless if the table is there now.
+            try:
+                there = sa.inspect(engine).has_table(HANDOFFS.name)
+            except sa.exc.SQLAlchemyError:
+                there = False
+            if not there:
+                engine.dispose()
+                raise DeskStoreError(str(getattr(error, "orig", None) or error)) from error
+
+    @classmethod
+    def open(cls, url: str) -> Desk:
+        """Open the desk at a SQLAlchemy URL (``sqlite:///path`` or a PostgreSQL URL)."""
+        if url.startswith("sqlite"):
+            engine = sa.create_engine(url, connect_args={"timeout": 30})
+            sa.event.listen(engine, "connect", _sqlite_pragmas)
+        else:
+            engine = sa.create_engine(url, pool_size=2, max_overflow=4, pool_pre_ping=True)
+        return cls(engine)
+
+    @classmethod
+    def in_memory(cls) -> Desk:
+        """Return a desk that keeps nothing after the process."""
+        engine = sa.create_engine(
+            "sqlite://",
+            connect_args={"check_same_thread": False},
+            poolclass=sa.pool.StaticPool,
+        )
+        return cls(engine)
+
+    def close(self) -> None:
+        """Close the connections."""
+        self.engine.dispose()
+
+    # Reading ----------------------------------------------------------------------------
+
+    def current(self, thread_id: str) -> Handoff | None:
+        """Return the open hand-off of ``thread_id`` (waiting or held), if any."""
+        query = HANDOFFS.select().where(
+            HANDOFFS.c.thread_id == thread_id, HANDOFFS.c.status.in_(OPEN)
+        )
+        with self.engine.connect() as connection:
+            row = connection.execute(query).mappings().first()
+        return _handoff(row) if row else None
+
+    def latest(self, thread_id: str) -> Handoff | None:
+        """Return the last hand-off of ``thread_id``, open or ended."""
+        query = (
+            HANDOFFS.select()
+            .where(HANDOFFS.c.thread_id == thread_id)
+            .order_by(HANDOFFS.c.id.desc())
+            .limit(1)
+        )
+        with self.engine.connect() as connection:
+            row = connection.execute(query).mappings().first()
+        return _handoff(row) if row else None
+
+    def queue(self) -> list[Handoff]:
+        """Return the conversations waiting for a person, the longest waiting first."""
+        query = (
+            HANDOFFS.select()
+            .where(HANDOFFS.c.status == "waiting")
+            .order_by(HANDOFFS.c.requested_at, HANDOFFS.c.id)
+        )
+        with self.engine.connect() as connection:
+            return [_handoff(row) for row in connection.execute(query).mappings()]
+
+    def held_by(self, agent: str) -> list[Handoff]:
+        """Return the conversations ``agent`` holds, the earliest taken first."""
+        query = (
+            HANDOFFS.select()
+            .where(HANDOFFS.c.status == "held", HANDOFFS.c.agent == agent)
+            .order_by(HANDOFFS.c.taken_at, HANDOFFS.c.id)
+        )
+        with self.engine.connect() as connection:
+            return [_handoff(row) for row in connection.execute(query).mappings()]
+
+    def position(self, thread_id: str) -> int | None:
+        """Return the place of ``thread_id`` in the queue (1 is next), or ``None``."""
+        for place, handoff in enumerate(self.queue(), start=1):
+            if handoff.thread_id == thread_id:
+                return place
+        return None
+
+    # Writing ----------------------------------------------------------------------------
+
+    def request(
+        self,
+        thread_id: str,
+        passenger_id: str,
+        *,
+        by: RequestedBy,
+        reason: str,
+        summary: str,
+        now: datetime,
+    ) -> Handoff:
+        """Put ``thread_id`` in the queue; an open hand-off of it is returned as it is."""
+        existing = self.current(thread_id)
+        if existing is not None:
+            return existing
+        values = {
+            "thread_id": thread_id,
+            "passenger_id": passenger_id,
+            "status": "waiting",
+            "requested_by": by,
+            "reason": reason.strip()[:REASON_CHARS],
+            "summary": summary.strip()[:SUMMARY_CHARS],
+            "requested_at": _utc(now),
+        }
+        try:
+            with self.engine.begin() as connection:
+                connection.execute(HANDOFFS.insert().values(**values))
+        except sa.exc.IntegrityError:
+            pass  # another process queued it a moment ago: theirs stands
+        found = self.current(thread_id)
+        if found is None:  # pragma: no cover - it was just written, or closed at once
+            raise DeskError(f"The hand-off of {thread_id} could not be recorded.")
+        return found
+
+    def take(self, thread_id: str, agent: str, now: datetime) -> Handoff:
+        """Give the waiting conversation ``thread_id`` to ``agent``.
+
+        Raises:
+            DeskError: It is not waiting (held by someone, or not handed off at all).
+        """
+        agent = _agent(agent)
+        update = (
+            HANDOFFS.update()
+            .where(HANDOFFS.c.thread_id == thread_id, HANDOFFS.c.status == "waiting")
+            .values(status="held", agent=agent, taken_at=_utc(now))
+        )
+        with self.engine.begin() as connection:
+            taken = connection.execute(update).rowcount == 1
+        found = self.current(thread_id)
+        if taken and found is not None:
+            return found
+        if found is not None and found.status == "held":
+            if found.agent == agent:
+                return found
+            raise DeskError(f"{found.agent} already holds conversation {thread_id}.")
+        raise DeskError(f"Conversation {thread_id} is not waiting for a person.")
+
+    def end(
+        self, thread_id: str, agent: str, now: datetime, *, note: str = "", close: bool = False
+    ) -> Handoff:
+        """End ``agent``'s hold of ``thread_id``: back to the assistant, or ``close`` it.
+
+        Raises:
+            DeskError: ``agent`` does not hold it.
+        """
+        agent = _agent(agent)
+        status: Status = "closed" if close else "returned"
+        current = self.current(thread_id)
+        update = (
+            HANDOFFS.update()
+            .where(
+                HANDOFFS.c.thread_id == thread_id,
+                HANDOFFS.c.status == "held",
+                HANDOFFS.c.agent == agent,
+            )
+            .values(status=status, ended_at=_utc(now), note=note.strip()[:NOTE_CHARS])
+        )
+        with self.engine.begin() as connection:
+            ended = connection.execute(update).rowcount == 1
+        if not ended or current is None:
+            if current is not None and current.status == "held":
+                raise DeskError(f"{current.agent} holds conversation {thread_id}, not {agent}.")
+            raise DeskError(f"Nobody holds conversation {thread_id}: take it first.")
+        found = self.latest(thread_id)
+        assert found is not None  # it was just updated
+        return found
+
+    def cancel(self, thread_id: str, now: datetime) -> bool:
+        """Take ``thread_id`` out of the queue (the customer no longer waits).
+
+        Only a waiting hand-off can be withdrawn; one a person holds stays theirs.
+        """
+        update = (
+            HANDOFFS.update()
+            .where(HANDOFFS.c.thread_id == thread_id, HANDOFFS.c.status == "waiting")
+            .values(status="closed", ended_at=_utc(now), note="withdrawn by the customer")
+        )
+        with self.engine.begin() as connection:
+            return connection.execute(update).rowcount == 1
+
+    def bump(self, thread_id: str) -> None:
+        """Count one more message in the open hand-off of ``thread_id`` (readers poll it)."""
+        update = (
+            HANDOFFS.update()
+            .where(HANDOFFS.c.thread_id == thread_id, HANDOFFS.c.status.in_(OPEN))
+            .values(messages=HANDOFFS.c.messages + 1)
+        )
+        with self.engine.begin() as connection:
+            connection.execute(update)
+
+
+def _agent(agent: str) -> str:
+    name = " ".join(agent.split())[:AGENT_CHARS]
+    if not name:
+        raise DeskError("Give the name the customer will see (--agent NAME).")
+    return name
+
+
+def _utc(moment: datetime) -> datetime:
+    return moment.astimezone(UTC) if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _sqlite_pragmas(connection: Any, _record: Any) -> None:
+    cursor = connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.close()
+
+
+def _handoff(row: Any) -> Handoff:
+    values = dict(row)
+    for name in ("requested_at", "taken_at", "ended_at"):
+        if values[name] is not None:
+            values[name] = _utc(values[name])
+    return Handoff(**cast("dict[str, Any]", values))
+
+
+def describe_queue(queue: Sequence[Handoff], now: datetime) -> list[str]:
+    """Return one line per waiting conversation: id, passenger, minutes waited, reason."""
+    lines = []
+    for handoff in queue:
+        minutes = max(0, int((_utc(now) - handoff.requested_at).total_seconds() // 60))
+        lines.append(
+            f"{handoff.thread_id}\t{handoff.passenger_id}\t{minutes} min\t"
+            f"{handoff.requested_by}\t{handoff.reason or '-'}"
+        )
+    return lines

@@ -1,0 +1,207 @@
+"""Handing a conversation to a person (issue 29): the desk's queue and the protocol around it.
+
+The queue is checked on both engines, across two stores (two processes' worth of
+connections to one file or database); the protocol with a scripted model: while a person
+has the conversation the assistant is never called, what the person writes is part of the
+history, and the note they leave is read by the model but never shown to the customer.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from langchain_core.messages import AIMessage
+
+from conversations.assistant import Thread, TravelAssistant
+from conversations.desk import DeskError
+from conversations.protocol import Conversation, Conversations
+from conversations.records import AssistantLine, CustomerLine, Notice, Outcome
+from conversations.store import ConversationStore
+from db.fixtures import FIXTURE_PASSENGER_ID
+from tests.support.conversation_stores import scratch_conversations
+from tests.support.scripted import ScriptedChatModel, call, say
+from tools.handoff import HANDOFF_TOOL
+
+NOW = datetime(2026, 5, 4, 9, 30, tzinfo=UTC)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def where(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    with scratch_conversations(request.param, tmp_path) as location:
+        yield location
+
+
+def test_desk_queue_oldest_first_and_one_open_handoff_per_conversation(where: str) -> None:
+    with ConversationStore.open(where) as first, ConversationStore.open(where) as second:
+        first.desk.request("t-2", "p", by="customer", reason="late", summary="", now=NOW)
+        earlier = NOW - timedelta(minutes=5)
+        second.desk.request(
+            "t-1", "p", by="assistant", reason="complaint", summary="s", now=earlier
+        )
+        # Asking again while it waits changes nothing: the first request stands.
+        again = second.desk.request("t-2", "p", by="assistant", reason="other", summary="", now=NOW)
+        assert (again.reason, again.requested_by) == ("late", "customer")
+        assert [h.thread_id for h in first.desk.queue()] == ["t-1", "t-2"]
+        assert (first.desk.position("t-1"), first.desk.position("t-2")) == (1, 2)
+        assert first.desk.position("t-3") is None
+
+
+def test_desk_a_conversation_is_never_held_by_two_people(where: str) -> None:
+    with ConversationStore.open(where) as first, ConversationStore.open(where) as second:
+        first.desk.request("t-1", "p", by="customer", reason="", summary="", now=NOW)
+        results: list[str] = []
+        start = threading.Barrier(2)
+
+        def take(store: ConversationStore, agent: str) -> None:
+            start.wait()
+            try:
+                results.append(store.desk.take("t-1", agent, NOW).agent)
+            except DeskError as refused:
+                results.append(f"refused: {refused}")
+
+        threads = [
+            threading.Thread(target=take, args=(first, "Ana")),
+            threading.Thread(target=take, args=(second, "Ben")),
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        holder = first.desk.current("t-1")
+        assert holder is not None and holder.status == "held"
+        assert sorted(results) == sorted(
+            [holder.agent, f"refused: {holder.agent} already holds conversation t-1."]
+        )
+        assert first.desk.queue() == []
+        # Only the holder can end it; then the conversation can be handed off anew.
+        other = "Ben" if holder.agent == "Ana" else "Ana"
+        with pytest.raises(DeskError, match=f"{holder.agent} holds"):
+            second.desk.end("t-1", other, NOW)
+        ended = second.desk.end("t-1", holder.agent, NOW, note="sorted out")
+        assert (ended.status, ended.note) == ("returned", "sorted out")
+        assert first.desk.current("t-1") is None
+        with pytest.raises(DeskError, match="not waiting"):
+            first.desk.take("t-1", "Ana", NOW)
+        assert first.desk.request("t-1", "p", by="customer", reason="", summary="", now=NOW).open
+
+
+def test_desk_a_withdrawn_request_leaves_the_queue_but_a_held_one_stays(where: str) -> None:
+    with ConversationStore.open(where) as store:
+        store.desk.request("t-1", "p", by="customer", reason="", summary="", now=NOW)
+        store.desk.request("t-2", "p", by="customer", reason="", summary="", now=NOW)
+        store.desk.take("t-2", "Ana", NOW)
+        assert store.desk.cancel("t-1", NOW)
+        assert not store.desk.cancel("t-2", NOW)
+        assert store.desk.current("t-1") is None
+        held = store.desk.current("t-2")
+        assert held is not None and held.agent == "Ana"
+
+
+def test_desk_needs_a_name_the_customer_can_see() -> None:
+    store = ConversationStore.in_memory()
+    store.desk.request("t-1", "p", by="customer", reason="", summary="", now=NOW)
+    with pytest.raises(DeskError, match="name"):
+        store.desk.take("t-1", "   ", NOW)
+
+
+# --- the protocol --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def conversations(make_assistant: Callable[..., TravelAssistant]) -> Iterator[Conversations]:
+    store = ConversationStore.in_memory()
+    yield Conversations(make_assistant(checkpointer=store.saver), store.registry, desk=store.desk)
+    store.close()
+
+
+def _send(conversation: Conversation, text: str) -> list[Outcome]:
+    with conversation.claim() as turn:
+        return list(turn.send(text))
+
+
+def test_handoff_while_a_person_holds_it_the_assistant_never_answers(
+    conversations: Conversations, model: ScriptedChatModel
+) -> None:
+    conversation = conversations.get(Thread("t-1", FIXTURE_PASSENGER_ID))
+    model.script = [say("Hello! How can I help?")]
+    _send(conversation, "Hi")
+    told = conversation.ask_for_person("I want to complain about my last flight")
+    assert "number 1 in the queue" in told.text
+    calls_before = len(model.received)
+    outcomes = _send(conversation, "Are you there?")
+    assert [o.text for o in outcomes if isinstance(o, Notice)] == [told.text]
+    conversation.take("Ana Lima")
+    outcomes = _send(conversation, "My bag was lost.")
+    notices = [o.text for o in outcomes if isinstance(o, Notice)]
+    assert notices == [
+        "Ana Lima from our customer-service team has your conversation and will answer here."
+    ]
+    conversation.person_says("Ana Lima", "I am sorry. I have opened a claim for your bag.")
+    assert len(model.received) == calls_before  # nobody called the model meanwhile
+    history = conversation.history()
+    assert [type(r).__name__ for r in history] == [
+        "CustomerLine",
+        "AssistantLine",
+        "CustomerLine",
+        "CustomerLine",
+        "AssistantLine",
+    ]
+    person = history[-1]
+    assert isinstance(person, AssistantLine) and person.person == "Ana Lima"
+    assert isinstance(history[0], CustomerLine)
+    # Handed back with a note: the assistant answers again and reads the note; the
+    # customer never sees it.
+    conversation.hand_back("Ana Lima", "Claim 4411 opened; the customer wants an update by mail.")
+    assert conversation.handoff() is None
+    model.script = [say("Anything else I can do for you?")]
+    _send(conversation, "Thanks!")
+    sent = model.received[-1]
+    said = " ".join(str(m.content) for m in sent)
+    assert "Claim 4411 opened" in said and "I have opened a claim for your bag" in said
+    assert "My bag was lost." in said
+    assert not any("Claim 4411" in getattr(r, "text", "") for r in conversation.history())
+
+
+def test_handoff_by_the_assistant_queues_it_with_the_model_s_reason(
+    conversations: Conversations, model: ScriptedChatModel
+) -> None:
+    conversation = conversations.get(Thread("t-9", FIXTURE_PASSENGER_ID))
+    model.script = [
+        say("", call(HANDOFF_TOOL, {"reason": "complaint", "summary": "Lost bag on LX0112."})),
+        say("A colleague from our team will answer you here shortly."),
+    ]
+    outcomes = _send(conversation, "This is the third time you lose my bag. I want a person.")
+    notices = [o.text for o in outcomes if isinstance(o, Notice)]
+    assert notices and "number 1 in the queue" in notices[-1]
+    handoff = conversation.handoff()
+    assert handoff is not None
+    assert (handoff.requested_by, handoff.reason, handoff.summary) == (
+        "assistant",
+        "complaint",
+        "Lost bag on LX0112.",
+    )
+    assert [h.thread_id for h in conversations.desk.queue()] == ["t-9"]
+
+
+def test_handoff_only_the_holder_writes_and_never_two_people(
+    conversations: Conversations, model: ScriptedChatModel
+) -> None:
+    conversation = conversations.get(Thread("t-1", FIXTURE_PASSENGER_ID))
+    with pytest.raises(DeskError, match="take it first"):
+        conversation.person_says("Ana", "Hello")
+    conversation.ask_for_person()
+    conversation.take("Ana")
+    with pytest.raises(DeskError, match="Ana already holds"):
+        conversation.take("Ben")
+    with pytest.raises(DeskError, match="Ana holds"):
+        conversation.person_says("Ben", "Hello")
+    with pytest.raises(DeskError, match="Ana holds"):
+        conversation.hand_back("Ben")
+    assert not any(
+        isinstance(m, AIMessage) and m.content == "Hello"
+        for m in conversation.assistant.messages(conversation.thread)
+    )
