@@ -7,6 +7,7 @@ is generated from them. Bodies refuse unknown fields; a customer message is at m
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Annotated, Literal
 
@@ -67,6 +68,7 @@ CONVERSATION_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$"
 MESSAGE_PATTERN = r"^[^\x00]*[^\x00 \t\n\r][^\x00]*$"
 REASON_PATTERN = r"^[^\x00]*$"
 BLANKS = " \t\n\r"
+_BLANK_RUNS = re.compile(f"[{re.escape(BLANKS)}]+")
 
 
 def well_formed(value: str) -> str:
@@ -134,7 +136,9 @@ class TitleIn(_Body):
     @field_validator("title")
     @classmethod
     def _fits(cls, value: str) -> str:
-        title = " ".join(value.split())
+        # Blank means what the schema's pattern says (BLANKS), as for messages: a title of
+        # other invisible characters is odd but allowed, and runs of blanks become one.
+        title = _BLANK_RUNS.sub(" ", value).strip(" ")
         if not title:
             raise ValueError("The title is empty.")
         if len(value) > TITLE_CHARS:
