@@ -10,6 +10,8 @@ Commands::
     travel-assistant serve [--host 127.0.0.1] [--port 8000]
     travel-assistant token (--passenger-id ID | --supervisor NAME) [--hours N]
     travel-assistant audit [--supervisor NAME] [--conversation ID] [--limit N]
+    travel-assistant desk --agent NAME
+    travel-assistant desk queue
 
 ``--home DIR``, ``--db PATH_OR_URL``, ``--conversations PATH_OR_URL`` and ``--debug`` go
 before or after the command. The travel database and the conversations are each a SQLite
@@ -37,6 +39,7 @@ from commands.audit import cmd_audit
 from commands.chat import cmd_chat
 from commands.common import EXIT_ERROR, EXIT_USAGE, CliError, Overrides
 from commands.db import cmd_db_init
+from commands.desk import cmd_desk
 from commands.eval import DEFAULT_EVAL_SECONDS, cmd_eval
 from commands.graph import cmd_graph
 from commands.serve import cmd_serve, cmd_token
@@ -194,6 +197,16 @@ PAGES: dict[str, tuple[str, str]] = {
     "audit": (
         "Show which supervisor looked at which conversation, and when.",
         "travel-assistant audit --supervisor ana@example.com --limit 20",
+    ),
+    "desk": (
+        "The staff's desk: take conversations handed to a person, write to the customer, "
+        "hand them back to the assistant.",
+        "travel-assistant desk --agent 'Ana Lima'",
+    ),
+    "desk queue": (
+        "Print the conversations waiting for a person, one a line: id, passenger, minutes "
+        "waited, who asked, why.",
+        "travel-assistant desk queue",
     ),
 }
 
@@ -427,6 +440,19 @@ def _add_server_commands(commands: argparse._SubParsersAction[argparse.ArgumentP
     audit.add_argument("--supervisor", metavar="NAME", help="only this supervisor's looks")
     audit.add_argument("--conversation", metavar="ID", help="only the looks at this conversation")
     audit.add_argument("--limit", type=int, default=100, help="the newest N entries (default 100)")
+    desk = commands.add_parser(
+        "desk", help="the staff's desk for conversations handed to a person", **_page("desk")
+    )
+    desk.add_argument(
+        "--agent",
+        metavar="NAME",
+        help="your name as customers see it (default: $TRAVEL_ASSISTANT_AGENT)",
+    )
+    desk.set_defaults(create_db=False)
+    desk_commands = desk.add_subparsers(dest="desk_command", metavar="DESK_COMMAND")
+    desk_commands.add_parser(
+        "queue", help="print the waiting conversations, one a line", **_page("desk queue")
+    )
 
 
 def main(argv: Sequence[str] | None = None, overrides: Overrides | None = None) -> int:
@@ -466,6 +492,8 @@ def main(argv: Sequence[str] | None = None, overrides: Overrides | None = None) 
             return cmd_token(args, console, overrides)
         if args.command == "audit":
             return cmd_audit(args, console)
+        if args.command == "desk":
+            return cmd_desk(args, console, overrides)
         parser.print_help(sys.stderr)
         return EXIT_USAGE
     except CliError as error:

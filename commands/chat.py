@@ -34,6 +34,7 @@ from commands.common import (
     settings_of,
 )
 from terminal import Console
+from terminal.live import above_prompt
 from terminal.prompter import Prompter, discard_typeahead, new_session_line, sessions_command
 from terminal.signals import ctrl_c_cancels
 
@@ -78,7 +79,7 @@ def _make_prompter(home: Path, passenger_id: str, overrides: Overrides) -> Promp
             # Bytes that are not UTF-8 become "?" rather than an exception.
             return raw.decode("utf-8", "replace").rstrip("\r\n")
 
-        return Prompter(read_line, read_line, lambda: False)
+        return Prompter(read_line, read_line, lambda: False, above_prompt(None))
 
     keys = KeyBindings()
 
@@ -113,6 +114,7 @@ def _make_prompter(home: Path, passenger_id: str, overrides: Overrides) -> Promp
         lambda text: messages.prompt(text),
         lambda text: answers.prompt(text),
         (lambda: discard_typeahead(answers.input)) if overrides.pt_input is None else bool,
+        above_prompt(messages),
     )
 
 
@@ -293,7 +295,9 @@ def _chat_early(
             conversations,
             Thread(thread_id, passenger_id),
             console,
-            Prompter(first.reader(prompter.message), prompter.answer, prompter.discard),
+            Prompter(
+                first.reader(prompter.message), prompter.answer, prompter.discard, prompter.show
+            ),
             resume_options=resume_options_of(args),
         )
         if first_cancel.is_set():

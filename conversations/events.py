@@ -24,6 +24,9 @@ CUT_KEY = "cut_cause"
 # mark of a note to the assistant that the customer never sees.
 PERSON_KEY = "person"
 STAFF_NOTE_KEY = "staff_note"
+# ``additional_kwargs`` key of the customer's request for a person, kept in the history as
+# their message so that everything after it reads in order (for the model too).
+ASKED_FOR_PERSON_KEY = "asked_for_person"
 
 CutCause = Literal["cancelled", "service", "model", "time_limit", "crash", "lost_claim"]
 """Why a turn ended before its reply: the customer cancelled it, the service stopped, the

@@ -30,7 +30,13 @@ from assistants.providers import ModelDeadlineError, ModelProviderError, TurnCan
 from conversations import words
 from conversations.assistant import Thread, TravelAssistant, TurnEvent
 from conversations.desk import Desk, DeskError, Handoff, RequestedBy
-from conversations.events import PERSON_KEY, STAFF_NOTE_KEY, CutCause, is_cancel_note
+from conversations.events import (
+    ASKED_FOR_PERSON_KEY,
+    PERSON_KEY,
+    STAFF_NOTE_KEY,
+    CutCause,
+    is_cancel_note,
+)
 from conversations.locks import (
     ConversationBusyError,
     ConversationStoreError,
@@ -404,6 +410,16 @@ class Conversation:
         if by == "customer" and self.assistant.pending_actions(self.thread):
             raise DeskError(words.PERSON_HOLDS_NO_APPROVAL)
         self.owner.register(self.thread)
+        if by == "customer":
+            # Kept as their message: what the person and the customer write next then
+            # follows a customer message, as every chat template wants.
+            asked = HumanMessage(
+                content=words.asked_for_person(reason),
+                additional_kwargs={ASKED_FOR_PERSON_KEY: True},
+            )
+            if self.handoff() is None:
+                with self.claim(5.0):
+                    self.assistant.append(self.thread, [asked])
         handoff = self.owner.desk.request(
             self.thread_id,
             self.thread.passenger_id,

@@ -210,6 +210,11 @@ PERSON_HOLDS_NO_APPROVAL = (
 STAFF_LABEL = "customer service"
 
 
+def asked_for_person(reason: str) -> str:
+    """Return the customer's request for a person as the history keeps it."""
+    return "I would like to talk to a person" + (f": {reason}" if reason else ".")
+
+
 def waiting_for_person(place: int | None) -> str:
     """Return what the customer is told while the conversation waits in the queue."""
     where = f" You are number {place} in the queue." if place else ""

@@ -17,11 +17,13 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from conversations import words
+from conversations.desk import DeskError
 from conversations.events import Thread
 from conversations.protocol import DecisionsError, TurnRefusedError
-from conversations.records import Outcome, TurnEnd, TurnFailure
+from conversations.records import AssistantLine, Notice, Outcome, TurnEnd, TurnFailure
 from conversations.words import MAX_MESSAGE_CHARS
 from terminal.approvals import ask_answers
+from terminal.live import Watch
 from terminal.prompter import (
     EXIT_WORDS,
     Prompter,
@@ -57,6 +59,7 @@ Commands:
   /switch N   continue conversation N of /sessions
   /history    show this conversation so far, with every approval and its amount
   /details    show the tool calls of the last turn and their results (for a supervisor)
+  /agent [why]  ask for a person from our customer-service team; they answer here
   /exit       leave (so do exit, quit, q, Ctrl-D and Ctrl-C); the conversation is kept"""
 
 
@@ -85,6 +88,8 @@ class ChatSession:
         self.listed: list[SessionRecord] = []
         # Set when a message found an action waiting, to put it to the customer first.
         self.ask_first = False
+        # While a person has (or will have) the conversation: shows what they write.
+        self.watch: Watch | None = None
 
     @property
     def thread(self) -> Thread:
@@ -125,12 +130,15 @@ class ChatSession:
                     )
                     continue
                 ended = self.send(text)
+                self.watch_person()
                 if ended is not None or self.ask_first:
                     self.ask_first = False
                     self.ask_pending_approvals(ended.approvals if ended is not None else None)
         except KeyboardInterrupt:  # between two prompts: leave as at the prompt
             self.console.thinking.stop()
             return self.leave()
+        finally:
+            self.stop_watching()
 
     def open_saved(self) -> None:
         """Show where a saved conversation stopped, close a cut turn, re-ask approvals.
@@ -146,6 +154,10 @@ class ChatSession:
             notice = turn.close_cut_turn()
         if notice is not None:
             self.console.status(notice.text)
+        person = self.conversation.person_notice()
+        if person is not None:
+            self.console.status(person.text)
+            self.watch_person()
         self.ask_pending_approvals()
 
     def has_messages(self) -> bool:
@@ -190,6 +202,7 @@ class ChatSession:
         if name == "/help":
             self.console.status(HELP_TEXT)
         elif name == "/new":
+            self.stop_watching()
             self.conversation = self.conversations.get(
                 Thread(str(uuid.uuid4()), self.thread.passenger_id)
             )
@@ -203,6 +216,8 @@ class ChatSession:
                 show_record(self.console, record)
         elif name == "/details":
             show_details(self.console, self.conversation.details())
+        elif name == "/agent":
+            self.ask_for_person(rest.strip())
         else:
             self.console.error(f"Unknown command {name}. Type /help for the list.")
         return True
@@ -243,6 +258,7 @@ class ChatSession:
         if chosen.thread_id == self.thread.thread_id:
             self.console.status("That is this conversation.")
             return
+        self.stop_watching()
         self.conversation = self.conversations.get(
             Thread(chosen.thread_id, self.thread.passenger_id)
         )
@@ -254,6 +270,65 @@ class ChatSession:
             self.console.status(f"Resuming session {self.thread.thread_id}. The last exchange:")
         for record in self.conversation.last_exchange():
             show_record(self.console, record)
+
+    # A person from the customer-service team ----------------------------------------------
+
+    def ask_for_person(self, reason: str) -> None:
+        """Put the conversation in the queue for a person, and watch for their messages."""
+        try:
+            notice = self.conversation.ask_for_person(reason)
+        except DeskError as refused:
+            self.console.error(str(refused))
+            return
+        self.console.status(notice.text)
+        self.watch_person()
+
+    def watch_person(self) -> None:
+        """Show a person's messages as they come, while the conversation is handed off."""
+        if self.watch is not None and self.watch.watching:
+            return
+        handoff = self.conversation.handoff()
+        if handoff is None:
+            return
+        conversation = self.conversation
+        shown = {"count": handoff.messages, "status": handoff.status}
+        seen = {r.id for r in conversation.history() if isinstance(r, AssistantLine)}
+
+        def look() -> bool:
+            now = conversation.owner.desk.latest(conversation.thread_id)
+            if now is None:
+                return False
+            if now.messages != shown["count"] or now.status != shown["status"]:
+                lines = [
+                    r
+                    for r in conversation.history()
+                    if isinstance(r, AssistantLine) and r.person and r.id not in seen
+                ]
+                seen.update(r.id for r in lines)
+                told: list[Notice] = []
+                if now.status != shown["status"]:
+                    if now.status == "held":
+                        told.append(Notice(words.with_person(now.agent)))
+                    elif now.status in ("returned", "closed"):
+                        told.append(Notice(words.back_with_assistant(now.agent or "A person")))
+                shown.update(count=now.messages, status=now.status)
+                if lines or told:
+                    self.prompter.show(partial(self._show_person, lines, told))
+            return now.open
+
+        self.watch = Watch(look)
+
+    def _show_person(self, lines: Sequence[AssistantLine], told: Sequence[Notice]) -> None:
+        for line in lines:
+            show_record(self.console, line)
+        for notice in told:
+            self.console.status(notice.text)
+
+    def stop_watching(self) -> None:
+        """Stop showing a person's messages (another conversation, or leaving)."""
+        if self.watch is not None:
+            self.watch.stop()
+            self.watch = None
 
     # Turns and approvals ------------------------------------------------------------------
 

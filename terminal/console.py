@@ -385,24 +385,35 @@ class Console:
         suffix = f" ({specialist})" if specialist else ""
         return self._paint("1;36", "assistant") + self._paint("2", suffix) + "> "
 
-    def _plain_label(self, specialist: str) -> str:
-        return f"assistant ({specialist})>" if specialist else "assistant>"
+    def _plain_label(self, specialist: str, speaker: str = "assistant") -> str:
+        return f"{speaker} ({specialist})>" if specialist else f"{speaker}>"
 
-    def begin_reply(self, specialist: str) -> ReplyWriter:
-        """Start showing a reply of the assistant named ``specialist`` ("" for the primary)."""
+    def begin_reply(self, specialist: str, *, speaker: str = "assistant") -> ReplyWriter:
+        """Start showing a reply of the assistant named ``specialist`` ("" for the primary).
+
+        ``speaker`` names who writes: the assistant, or a person of the customer-service
+        team (``specialist`` then says so).
+        """
         self.thinking.stop()
+        label = self._plain_label(specialist, speaker)
         if self.style == "markdown":
             console = rich_console(self.out, self.columns, color=True)
-            return _MarkdownReply(console, self._plain_label(specialist), color=True)
+            return _MarkdownReply(console, label, color=True)
         if self.style == "plain":
-            return _WrappedReply(self.out, self._plain_label(specialist) + " ", self.columns)
-        return _RawReply(self.out, self._plain_label(specialist) + " ")
+            return _WrappedReply(self.out, label + " ", self.columns)
+        return _RawReply(self.out, label + " ")
 
-    def reply(self, specialist: str, text: str) -> None:
+    def reply(self, specialist: str, text: str, *, speaker: str = "assistant") -> None:
         """Show a whole reply at once."""
-        writer = self.begin_reply(specialist)
+        writer = self.begin_reply(specialist, speaker=speaker)
         writer.feed(text)
         writer.close()
+
+    def person_reply(self, name: str, text: str) -> None:
+        """Show a message a person of the customer-service team wrote."""
+        from conversations.words import STAFF_LABEL
+
+        self.reply(STAFF_LABEL, text, speaker=name)
 
     def _rich_out(self) -> RichConsole:
         return rich_console(self.out, self.columns, color=self.style == "markdown")

@@ -28,11 +28,14 @@ class Prompter:
             worked); tells whether there was any. Piped input keeps it: a script's
             lines are its answers. No default: a prompter built from another one must
             pass it on, or type-ahead would answer an approval.
+        show: Prints what arrives from elsewhere (a person's message) above the prompt
+            being read, from any thread (``terminal.live.above_prompt``).
     """
 
     message: Callable[[str], str]
     answer: Callable[[str], str]
     discard: Callable[[], bool]
+    show: Callable[[Callable[[], None]], None]
 
 
 def discard_typeahead(pt_input: Any) -> bool:

@@ -43,6 +43,8 @@ def show_record(console: Console, record: Record) -> None:
     """Print one record of the history the way the conversation showed it."""
     if isinstance(record, CustomerLine):
         console.line(f"you> {record.text}")
+    elif isinstance(record, AssistantLine) and record.person:
+        console.person_reply(record.person, record.text)
     elif isinstance(record, AssistantLine):
         console.reply(record.label, record.text)
     elif isinstance(record, ActionRecord):

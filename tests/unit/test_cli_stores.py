@@ -281,7 +281,7 @@ def test_cli_a_window_opened_on_a_busy_conversation_asks_its_pending_action_firs
         Conversations(assistant, store.registry, locks),
         thread,
         Console(out=out, err=err),
-        Prompter(lambda _: next(typed), lambda _: next(answers), lambda: False),
+        Prompter(lambda _: next(typed), lambda _: next(answers), lambda: False, lambda f: f()),
     )
     assert session.run(resumed=True) == 0
     shown = err.getvalue() + out.getvalue()

@@ -143,12 +143,16 @@ def test_handoff_while_a_person_holds_it_the_assistant_never_answers(
     conversation.person_says("Ana Lima", "I am sorry. I have opened a claim for your bag.")
     assert len(model.received) == calls_before  # nobody called the model meanwhile
     history = conversation.history()
-    assert [type(r).__name__ for r in history] == [
-        "CustomerLine",
-        "AssistantLine",
-        "CustomerLine",
-        "CustomerLine",
-        "AssistantLine",
+    assert [(type(r).__name__, getattr(r, "text", "")) for r in history] == [
+        ("CustomerLine", "Hi"),
+        ("AssistantLine", "Hello! How can I help?"),
+        (
+            "CustomerLine",
+            "I would like to talk to a person: I want to complain about my last flight",
+        ),
+        ("CustomerLine", "Are you there?"),
+        ("CustomerLine", "My bag was lost."),
+        ("AssistantLine", "I am sorry. I have opened a claim for your bag."),
     ]
     person = history[-1]
     assert isinstance(person, AssistantLine) and person.person == "Ana Lima"

@@ -1,0 +1,98 @@
+"""``travel-assistant desk``: the staff's side of a hand-off to a person.
+
+``desk queue`` prints the conversations waiting for a person, one a line, for scripts;
+``desk --agent NAME`` is the interactive desk (``terminal.desk``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING
+
+from commands.common import (
+    EXIT_OK,
+    EXIT_USAGE,
+    CliError,
+    Overrides,
+    open_existing_store,
+)
+from terminal import Console
+
+if TYPE_CHECKING:
+    from terminal.prompter import Prompter
+
+AGENT_ENV = "TRAVEL_ASSISTANT_AGENT"
+
+
+def cmd_desk(args: argparse.Namespace, console: Console, overrides: Overrides) -> int:
+    """Run ``desk queue`` or the interactive desk."""
+    if getattr(args, "desk_command", None) == "queue":
+        return cmd_desk_queue(args, console)
+    agent = " ".join((args.agent or args.settings.env.get(AGENT_ENV, "")).split())
+    if not agent:
+        raise CliError(
+            f"Say who you are: --agent NAME (or {AGENT_ENV}); customers see this name.",
+            EXIT_USAGE,
+        )
+    store = open_existing_store(args)
+    if store is None:
+        console.status("No conversations here yet: nobody can be waiting for a person.")
+        return EXIT_OK
+    with store:
+        from commands.chat import open_chat_db
+        from conversations.assistant import TravelAssistant
+        from conversations.protocol import Conversations
+        from graph import drawing_model
+        from terminal.desk import DeskSession
+
+        database = open_chat_db(args, console, overrides)
+        try:
+            # The desk never calls the model: the assistant is built to read and preview.
+            assistant = TravelAssistant.build(drawing_model(), store.saver, db=database)
+            conversations = Conversations(assistant, store.registry, store.locks, store.desk)
+            return DeskSession(conversations, agent, console, _prompter(overrides)).run()
+        finally:
+            database.dispose()
+
+
+def cmd_desk_queue(args: argparse.Namespace, console: Console) -> int:
+    """Print the waiting conversations, one a line: id, passenger, minutes, by, reason."""
+    store = open_existing_store(args)
+    if store is None:
+        return EXIT_OK
+    with store:
+        from datetime import UTC, datetime
+
+        from conversations.desk import describe_queue
+
+        for line in describe_queue(store.desk.queue(), datetime.now(UTC)):
+            console.say(line)
+    return EXIT_OK
+
+
+def _prompter(overrides: Overrides) -> Prompter:
+    """Return how the desk reads its member of staff: a prompt, or plain piped lines."""
+    from terminal.live import above_prompt
+    from terminal.prompter import Prompter
+
+    if overrides.pt_input is None and not sys.stdin.isatty():
+
+        def read_line(message: str) -> str:
+            raw = sys.stdin.buffer.readline()
+            if not raw:
+                raise EOFError
+            return raw.decode("utf-8", "replace").rstrip("\r\n")
+
+        return Prompter(read_line, read_line, lambda: False, above_prompt(None))
+    from prompt_toolkit import PromptSession
+    from prompt_toolkit.history import InMemoryHistory
+    from prompt_toolkit.output import create_output
+
+    output = overrides.pt_output or create_output()
+    if hasattr(output, "enable_cpr"):
+        output.enable_cpr = False
+    session: PromptSession[str] = PromptSession(
+        history=InMemoryHistory(), input=overrides.pt_input, output=output
+    )
+    return Prompter(session.prompt, session.prompt, lambda: False, above_prompt(session))

@@ -1,0 +1,309 @@
+"""The desk in the terminal: a member of staff takes conversations handed to a person.
+
+``DeskSession`` is the loop of ``travel-assistant desk``: the queue of conversations
+waiting for a person (``conversations.desk``), taking one, reading all of it as the
+people behind the desk see it (every message, tool call and raw result, hand-over, and
+approval with its amount: ``Conversation.timeline``), writing to the customer, and
+handing it back to the assistant with a note (or closing it). What the customer writes
+meanwhile is shown above the prompt as it arrives (``terminal.live``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from functools import partial
+from typing import TYPE_CHECKING
+
+from conversations import words
+from conversations.desk import DeskError, Handoff
+from conversations.events import Thread
+from conversations.protocol import (
+    ActionStep,
+    HandOverStep,
+    Step,
+    ToolCallDetail,
+    TurnRefusedError,
+)
+from conversations.records import AssistantLine, CustomerLine
+from conversations.words import MAX_MESSAGE_CHARS
+from terminal.live import Watch
+from terminal.prompter import EXIT_WORDS, Prompter, clean_input
+from terminal.render import DETAIL_CHARS, GLYPHS
+
+if TYPE_CHECKING:
+    from conversations.protocol import Conversation, Conversations
+    from terminal.console import Console
+
+DESK_HELP = """\
+Write to take the next step; what you type goes to the customer of the conversation you hold.
+Commands:
+  /queue          the conversations waiting for a person, longest waiting first
+  /take [N|ID]    take conversation N of /queue (or by id; the first one without either)
+  /show           the whole conversation: messages, tool calls and results, approvals
+  /back [NOTE]    hand it back to the assistant; the assistant reads NOTE, the customer not
+  /close [NOTE]   the same, recording that you finished the matter yourself
+  /help           this help
+  /exit           leave (the conversations you hold stay yours until you hand them back)"""
+
+
+def queue_lines(queue: Sequence[Handoff], now: datetime) -> list[str]:
+    """Return the queue as numbered lines: passenger, minutes waited, who asked, why, id."""
+    lines = []
+    for number, handoff in enumerate(queue, start=1):
+        minutes = max(0, int((now - handoff.requested_at).total_seconds() // 60))
+        by = "asked by the customer" if handoff.requested_by == "customer" else "the assistant"
+        lines.append(
+            f"{number}. passenger {handoff.passenger_id}, waiting {minutes} min, {by}: "
+            f"{handoff.reason or '(no reason given)'}  [{handoff.thread_id}]"
+        )
+        if handoff.summary:
+            lines.append(f"     summary: {handoff.summary}")
+    return lines
+
+
+def show_step(console: Console, step: Step) -> None:
+    """Print one step of a conversation's timeline for the people behind the desk."""
+    if isinstance(step, CustomerLine):
+        console.line(f"customer> {step.text}")
+    elif isinstance(step, AssistantLine) and step.person:
+        console.line(f"{step.person} ({words.STAFF_LABEL})> {step.text}")
+    elif isinstance(step, AssistantLine):
+        console.line(f"assistant{f' ({step.label})' if step.label else ''}> {step.text}")
+    elif isinstance(step, ToolCallDetail):
+        arguments = json.dumps(dict(step.arguments), ensure_ascii=False, default=str)
+        console.line(f"  → {step.tool} {arguments}")
+        if step.answer is None:
+            console.line("    ← (no answer yet: waiting for the customer's approval)")
+        else:
+            content = " ".join(step.answer.split())
+            if len(content) > DETAIL_CHARS:
+                content = content[:DETAIL_CHARS] + "…"
+            console.line(f"    ← [{step.outcome}] {content}")
+    elif isinstance(step, HandOverStep):
+        console.line(f"  ⇄ {step.from_label or 'primary'} → {step.to_label or 'primary'}")
+    elif isinstance(step, ActionStep):
+        record = step.record
+        moved = " (money moved)" if step.moved else ""
+        console.line(f"  {GLYPHS[record.outcome]} {record.line}{moved}")
+    else:
+        console.line(f"  · {step.text}")
+
+
+class DeskSession:
+    """One member of staff at the desk."""
+
+    def __init__(
+        self, conversations: Conversations, agent: str, console: Console, prompter: Prompter
+    ) -> None:
+        """Work as ``agent`` (the name customers see) on ``conversations``' desk."""
+        self.conversations = conversations
+        self.desk = conversations.desk
+        self.agent = " ".join(agent.split())
+        self.console = console
+        self.prompter = prompter
+        self.holding: Conversation | None = None
+        self.listed: list[Handoff] = []
+        self.watch: Watch | None = None
+
+    def run(self) -> int:
+        """Work until the member of staff leaves; return the exit code."""
+        self.console.status(f"Desk of {self.agent}. Type /help for commands.")
+        held = self.desk.held_by(self.agent)
+        if held:
+            self.hold(held[0])
+            others = [h.thread_id for h in held[1:]]
+            if others:
+                self.console.status("You also hold: " + ", ".join(others) + " (/take ID).")
+        else:
+            self.show_queue()
+        try:
+            while True:
+                try:
+                    text = clean_input(self.prompter.message(self.prompt()))
+                except (EOFError, KeyboardInterrupt):
+                    return self.leave()
+                if not text:
+                    continue
+                if text.lower() in EXIT_WORDS:
+                    return self.leave()
+                if text.startswith("/"):
+                    self.command(text)
+                    continue
+                self.write(text)
+        finally:
+            self.stop_watching()
+
+    def prompt(self) -> str:
+        """Return the prompt: which conversation the next line goes to."""
+        if self.holding is None:
+            return "desk> "
+        return f"to {self.holding.thread.passenger_id}> "
+
+    def leave(self) -> int:
+        """Say what stays held, and leave."""
+        held = self.desk.held_by(self.agent)
+        if held:
+            self.console.status(
+                f"You still hold {len(held)} conversation(s); the customers wait for you. "
+                "Come back with: travel-assistant desk --agent " + json.dumps(self.agent)
+            )
+        return 0
+
+    # Commands ---------------------------------------------------------------------------
+
+    def command(self, text: str) -> None:
+        """Run one slash command."""
+        name, _, rest = text.partition(" ")
+        name, rest = name.lower(), rest.strip()
+        try:
+            if name == "/help":
+                self.console.status(DESK_HELP)
+            elif name == "/queue":
+                self.show_queue()
+            elif name == "/take":
+                self.take(rest)
+            elif name == "/show":
+                self.show()
+            elif name in ("/back", "/close"):
+                self.end(rest, close=name == "/close")
+            else:
+                self.console.error(f"Unknown command {name}. Type /help for the list.")
+        except DeskError as refused:
+            self.console.error(str(refused))
+
+    def show_queue(self) -> None:
+        """List the conversations waiting, numbered for ``/take N``."""
+        self.listed = self.desk.queue()
+        if not self.listed:
+            self.console.status("Nobody is waiting for a person.")
+            return
+        self.console.status(f"Waiting for a person ({len(self.listed)}):")
+        for line in queue_lines(self.listed, self.conversations.now()):
+            self.console.status(line)
+        self.console.status("Take one with /take N.")
+
+    def take(self, which: str) -> None:
+        """Take a waiting conversation: by number of /queue, by id, or the first."""
+        queue = self.listed or self.desk.queue()
+        chosen: str | None = None
+        if not which:
+            queue = self.desk.queue()
+            chosen = queue[0].thread_id if queue else None
+        elif which.isdigit() and 1 <= int(which) <= len(queue):
+            chosen = queue[int(which) - 1].thread_id
+        else:
+            chosen = which
+        if chosen is None:
+            self.console.status("Nobody is waiting for a person.")
+            return
+        current = self.desk.current(chosen)
+        if current is None:
+            raise DeskError(f"Conversation {chosen} is not waiting for a person.")
+        conversation = self._conversation(current)
+        handoff = conversation.take(self.agent)
+        self.listed = []
+        self.hold(handoff)
+
+    def hold(self, handoff: Handoff) -> None:
+        """Make ``handoff``'s conversation the one written to, show it, watch it."""
+        self.stop_watching()
+        self.holding = self._conversation(handoff)
+        self.console.status(
+            f"You hold the conversation of passenger {handoff.passenger_id} "
+            f"[{handoff.thread_id}]. Why: {handoff.reason or '(no reason given)'}"
+        )
+        if handoff.summary:
+            self.console.status(f"Summary: {handoff.summary}")
+        self.show()
+        approvals = self.holding.approvals()
+        if approvals:
+            self.console.status(
+                f"{len(approvals)} action(s) wait for the customer's decision in their window."
+            )
+        self.watch_customer()
+
+    def show(self) -> None:
+        """Show the whole conversation held, step by step."""
+        if self.holding is None:
+            self.console.status("You hold no conversation: /take one first.")
+            return
+        for step in self.holding.timeline():
+            show_step(self.console, step)
+
+    def write(self, text: str) -> None:
+        """Send ``text`` to the customer of the conversation held."""
+        if self.holding is None:
+            self.console.error("You hold no conversation: /take one first (see /queue).")
+            return
+        if len(text) > MAX_MESSAGE_CHARS:
+            self.console.error(
+                f"Your message is {len(text)} characters long; the limit is {MAX_MESSAGE_CHARS}."
+            )
+            return
+        try:
+            self.holding.person_says(self.agent, text)
+        except TurnRefusedError as refused:
+            self.console.error(f"{refused.failure.text} Your message was not sent.")
+
+    def end(self, note: str, *, close: bool) -> None:
+        """Hand the conversation held back to the assistant (``close``: finished)."""
+        if self.holding is None:
+            self.console.error("You hold no conversation.")
+            return
+        self.holding.hand_back(self.agent, note, close=close)
+        self.stop_watching()
+        self.console.status(
+            "Closed; the assistant answers the customer's next message."
+            if close
+            else "Handed back to the assistant" + (" with your note." if note else ".")
+        )
+        self.holding = None
+        held = self.desk.held_by(self.agent)
+        if held:
+            self.hold(held[0])
+        else:
+            self.show_queue()
+
+    def _conversation(self, handoff: Handoff) -> Conversation:
+        return self.conversations.get(Thread(handoff.thread_id, handoff.passenger_id))
+
+    # What the customer writes meanwhile ------------------------------------------------------
+
+    def watch_customer(self) -> None:
+        """Show the customer's messages to the conversation held as they come."""
+        conversation = self.holding
+        if conversation is None:
+            return
+        handoff = conversation.handoff()
+        seen = {r.id for r in conversation.history() if isinstance(r, CustomerLine)}
+        shown = {"count": handoff.messages if handoff is not None else 0}
+
+        def look() -> bool:
+            now = self.desk.current(conversation.thread_id)
+            if now is None:
+                return False
+            if now.messages != shown["count"]:
+                shown["count"] = now.messages
+                lines = [
+                    r
+                    for r in conversation.history()
+                    if isinstance(r, CustomerLine) and r.id not in seen
+                ]
+                seen.update(r.id for r in lines)
+                if lines:
+                    self.prompter.show(partial(self._show_customer, lines))
+            return True
+
+        self.watch = Watch(look)
+
+    def _show_customer(self, lines: Sequence[CustomerLine]) -> None:
+        for line in lines:
+            self.console.line(f"customer> {line.text}")
+
+    def stop_watching(self) -> None:
+        """Stop showing the customer's messages."""
+        if self.watch is not None:
+            self.watch.stop()
+            self.watch = None

@@ -1,0 +1,79 @@
+"""What arrives while the customer (or a member of staff) is typing: shown above the prompt.
+
+Once a person has a conversation, the two sides write at their own pace in two
+processes: the customer in ``travel-assistant chat``, the person in ``travel-assistant
+desk``. Each side watches the desk's row of the conversation (``conversations.desk``: a
+counter bumped by every message, and the hand-off's state) with a short poll in a
+thread of its own, and shows what is new above the prompt it is reading, without
+disturbing what is being typed (prompt_toolkit's ``run_in_terminal``).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+# How often a watch looks at the desk's row: one indexed read of one row.
+POLL_SECONDS = 0.5
+
+Show = Callable[[Callable[[], None]], None]
+
+
+def above_prompt(session: Any | None) -> Show:
+    """Return how to print from any thread above the prompt ``session`` is reading.
+
+    Without a running prompt (piped input, between prompts) the printing runs at once,
+    one at a time.
+    """
+    lock = threading.Lock()
+
+    def show(draw: Callable[[], None]) -> None:
+        app = getattr(session, "app", None)
+        loop = getattr(app, "loop", None)
+        if app is not None and loop is not None and app.is_running:
+            from prompt_toolkit.application import run_in_terminal
+            from prompt_toolkit.application.current import set_app
+
+            def in_terminal() -> None:
+                with set_app(app):
+                    run_in_terminal(draw)
+
+            loop.call_soon_threadsafe(in_terminal)
+            return
+        with lock:
+            draw()
+
+    return show
+
+
+class Watch:
+    """Call ``look`` every ``POLL_SECONDS`` in a daemon thread until ``stop``.
+
+    ``look`` returns whether to go on watching; an error in it ends the watch (the
+    next message or command shows the state anyway).
+    """
+
+    def __init__(self, look: Callable[[], bool], name: str = "desk-watch") -> None:
+        """Start watching at once."""
+        self._look = look
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(POLL_SECONDS):
+            try:
+                if not self._look():
+                    return
+            except Exception:  # the store went away: the prompt's next turn will say so
+                return
+
+    @property
+    def watching(self) -> bool:
+        """Tell whether the watch still runs."""
+        return self._thread.is_alive() and not self._stop.is_set()
+
+    def stop(self) -> None:
+        """Stop watching (the thread ends within one poll)."""
+        self._stop.set()

@@ -1,0 +1,93 @@
+"""A customer and a member of staff, each in a terminal of their own (issue 29).
+
+The installed program twice, in two ptys over one home: the customer's ``chat`` asks for
+a person with ``/agent``; ``desk queue`` lists it for scripts; the ``desk`` takes it;
+what each side writes appears on the other side within seconds, above the prompt, with
+nobody pressing a key; the model is not asked anything while the person holds the
+conversation; handed back with a note, the assistant answers the next message and the
+note is in what the model reads, never on the customer's screen.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from db.fixtures import FIXTURE_PASSENGER_ID
+from tests.support.cli import chat_args
+from tests.support.fake_openai import FakeOpenAI, Reply
+from tests.support.terminal import PASSENGER_ID, PROGRAM, TerminalLog, spawn
+
+pexpect = pytest.importorskip("pexpect")
+
+NOTE = "Claim 4411 opened for the lost bag; the customer wants an update by e-mail."
+
+
+def _desk_args(home: Path, db: Path, *extra: str) -> list[str]:
+    return ["desk", *extra, "--home", str(home), "--db", str(db)]
+
+
+def test_desk_customer_and_person_talk_across_two_terminals(files: tuple[Path, Path]) -> None:
+    home, db = files
+    script = [Reply(text="Your bag claim is 4411; you will hear from us by e-mail.")]
+    with FakeOpenAI(script) as server:
+        customer = spawn(server, chat_args(db, PASSENGER_ID, home=home))
+        customer.timeout = 60  # a loaded machine starts it slowly
+        customer.expect("you>")
+        customer.send("/agent my bag was lost\r")
+        customer.expect("number 1 in the queue")
+        customer.expect("you>")
+
+        listed = subprocess.run(
+            [str(PROGRAM), *_desk_args(home, db, "queue")],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        lines = listed.stdout.splitlines()
+        assert len(lines) == 1, listed.stdout
+        thread_id, passenger, _, by, reason = lines[0].split("\t")
+        assert (passenger, by, reason) == (FIXTURE_PASSENGER_ID, "customer", "my bag was lost")
+
+        desk = spawn(server, _desk_args(home, db, "--agent", "Ana Lima"))
+        desk.timeout = 60
+        desk.expect("Waiting for a person \\(1\\)")
+        desk.expect("my bag was lost")
+        desk.expect("desk>")
+        desk.send("/take 1\r")
+        desk.expect("You hold the conversation of passenger")
+        desk.expect(f"to {FIXTURE_PASSENGER_ID}>")
+        # The customer is told, with nobody pressing a key in their terminal.
+        customer.expect("Ana Lima from our customer-service team has your conversation", timeout=10)
+
+        desk.send("Hello, I am Ana. I am sorry about your bag.\r")
+        customer.expect("Ana Lima \\(customer service\\)>", timeout=10)
+        customer.expect("I am sorry about your bag", timeout=10)
+        customer.send("Thank you, it is a blue suitcase.\r")
+        customer.expect("has your conversation and will answer here")
+        desk.expect("customer> Thank you, it is a blue suitcase.", timeout=10)
+        assert server.requests == []  # the model was not asked anything meanwhile
+
+        desk.send(f"/back {NOTE}\r")
+        desk.expect("Handed back to the assistant with your note.")
+        customer.expect("handed the conversation back to the assistant", timeout=10)
+        customer.send("Where is my claim now?\r")
+        customer.expect("Your bag claim is 4411")
+        customer.expect("you>")
+        customer.sendcontrol("d")
+        customer.expect(pexpect.EOF)
+        desk.send("/exit\r")
+        desk.expect(pexpect.EOF)
+        for child in (customer, desk):
+            child.close()
+            assert child.exitstatus == 0
+    seen: TerminalLog = customer.logfile_read
+    assert "Claim 4411 opened" not in seen.text  # the note is for the assistant only
+    assert "Traceback" not in seen.text + desk.logfile_read.text
+    sent = " ".join(str(m.get("content")) for m in server.requests[-1]["messages"])
+    assert NOTE in sent
+    assert "I am sorry about your bag" in sent and "blue suitcase" in sent
+    assert thread_id in seen.text  # the customer's conversation is the one queued
