@@ -24,9 +24,10 @@ if TYPE_CHECKING:
     from psycopg.rows import DictRow
     from psycopg_pool import ConnectionPool
 
-# What a supervisor looked at: the list of every conversation, or one conversation.
-Looked = Literal["conversations", "conversation"]
-LOOKS: tuple[Looked, ...] = ("conversations", "conversation")
+# What a supervisor looked at (the list of every conversation, or one conversation), or
+# what they did as a person at the desk (``server.handoff``) to a conversation.
+Looked = Literal["conversations", "conversation", "took", "handed back", "closed"]
+LOOKS: tuple[Looked, ...] = ("conversations", "conversation", "took", "handed back", "closed")
 # One entry per supervisor and thing looked at within this time.
 COALESCE = timedelta(minutes=5)
 

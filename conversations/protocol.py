@@ -409,14 +409,13 @@ class Conversation:
         """
         if by == "customer" and self.assistant.pending_actions(self.thread):
             raise DeskError(words.PERSON_HOLDS_NO_APPROVAL)
-        self.owner.register(self.thread)
+        asked_text = words.asked_for_person(reason)
+        # A conversation that starts with the request is named after it.
+        self.owner.register(self.thread, asked_text if by == "customer" else "")
         if by == "customer":
             # Kept as their message: what the person and the customer write next then
             # follows a customer message, as every chat template wants.
-            asked = HumanMessage(
-                content=words.asked_for_person(reason),
-                additional_kwargs={ASKED_FOR_PERSON_KEY: True},
-            )
+            asked = HumanMessage(content=asked_text, additional_kwargs={ASKED_FOR_PERSON_KEY: True})
             if self.handoff() is None:
                 with self.claim(5.0):
                     self.assistant.append(self.thread, [asked])

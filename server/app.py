@@ -37,6 +37,7 @@ from starlette.datastructures import MutableHeaders
 from conversations.assistant import Thread
 from server.access import customer
 from server.auth import Claims, TokenSigner
+from server.handoff import People, PersonIn, PersonOut, staff_router
 from server.limits import BODY_TIMEOUT, ServerLimits, uvicorn_options
 from server.schemas import (
     CONVERSATION_ID_PATTERN,
@@ -319,6 +320,34 @@ def _router() -> APIRouter:
     ) -> AsyncIterator[ServerSentEvent]:
         async for item in _as_sse(events):
             yield item
+
+    @router.get(
+        "/conversations/{conversation_id}/person",
+        tags=["people"],
+        summary="Whether a person from customer service has, or will have, the conversation",
+        responses=_NOT_FOUND,
+    )
+    def get_person(people: People, thread: OwnedThread) -> PersonOut:
+        return people.person(thread)
+
+    @router.post(
+        "/conversations/{conversation_id}/person",
+        tags=["people"],
+        summary="Ask for a person from customer service",
+        description="The conversation joins the queue for a person; the assistant stops "
+        "answering until the person hands it back. Messages sent meanwhile are kept for "
+        "the person (their stream says so, then done). Asking again changes nothing.",
+        responses={
+            **_NOT_FOUND,
+            **_CONFLICT,
+            409: {
+                "model": Problem,
+                "description": "An action waits for your decision, or the assistant is answering.",
+            },
+        },
+    )
+    def ask_for_person(people: People, thread: OwnedThread, body: PersonIn) -> PersonOut:
+        return people.ask(thread, body.reason)
 
     @router.post(
         "/conversations/{conversation_id}/stop",
@@ -633,6 +662,7 @@ def create_app(
 
     app.include_router(_router())
     app.include_router(supervisor_router())
+    app.include_router(staff_router())
     folder = static_dir()
 
     @app.get("/", include_in_schema=False)

@@ -288,6 +288,11 @@ class AssistantItem(BaseModel):
     label: str
     text: str
     html: str = Field(description="The text (Markdown) as sanitized HTML, safe to show as is.")
+    person: str = Field(
+        default="",
+        description="The name of the person from customer service who wrote it (empty: "
+        "an assistant did).",
+    )
 
 
 class ActionItem(BaseModel):

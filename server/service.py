@@ -472,6 +472,7 @@ def history_item(record: Record) -> HistoryItem:
             label=record.label,
             text=record.text,
             html=reply_html(record.text),
+            person=record.person,
         )
     if isinstance(record, ActionRecord):
         return ActionItem(

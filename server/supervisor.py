@@ -98,6 +98,9 @@ class ReplyStep(BaseModel):
     assistant: str
     assistant_title: str
     text: str
+    person: str = Field(
+        default="", description="The person from customer service who wrote it, if one did."
+    )
 
 
 class NoticeStep(BaseModel):
@@ -228,6 +231,7 @@ def step_out(step: Step, crew: Crew) -> StepOut:
             assistant=step.assistant,
             assistant_title=assistant_title(crew, step.assistant),
             text=step.text,
+            person=step.person,
         )
     if isinstance(step, Notice):
         return NoticeStep(text=step.text)

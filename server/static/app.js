@@ -16,6 +16,8 @@ const GENERIC_PROBLEM = "Something went wrong on our side. Your conversation is 
 const NO_CONNECTION = "No connection to the service.";
 const MAX_BACKOFF_MS = 15000;
 const ELSEWHERE_POLL_MS = 2000;
+// While a person has the conversation (or will), how often the page asks what changed.
+const PERSON_POLL_MS = 1500;
 
 const state = {
   token: null,
@@ -28,6 +30,8 @@ const state = {
   stick: true, // the view follows new text while the reader is at the bottom
   overridePending: false,
   liveCounter: 0,
+  person: null, // {status, place, agent, text, messages} while a person has it or will
+  watching: null, // the visit whose person is being watched
 };
 
 const $ = (id) => document.getElementById(id);
@@ -314,6 +318,7 @@ function clearConversation() {
   setConnection("");
   setBusy(false);
   hideWarning();
+  showPerson(null);
 }
 
 function showNewConversation({ push }) {
@@ -359,6 +364,7 @@ async function openConversation(id, { push }) {
     return;
   }
   refreshConversations();
+  watchPerson(id, visit, null);
   if (loaded.busy) {
     setBusy(true);
     await follow(id, null, visit);
@@ -426,6 +432,7 @@ function drawItem(item) {
     node.append(el("p", { class: "bubble" }, item.text));
     return addToLog(node, key);
   }
+  if (item.type === "assistant" && item.person) return addToLog(personNode(item), key);
   if (item.type === "assistant") return addToLog(assistantNode(item.label, item.html, null), key);
   if (item.type === "action") return addToLog(recordNode(item), key);
   return addToLog(el("li", { class: "notice" }, item.text), key);
@@ -442,6 +449,17 @@ function assistantNode(label, html, text) {
     bubble.classList.add("streaming");
     bubble.textContent = text || "";
   }
+  node.append(bubble);
+  return node;
+}
+
+// A message from a person of the customer-service team, with their name.
+function personNode(item) {
+  const node = el("li", { class: "assistant person" });
+  node.append(el("span", { class: "who-said" }, `${item.person} (customer service)`));
+  const bubble = el("div", { class: "bubble" });
+  bubble.innerHTML = item.html; // sanitized by the service (server/markdown.py)
+  node.dataset.final = "1";
   node.append(bubble);
   return node;
 }
@@ -709,6 +727,8 @@ async function runTurn(path, body, text) {
   if (visit === state.visit) {
     setBusy(false);
     refreshConversations();
+    // The assistant may have handed the conversation to a person in this turn.
+    watchPerson(state.conversationId, visit, null);
   }
   return { accepted: true };
 }
@@ -917,6 +937,124 @@ async function choose(action, card, approved, reason) {
   if (!state.pending.length) $("message").focus();
 }
 
+// --- a person from customer service ------------------------------------------------------
+
+function showPerson(person) {
+  state.person = person && person.status !== "assistant" ? person : null;
+  const line = $("person");
+  line.hidden = !state.person;
+  line.textContent = state.person ? state.person.text : "";
+  const button = $("ask-person");
+  button.disabled = Boolean(state.person);
+  button.textContent = !state.person
+    ? "Talk to a person"
+    : state.person.status === "waiting"
+      ? "Waiting for a person"
+      : `With ${state.person.agent}`;
+}
+
+async function readPerson(id) {
+  try {
+    const response = await api(`/conversations/${encodeURIComponent(id)}/person`);
+    return response.ok ? await response.json() : null;
+  } catch (_) {
+    return null; // offline for now: ask again at the next tick
+  }
+}
+
+// Draw the saved history again: what the person and the customer wrote meanwhile.
+async function redrawHistory(id, visit) {
+  let response;
+  try {
+    response = await api(`/conversations/${encodeURIComponent(id)}/messages`);
+  } catch (_) {
+    return;
+  }
+  if (!response.ok || visit !== state.visit || state.busy) return;
+  const { items } = await response.json();
+  if (visit !== state.visit || state.busy) return;
+  const before = $("log").children.length;
+  $("log").replaceChildren();
+  for (const item of items) drawItem(item);
+  const last = items[items.length - 1];
+  if (items.length > before && last && last.type === "assistant" && last.person) {
+    announce(`${last.person} (customer service): ${last.text}`);
+  }
+  scrollToEnd();
+}
+
+// While a person has the conversation, or will, ask every PERSON_POLL_MS what changed:
+// their messages appear, and the page says when the assistant answers again.
+async function watchPerson(id, visit, known) {
+  let person = known || (await readPerson(id));
+  if (visit !== state.visit || !person) return;
+  showPerson(person);
+  if (person.status === "assistant" || state.watching === visit) return;
+  state.watching = visit;
+  try {
+    while (visit === state.visit) {
+      await sleep(PERSON_POLL_MS);
+      if (visit !== state.visit) return;
+      const now = await readPerson(id);
+      if (!now || visit !== state.visit) continue;
+      const moved = now.messages !== person.messages || now.status !== person.status;
+      if (moved) await redrawHistory(id, visit);
+      if (visit !== state.visit) return;
+      if (now.status === "assistant") {
+        showPerson(null);
+        const back = person.agent
+          ? `${person.agent} handed the conversation back to the assistant; it answers your next message.`
+          : now.text;
+        addToLog(el("li", { class: "notice" }, back), null);
+        announce(back);
+        return;
+      }
+      if (now.status !== person.status) announce(now.text);
+      showPerson(now);
+      person = now;
+    }
+  } finally {
+    if (state.watching === visit) state.watching = null;
+  }
+}
+
+async function askForPerson() {
+  if (state.busy) {
+    setStatus("Wait for the reply (or stop it), then ask for a person.");
+    return;
+  }
+  let id;
+  try {
+    id = await ensureConversation();
+  } catch (error) {
+    setStatus(error instanceof Offline ? NO_CONNECTION : error.message);
+    return;
+  }
+  const visit = state.visit;
+  let response;
+  try {
+    response = await api(`/conversations/${encodeURIComponent(id)}/person`, {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ reason: "" }),
+    });
+  } catch (error) {
+    setStatus(error instanceof Offline ? NO_CONNECTION : GENERIC_PROBLEM);
+    return;
+  }
+  if (visit !== state.visit) return;
+  if (!response.ok) {
+    setStatus(await readProblem(response));
+    return;
+  }
+  const person = await response.json();
+  setStatus("");
+  await redrawHistory(id, visit);
+  announce(person.text);
+  refreshConversations();
+  watchPerson(id, visit, person);
+}
+
 // --- start -----------------------------------------------------------------------------
 
 function start() {
@@ -937,6 +1075,7 @@ function start() {
   });
   $("composer").addEventListener("submit", send);
   $("stop").addEventListener("click", stop);
+  $("ask-person").addEventListener("click", askForPerson);
   $("send-anyway").addEventListener("click", () => {
     state.overridePending = true;
     $("composer").requestSubmit();

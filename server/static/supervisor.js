@@ -1,6 +1,7 @@
-// The supervisor's view: every passenger's conversations, read-only, refreshed every few
-// seconds. Plain JavaScript, no build step. Text from the API is only ever set as
-// textContent. It only ever sends GET requests: a supervisor's token can change nothing.
+// The supervisor's view: every passenger's conversations, refreshed every few seconds,
+// and the desk: the customers waiting for a person, taken, written to and handed back to
+// the assistant (the only requests that change anything, under /supervisor/desk). Plain
+// JavaScript, no build step. Text from the API is only ever set as textContent.
 "use strict";
 
 const TOKEN_KEY = "travel-assistant-supervisor-token";
@@ -15,6 +16,9 @@ const state = {
   conversations: [],
   open: new Set(), // ids of the <details> left open by the reader
   timer: null,
+  me: null, // the supervisor's name: the person the customer sees
+  queueText: "",
+  handoffs: new Map(), // conversation id -> its open hand-off (waiting, or held by me)
 };
 
 const $ = (id) => document.getElementById(id);
@@ -45,10 +49,10 @@ function tokenFromFragment() {
 
 class SignedOut extends Error {}
 
-async function api(path) {
-  const response = await fetch(API + path, {
-    headers: { Accept: "application/json", Authorization: `Bearer ${state.token}` },
-  });
+async function api(path, options = {}) {
+  const headers = { Accept: "application/json", Authorization: `Bearer ${state.token}` };
+  if (options.body) headers["Content-Type"] = "application/json";
+  const response = await fetch(API + path, { ...options, headers });
   if (response.status === 401 || response.status === 403) {
     const problem = await readProblem(response);
     signOut(problem);
@@ -79,6 +83,7 @@ async function signIn(token) {
     return false;
   }
   sessionStorage.setItem(TOKEN_KEY, token);
+  state.me = me.name;
   $("who-text").textContent = `Supervisor ${me.name}`;
   $("who").hidden = false;
   $("sign-in").hidden = true;
@@ -96,6 +101,8 @@ function signOut(message = "") {
   state.selected = null;
   state.listText = "";
   state.detailText = "";
+  state.queueText = "";
+  state.handoffs = new Map();
   sessionStorage.removeItem(TOKEN_KEY);
   $("who").hidden = true;
   $("desk").hidden = true;
@@ -110,6 +117,7 @@ function signOut(message = "") {
 async function refresh() {
   clearTimeout(state.timer);
   try {
+    await loadQueue();
     await loadList();
     if (state.selected) await loadDetail();
     $("list-status").textContent = `Live: updated ${new Date().toLocaleTimeString()}`;
@@ -245,6 +253,7 @@ function drawDetail(detail) {
   );
 
   drawTimeline(detail.steps);
+  drawPerson();
 }
 
 function amountLine(text, kind) {
@@ -288,7 +297,8 @@ function stepItem(step) {
     head.append(el("span", { class: "kind" }, "Customer"));
     item.append(el("p", { class: "text" }, step.text));
   } else if (step.type === "reply") {
-    head.append(el("span", { class: "kind" }, "Reply"), el("span", { class: "by" }, step.assistant_title));
+    const by = step.person ? `${step.person} (customer service)` : step.assistant_title;
+    head.append(el("span", { class: "kind" }, step.person ? "Person" : "Reply"), el("span", { class: "by" }, by));
     item.append(el("p", { class: "text" }, step.text));
   } else if (step.type === "notice") {
     head.append(el("span", { class: "kind" }, "Notice"));
@@ -372,6 +382,76 @@ function collapsible(title, text, key, openByDefault = false) {
   return box;
 }
 
+// --- the desk: customers waiting for a person --------------------------------------------
+
+async function loadQueue() {
+  const response = await api("/desk/queue");
+  if (!response.ok) throw new Error(await readProblem(response));
+  const text = await response.text();
+  if (text === state.queueText) return;
+  state.queueText = text;
+  const { waiting, yours } = JSON.parse(text);
+  state.handoffs = new Map([...waiting, ...yours].map((h) => [h.conversation_id, h]));
+  $("queue").replaceChildren(...waiting.map((h) => queueEntry(h)));
+  $("queue-empty").hidden = waiting.length > 0;
+  $("yours").replaceChildren(...yours.map((h) => queueEntry(h)));
+  $("yours-heading").hidden = yours.length === 0;
+  drawPerson();
+}
+
+function queueEntry(handoff) {
+  const item = el("li");
+  const button = el("button", { type: "button", class: "conversation", "data-id": handoff.conversation_id });
+  const head = handoff.status === "waiting" ? `${handoff.place}. ` : "";
+  button.append(el("span", { class: "who-line" }, `${head}Passenger ${handoff.passenger_id}`));
+  const why = handoff.reason || "(no reason given)";
+  const by = handoff.requested_by === "customer" ? "asked by the customer" : "sent by the assistant";
+  button.append(el("span", { class: "title" }, `${why} (${by})`));
+  button.append(el("span", { class: "when" }, `since ${timeOf(handoff.requested_at)}`));
+  button.addEventListener("click", () => select(handoff.conversation_id));
+  item.append(button);
+  return item;
+}
+
+// The panel of the selected conversation: take it, write, hand it back.
+function drawPerson() {
+  const handoff = state.selected ? state.handoffs.get(state.selected) : undefined;
+  $("person-section").hidden = !handoff;
+  if (!handoff) return;
+  const mine = handoff.status === "held";
+  const summary = handoff.summary ? ` The assistant's summary: ${handoff.summary}` : "";
+  $("person-state").textContent = mine
+    ? `You have this conversation: the assistant stays silent until you hand it back.${summary}`
+    : `Waiting for a person since ${timeOf(handoff.requested_at)}: ${handoff.reason || "no reason given"}.${summary}`;
+  $("take").hidden = mine;
+  $("person-form").hidden = !mine;
+  $("hand-back-form").hidden = !mine;
+}
+
+async function deskAction(path, body) {
+  $("person-error").textContent = "";
+  let response;
+  try {
+    response = await api(`/desk/${encodeURIComponent(state.selected)}/${path}`, {
+      method: "POST",
+      body: body ? JSON.stringify(body) : undefined,
+    });
+  } catch (error) {
+    if (!(error instanceof SignedOut)) $("person-error").textContent = "Cannot reach the service; try again.";
+    return false;
+  }
+  if (!response.ok) {
+    $("person-error").textContent = await readProblem(response);
+    state.queueText = ""; // someone else may have taken it: show the queue as it is
+    await refresh();
+    return false;
+  }
+  state.queueText = "";
+  state.detailText = "";
+  await refresh();
+  return true;
+}
+
 // --- start -------------------------------------------------------------------------------
 
 document.addEventListener("DOMContentLoaded", () => {
@@ -386,6 +466,26 @@ document.addEventListener("DOMContentLoaded", () => {
   });
   $("sign-out").addEventListener("click", () => signOut());
   $("filter").addEventListener("input", drawList);
+  $("take").addEventListener("click", async () => {
+    if (await deskAction("take")) $("person-message").focus();
+  });
+  $("person-form").addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const text = $("person-message").value.trim();
+    if (!text) return;
+    if (await deskAction("messages", { text })) $("person-message").value = "";
+  });
+  $("hand-back-form").addEventListener("submit", async (event) => {
+    event.preventDefault();
+    if (await deskAction("hand-back", { note: $("hand-back-note").value.trim(), close: false })) {
+      $("hand-back-note").value = "";
+    }
+  });
+  $("close-handoff").addEventListener("click", async () => {
+    if (await deskAction("hand-back", { note: $("hand-back-note").value.trim(), close: true })) {
+      $("hand-back-note").value = "";
+    }
+  });
   $("back").addEventListener("click", () => {
     $("desk").dataset.view = "list";
     const current = document.querySelector(".conversation[aria-current]");

@@ -234,3 +234,66 @@ def test_supervisor_page_desktop_and_phone(
             looks = store.audit.entries(supervisor=SUPERVISOR_NAME)
             assert {e.looked_at for e in looks} == {"conversations", "conversation"}
     assert watch.problems == [] and phone_watch.problems == []
+
+
+def test_supervisor_page_takes_a_waiting_customer_writes_and_hands_back(
+    browser: Any, travel_db: Database, tmp_path: Path
+) -> None:
+    # The desk in the page (issue 29): the queue, take, write, hand back with a note.
+    from playwright.sync_api import expect
+
+    model = ScriptedChatModel(script=[])
+    with ConversationStore.open(tmp_path / "sessions.sqlite") as store:
+        service = ConversationService.over_store(
+            build_assistant(travel_db, model, store.saver, retry_policy=None), store
+        )
+        signer = TokenSigner(SECRET)
+        customer_token = signer.issue(FIXTURE_PASSENGER_ID)
+        with (
+            LiveServer(create_app(service, signer)) as server,
+            httpx.Client(
+                base_url=server.url,
+                headers={"Authorization": f"Bearer {customer_token}"},
+                timeout=30,
+            ) as customer,
+        ):
+            conversation = customer.post("/api/v1/conversations").json()["conversation_id"]
+            base = f"/api/v1/conversations/{conversation}"
+            customer.post(f"{base}/person", json={"reason": "lost luggage"})
+
+            page = browser.new_page(viewport=DESKTOP)
+            page.goto(
+                f"{server.url}/supervisor#token={signer.issue(SUPERVISOR_NAME, role=SUPERVISOR)}"
+            )
+            queue = page.locator("#queue")
+            entry = queue.get_by_role("button", name=re.compile("lost luggage"))
+            expect(entry).to_contain_text(f"1. Passenger {FIXTURE_PASSENGER_ID}")
+            expect(entry).to_contain_text("asked by the customer")
+            entry.click()
+            panel = page.locator("#person-section")
+            expect(panel).to_contain_text("Waiting for a person since")
+            check(page, "desk-waiting")
+            page.get_by_role("button", name="Take this conversation").click()
+            expect(page.get_by_label(re.compile("Your message to the customer"))).to_be_focused()
+            expect(queue.get_by_role("button")).to_have_count(0)
+            expect(page.locator("#yours")).to_contain_text("lost luggage")
+            assert customer.get(f"{base}/person").json()["agent"] == SUPERVISOR_NAME
+
+            page.get_by_label(re.compile("Your message to the customer")).fill("Hello, I am on it.")
+            page.get_by_role("button", name="Send to the customer").click()
+            expect(page.locator("#timeline")).to_contain_text(
+                f"{SUPERVISOR_NAME} (customer service)"
+            )
+            said = customer.get(f"{base}/messages").json()["items"]
+            assert (said[-1]["person"], said[-1]["text"]) == (SUPERVISOR_NAME, "Hello, I am on it.")
+            check(page, "desk-held")
+
+            page.get_by_label(re.compile("Note for the assistant")).fill("Claim 4411 opened.")
+            page.get_by_role("button", name="Hand back to the assistant").click()
+            expect(panel).to_be_hidden()
+            expect(page.locator("#yours")).to_be_empty()
+            assert customer.get(f"{base}/person").json()["status"] == "assistant"
+            assert model.received == []
+            acted = {e.looked_at for e in store.audit.entries(supervisor=SUPERVISOR_NAME)}
+            assert {"took", "handed back"} <= acted
+            page.close()

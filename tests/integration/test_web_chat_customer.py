@@ -559,3 +559,52 @@ def test_list_renames_and_deletes_and_each_conversation_has_an_address(
     expect(page.get_by_text("No conversations yet.")).to_be_attached()
     page.goto(basel)  # a deleted conversation's address says so
     expect(page.locator("#status")).to_contain_text("does not exist or was deleted")
+
+
+# --- a person from customer service (issue 29) ----------------------------------------------
+
+
+def test_a_person_answers_in_the_page_and_hands_back_to_the_assistant(
+    site_for: Callable[..., Site], axe: str
+) -> None:
+    from playwright.sync_api import expect
+
+    from server.auth import SUPERVISOR
+
+    model = ScriptedChatModel(script=[say("Your refund is on its way.")])
+    site = site_for(model, DESKTOP)
+    page = site.sign_in()
+    page.get_by_role("button", name="Talk to a person").click()
+    expect(page.locator("#person")).to_contain_text("number 1 in the queue")
+    expect(page.get_by_role("button", name="Waiting for a person")).to_be_disabled()
+    expect(page.locator("#log")).to_contain_text("I would like to talk to a person.")
+    no_serious_violations(page, axe, "waiting for a person")
+
+    staff = httpx.Client(
+        base_url=site.url,
+        headers={"Authorization": f"Bearer {site.signer.issue('Ana Lima', role=SUPERVISOR)}"},
+        timeout=30,
+    )
+    with staff:
+        (waiting,) = staff.get("/api/v1/supervisor/desk/queue").json()["waiting"]
+        desk = f"/api/v1/supervisor/desk/{waiting['conversation_id']}"
+        assert staff.post(f"{desk}/take").status_code == 200
+        # Nobody touches the page: it learns of the person and of their message by itself.
+        expect(page.locator("#person")).to_contain_text("Ana Lima from our customer-service team")
+        staff.post(f"{desk}/messages", json={"text": "Hello, Ana here. How can I help?"})
+        said = page.locator("#log .person")
+        expect(said).to_contain_text("Ana Lima (customer service)")
+        expect(said).to_contain_text("Hello, Ana here. How can I help?")
+        screenshot(page, "desktop-person")
+
+        site.send("My seat was broken on my last flight.")
+        expect(page.locator("#log .customer").last).to_contain_text("My seat was broken")
+        assert model.received == []  # the person has it: the assistant stays silent
+        staff.post(f"{desk}/hand-back", json={"note": "Seat refund approved."})
+
+    expect(page.locator("#log")).to_contain_text("handed the conversation back to the assistant")
+    expect(page.locator("#person")).to_be_hidden()
+    expect(page.get_by_role("button", name="Talk to a person", exact=True)).to_be_enabled()
+    site.send("Thanks. What now?")
+    expect(page.locator("#log .assistant").last).to_contain_text("Your refund is on its way.")
+    assert len(model.received) == 1

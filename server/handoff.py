@@ -1,0 +1,379 @@
+"""A person from the customer-service team, over HTTP: the customer's side and the staff's.
+
+The customer asks for a person (``POST /api/v1/conversations/{id}/person``, the web
+chat's "Talk to a person") and reads where they stand (``GET``: waiting, with their
+place in the queue, or with a named person). A supervisor's token is the staff's side,
+under ``/api/v1/supervisor/desk``: the queue, taking a conversation, writing to the
+customer, and handing it back to the assistant with a note the model reads (or closing
+it). Both sides go through the conversation protocol (``Conversation.ask_for_person``,
+``take``, ``person_says``, ``hand_back``), as the terminal's ``/agent`` and the ``desk``
+command do, so what a person writes over the API and in the desk terminal is the same
+history. A conversation is never held by two people: the desk takes it with one
+conditional update (``conversations.desk``).
+
+Every staff action is recorded in the audit log, as a supervisor's looks are.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any, Literal, cast
+
+from fastapi import APIRouter, Depends, Request
+from fastapi import Path as PathParam
+from pydantic import BaseModel, Field, StrictBool
+
+from conversations.audit import Looked
+from conversations.desk import NOTE_CHARS, REASON_CHARS, DeskError, Handoff
+from conversations.events import Thread
+from conversations.locks import ConversationStoreError
+from conversations.protocol import Conversation, TurnRefusedError
+from server.access import supervisor
+from server.auth import Claims
+from server.schemas import (
+    BLANKS,
+    CONVERSATION_ID_PATTERN,
+    REASON_PATTERN,
+    MessageIn,
+    Problem,
+    Text,
+    _Body,
+)
+from server.service import ConflictError, ConversationService, NotFoundError, UnavailableError
+
+STAFF_PREFIX = "/api/v1/supervisor/desk"
+# How long a person's message waits for a running turn (the assistant finishing the
+# answer it was writing when the conversation was handed over) before a 409.
+WRITE_WAIT = 5.0
+
+
+# --- what the API shows ---------------------------------------------------------------------
+
+
+class PersonIn(_Body):
+    """The customer's request for a person."""
+
+    reason: Text = Field(
+        default="",
+        max_length=REASON_CHARS,
+        pattern=REASON_PATTERN,
+        description="Why, in the customer's words (optional). Kept as their message.",
+    )
+
+
+class PersonOut(BaseModel):
+    """Whether a person has, or will have, the conversation: what the customer is told."""
+
+    status: Literal["assistant", "waiting", "with_person"] = Field(
+        description="assistant: the assistant answers; waiting: in the queue for a person; "
+        "with_person: a person has it and the assistant does not answer."
+    )
+    place: int | None = Field(description="The place in the queue while waiting (1 is next).")
+    agent: str | None = Field(description="The person's name while they have it.")
+    text: str = Field(description="What the customer is told, in a sentence or two.")
+    messages: int = Field(
+        description="Messages written since the hand-off: it changes when either side "
+        "writes, so a reader polls this and reads the history only when it moved."
+    )
+
+
+class HandoffOut(BaseModel):
+    """One conversation handed to a person, as the staff see it."""
+
+    conversation_id: str
+    passenger_id: str
+    status: Literal["waiting", "held", "returned", "closed"]
+    requested_by: Literal["customer", "assistant"]
+    reason: str
+    summary: str = Field(
+        description="What the assistant told the person (empty if the customer asked themselves)."
+    )
+    requested_at: datetime
+    agent: str = Field(description="Who holds or held it (empty while waiting).")
+    taken_at: datetime | None
+    ended_at: datetime | None
+    note: str = Field(description="The note left for the assistant when it was handed back.")
+    place: int | None = Field(description="Its place in the queue while waiting.")
+    messages: int
+
+
+class QueueOut(BaseModel):
+    """The conversations waiting for a person (oldest first) and those you hold."""
+
+    waiting: list[HandoffOut]
+    yours: list[HandoffOut]
+
+
+class StaffMessageIn(MessageIn):
+    """What a person writes to the customer (shown with their name)."""
+
+
+class HandBackIn(_Body):
+    """How a person gives a conversation back."""
+
+    note: Text = Field(
+        default="",
+        max_length=NOTE_CHARS,
+        pattern=REASON_PATTERN,
+        description="For the assistant, not shown to the customer: what was done and "
+        "agreed. The model reads it before the customer's next message.",
+    )
+    close: StrictBool = Field(
+        default=False,
+        description="The person settled the matter (recorded as closed rather than "
+        "returned); the assistant answers the next message either way.",
+    )
+
+
+def handoff_out(handoff: Handoff, place: int | None = None) -> HandoffOut:
+    """Return a desk row as the API shows it."""
+    return HandoffOut(
+        conversation_id=handoff.thread_id,
+        passenger_id=handoff.passenger_id,
+        status=handoff.status,
+        requested_by=handoff.requested_by,
+        reason=handoff.reason,
+        summary=handoff.summary,
+        requested_at=handoff.requested_at,
+        agent=handoff.agent,
+        taken_at=handoff.taken_at,
+        ended_at=handoff.ended_at,
+        note=handoff.note,
+        place=place,
+        messages=handoff.messages,
+    )
+
+
+# --- what the routes do ---------------------------------------------------------------------
+
+
+class PersonDesk:
+    """The hand-off operations of one service, with its errors as HTTP answers."""
+
+    def __init__(self, service: ConversationService) -> None:
+        """Act on the conversations of ``service``."""
+        self.service = service
+        self.conversations = service.conversations
+        self.desk = service.conversations.desk
+
+    # The customer's side -------------------------------------------------------------------
+
+    def person(self, thread: Thread) -> PersonOut:
+        """Return where the customer of ``thread`` stands."""
+        conversation = self.conversations.get(thread)
+        handoff = conversation.handoff()
+        if handoff is None:
+            latest = self.desk.latest(thread.thread_id)
+            return PersonOut(
+                status="assistant",
+                place=None,
+                agent=None,
+                text="The assistant answers your messages.",
+                messages=latest.messages if latest is not None else 0,
+            )
+        notice = conversation.person_notice(handoff)
+        assert notice is not None  # an open hand-off always has one
+        held = handoff.status == "held"
+        return PersonOut(
+            status="with_person" if held else "waiting",
+            place=None if held else self.desk.position(thread.thread_id),
+            agent=handoff.agent if held else None,
+            text=notice.text,
+            messages=handoff.messages,
+        )
+
+    def ask(self, thread: Thread, reason: str) -> PersonOut:
+        """Put ``thread`` in the queue for a person.
+
+        Raises:
+            ConflictError: An action waits for the customer's decision, or a turn of the
+                conversation is running.
+        """
+        if self.service.runner.busy(thread.thread_id):
+            raise ConflictError(
+                "The assistant is answering: wait for the reply (or stop it), then ask for "
+                "a person."
+            )
+        conversation = self.conversations.get(thread)
+        try:
+            conversation.ask_for_person(reason.strip(BLANKS))
+        except DeskError as error:
+            raise ConflictError(str(error)) from error
+        except TurnRefusedError as error:
+            raise ConflictError(error.failure.text) from error
+        return self.person(thread)
+
+    # The staff's side ----------------------------------------------------------------------
+
+    def queue(self, agent: str) -> QueueOut:
+        """Return the waiting conversations and those ``agent`` holds."""
+        waiting = self.desk.queue()
+        return QueueOut(
+            waiting=[handoff_out(h, place) for place, h in enumerate(waiting, start=1)],
+            yours=[handoff_out(h) for h in self.desk.held_by(agent)],
+        )
+
+    def _handed(self, conversation_id: str) -> Conversation:
+        handoff = self.desk.latest(conversation_id)
+        if handoff is None:
+            raise NotFoundError(f"Conversation {conversation_id} was never handed to a person.")
+        return self.conversations.get(Thread(handoff.thread_id, handoff.passenger_id))
+
+    def _record(self, agent: str, conversation: Conversation, what: Looked) -> None:
+        # Every action, however close to the last (looks are coalesced, actions not).
+        self.service.audit.record(
+            agent,
+            what,
+            datetime.now(UTC),
+            conversation_id=conversation.thread_id,
+            passenger_id=conversation.thread.passenger_id,
+            within=timedelta(0),
+        )
+
+    def take(self, agent: str, conversation_id: str) -> HandoffOut:
+        """Give the waiting ``conversation_id`` to ``agent``.
+
+        Raises:
+            NotFoundError: It was never handed to a person.
+            ConflictError: It is not waiting, or someone else holds it.
+        """
+        conversation = self._handed(conversation_id)
+        try:
+            handoff = conversation.take(agent)
+        except DeskError as error:
+            raise ConflictError(str(error)) from error
+        self._record(agent, conversation, "took")
+        return handoff_out(handoff)
+
+    def write(self, agent: str, conversation_id: str, text: str) -> HandoffOut:
+        """Write ``agent``'s message to the customer of ``conversation_id``.
+
+        Raises:
+            NotFoundError: It was never handed to a person.
+            ConflictError: ``agent`` does not hold it, or a turn of it is running.
+            UnavailableError: The conversations database cannot be reached.
+        """
+        conversation = self._handed(conversation_id)
+        try:
+            conversation.person_says(agent, text, wait=WRITE_WAIT)
+        except DeskError as error:
+            raise ConflictError(str(error)) from error
+        except TurnRefusedError as error:
+            if error.failure.kind == "unavailable":
+                raise UnavailableError(error.failure.text) from error
+            raise ConflictError(error.failure.text) from error
+        except ConversationStoreError as error:
+            raise UnavailableError(str(error)) from error
+        handoff = conversation.handoff()
+        assert handoff is not None  # held by ``agent``, who alone can end it
+        return handoff_out(handoff)
+
+    def hand_back(self, agent: str, conversation_id: str, note: str, close: bool) -> HandoffOut:
+        """End ``agent``'s hold of ``conversation_id``: the assistant answers again.
+
+        Raises:
+            NotFoundError: It was never handed to a person.
+            ConflictError: ``agent`` does not hold it, or a turn of it is running.
+        """
+        conversation = self._handed(conversation_id)
+        try:
+            handoff = conversation.hand_back(agent, note, close=close)
+        except DeskError as error:
+            raise ConflictError(str(error)) from error
+        except TurnRefusedError as error:
+            raise ConflictError(error.failure.text) from error
+        self._record(agent, conversation, "closed" if close else "handed back")
+        return handoff_out(handoff)
+
+
+# --- the routes -----------------------------------------------------------------------------
+
+
+def _person_desk(request: Request) -> PersonDesk:
+    return PersonDesk(cast(ConversationService, request.app.state.service))
+
+
+People = Annotated[PersonDesk, Depends(_person_desk)]
+Staff = Annotated[Claims, Depends(supervisor)]
+HandedId = Annotated[
+    str,
+    PathParam(
+        pattern=CONVERSATION_ID_PATTERN,
+        max_length=100,
+        description="A conversation that was handed to a person (see the queue).",
+    ),
+]
+
+_NOT_HANDED: dict[int | str, dict[str, Any]] = {
+    404: {"model": Problem, "description": "It was never handed to a person."}
+}
+_NOT_YOURS: dict[int | str, dict[str, Any]] = {
+    409: {
+        "model": Problem,
+        "description": "It is not waiting, another person holds it, you do not hold it, or "
+        "a turn of it is running.",
+    }
+}
+_STAFF_PROBLEMS: dict[int | str, dict[str, Any]] = {
+    401: {"model": Problem, "description": "No token, or one that is not valid or expired."},
+    403: {"model": Problem, "description": "Not a supervisor's token."},
+    400: {"model": Problem, "description": "The body cannot be read (not UTF-8)."},
+    408: {"model": Problem, "description": "The request body did not arrive in time."},
+    413: {"model": Problem, "description": "The request body is too large."},
+    503: {
+        "model": Problem,
+        "description": "The conversations database cannot be reached; nothing was changed.",
+    },
+}
+
+
+def staff_router() -> APIRouter:
+    """Return the staff's routes: the queue, take, write, hand back."""
+    routes = APIRouter(
+        prefix=STAFF_PREFIX,
+        tags=["desk"],
+        responses=_STAFF_PROBLEMS,
+    )
+
+    @routes.get("/queue", summary="The conversations waiting for a person, and yours")
+    def queue(people: People, claims: Staff) -> QueueOut:
+        return people.queue(claims.subject)
+
+    @routes.post(
+        "/{conversation_id}/take",
+        summary="Take a waiting conversation: the customer is told your name",
+        responses={**_NOT_HANDED, **_NOT_YOURS},
+    )
+    def take(people: People, claims: Staff, conversation_id: HandedId) -> HandoffOut:
+        return people.take(claims.subject, conversation_id)
+
+    @routes.post(
+        "/{conversation_id}/messages",
+        summary="Write to the customer (shown with your name; the assistant stays silent)",
+        responses={**_NOT_HANDED, **_NOT_YOURS},
+    )
+    def write(
+        people: People, claims: Staff, conversation_id: HandedId, body: StaffMessageIn
+    ) -> HandoffOut:
+        return people.write(claims.subject, conversation_id, body.text)
+
+    @routes.post(
+        "/{conversation_id}/hand-back",
+        summary="Give the conversation back to the assistant with a note (or close it)",
+        responses={**_NOT_HANDED, **_NOT_YOURS},
+    )
+    def hand_back(
+        people: People, claims: Staff, conversation_id: HandedId, body: HandBackIn
+    ) -> HandoffOut:
+        return people.hand_back(claims.subject, conversation_id, body.note, body.close)
+
+    return routes
+
+
+__all__ = [
+    "HandoffOut",
+    "PersonDesk",
+    "PersonOut",
+    "QueueOut",
+    "staff_router",
+]

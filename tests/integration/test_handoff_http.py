@@ -1,0 +1,182 @@
+"""A customer and a person from the desk over HTTP, on two workers of one store (issue 29).
+
+Two services over one conversation store (SQLite file, or PostgreSQL), each behind its
+own uvicorn, as two ``serve`` workers are: the customer talks to one, the person at the
+desk to the other. The customer asks for a person; the desk's queue shows it with their
+place; one person takes it and a second cannot; what the person writes is in the
+customer's history with their name; what the customer writes meanwhile reaches the
+person and the model is not called; handed back with a note, the assistant answers the
+next message having read the note, which the customer never sees. Tokens of the wrong
+side are refused, and each staff action is in the audit log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from conversations.store import ConversationStore
+from db.engine import Database
+from db.fixtures import FIXTURE_PASSENGER_ID
+from server.app import create_app
+from server.auth import SUPERVISOR, TokenSigner
+from server.service import ConversationService
+from tests.support.assistants import build_assistant
+from tests.support.conversation_stores import scratch_conversations
+from tests.support.scripted import ScriptedChatModel, say
+from tests.support.web import SECRET, LiveServer, parse_sse
+
+ANA = "Ana Lima"
+BRUNO = "Bruno Costa"
+NOTE = "Refund of EUR 80.00 for the broken seat approved; reference R-2231."
+ANSWER = "The refund for your seat is on its way (reference R-2231)."
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def location(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    with scratch_conversations(request.param, tmp_path) as where:
+        yield where
+
+
+@contextmanager
+def two_workers(
+    travel_db: Database, location: str, model: ScriptedChatModel
+) -> Iterator[tuple[str, str, TokenSigner]]:
+    """Two services over the store at ``location``, each on a port of its own."""
+    signer = TokenSigner(SECRET)
+    with ExitStack() as stack:
+        urls = []
+        for _ in range(2):
+            store = stack.enter_context(ConversationStore.open(location))
+            assistant = build_assistant(travel_db, model, store.saver, retry_policy=None)
+            service = ConversationService.over_store(assistant, store)
+            server = stack.enter_context(LiveServer(create_app(service, signer)))
+            urls.append(server.url)
+        yield urls[0], urls[1], signer
+
+
+def client(url: str, token: str) -> httpx.Client:
+    return httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30)
+
+
+def turn(http: httpx.Client, path: str, body: dict[str, Any]) -> list[Any]:
+    with http.stream("POST", path, json=body) as response:
+        assert response.status_code == 200, response.read()
+        return parse_sse(response.read().decode())
+
+
+def test_a_customer_and_a_person_talk_over_two_workers(travel_db: Database, location: str) -> None:
+    model = ScriptedChatModel(script=[say(ANSWER)])
+    with two_workers(travel_db, location, model) as (front, back, signer):
+        customer = client(front, signer.issue(FIXTURE_PASSENGER_ID))
+        ana = client(back, signer.issue(ANA, role=SUPERVISOR))
+        bruno = client(front, signer.issue(BRUNO, role=SUPERVISOR))
+        with customer, ana, bruno:
+            conversation = customer.post("/api/v1/conversations").json()["conversation_id"]
+            base = f"/api/v1/conversations/{conversation}"
+            assert customer.get(f"{base}/person").json()["status"] == "assistant"
+
+            asked = customer.post(f"{base}/person", json={"reason": "my seat was broken"})
+            assert asked.status_code == 200, asked.text
+            assert asked.json()["status"] == "waiting"
+            assert asked.json()["place"] == 1
+            assert "number 1 in the queue" in asked.json()["text"]
+
+            queue = ana.get("/api/v1/supervisor/desk/queue").json()
+            (waiting,) = queue["waiting"]
+            assert waiting["conversation_id"] == conversation
+            assert (waiting["reason"], waiting["requested_by"]) == (
+                "my seat was broken",
+                "customer",
+            )
+            assert waiting["place"] == 1
+            assert queue["yours"] == []
+
+            # Waiting: the customer's message is kept for the person; the model is not asked.
+            events = turn(customer, f"{base}/messages", {"text": "Is anyone there?"})
+            assert [e.name for e in events][-1] == "done"
+            assert model.received == []
+
+            taken = ana.post(f"/api/v1/supervisor/desk/{conversation}/take")
+            assert taken.status_code == 200, taken.text
+            assert (taken.json()["status"], taken.json()["agent"]) == ("held", ANA)
+            refused = bruno.post(f"/api/v1/supervisor/desk/{conversation}/take")
+            assert refused.status_code == 409
+            assert ANA in refused.json()["detail"]
+            person = customer.get(f"{base}/person").json()
+            assert (person["status"], person["agent"]) == ("with_person", ANA)
+
+            wrote = ana.post(
+                f"/api/v1/supervisor/desk/{conversation}/messages",
+                json={"text": "Hello, I am Ana. I see the broken seat on your last flight."},
+            )
+            assert wrote.status_code == 200, wrote.text
+            assert (
+                bruno.post(
+                    f"/api/v1/supervisor/desk/{conversation}/messages", json={"text": "Hi"}
+                ).status_code
+                == 409
+            )
+            assert customer.get(f"{base}/person").json()["messages"] > person["messages"]
+
+            items = customer.get(f"{base}/messages").json()["items"]
+            said = [
+                (i["type"], i.get("person", ""), i["text"]) for i in items if i["type"] != "notice"
+            ]
+            assert said == [
+                ("customer", "", "I would like to talk to a person: my seat was broken"),
+                ("customer", "", "Is anyone there?"),
+                ("assistant", ANA, "Hello, I am Ana. I see the broken seat on your last flight."),
+            ]
+            turn(customer, f"{base}/messages", {"text": "Thank you, Ana."})
+            assert model.received == []
+
+            back_again = ana.post(
+                f"/api/v1/supervisor/desk/{conversation}/hand-back", json={"note": NOTE}
+            )
+            assert back_again.status_code == 200, back_again.text
+            assert (back_again.json()["status"], back_again.json()["note"]) == ("returned", NOTE)
+            assert customer.get(f"{base}/person").json()["status"] == "assistant"
+            assert ana.get("/api/v1/supervisor/desk/queue").json() == {"waiting": [], "yours": []}
+
+            events = turn(customer, f"{base}/messages", {"text": "So where is my refund?"})
+            assert [e.name for e in events][-1] == "done"
+            (prompt,) = model.received
+            assert any(NOTE in str(m.content) for m in prompt), "the model never read the note"
+            shown = customer.get(f"{base}/messages").json()["items"]
+            assert not any(NOTE in i["text"] for i in shown), "the note reached the customer"
+            assert shown[-1]["text"] == ANSWER and shown[-1]["person"] == ""
+
+            audit = ana.get("/api/v1/supervisor/audit", params={"conversation_id": conversation})
+            done = [(e["supervisor"], e["looked_at"]) for e in audit.json()["entries"]]
+            assert (ANA, "took") in done and (ANA, "handed back") in done
+
+
+def test_each_side_keeps_to_its_own_routes(travel_db: Database, tmp_path: Path) -> None:
+    model = ScriptedChatModel(script=[])
+    with two_workers(travel_db, str(tmp_path / "conversations" / "sessions.sqlite"), model) as (
+        front,
+        _,
+        signer,
+    ):
+        customer = client(front, signer.issue(FIXTURE_PASSENGER_ID))
+        staff = client(front, signer.issue(ANA, role=SUPERVISOR))
+        with customer, staff:
+            conversation = customer.post("/api/v1/conversations").json()["conversation_id"]
+            assert customer.get("/api/v1/supervisor/desk/queue").status_code == 403
+            assert customer.post(f"/api/v1/supervisor/desk/{conversation}/take").status_code == 403
+            base = f"/api/v1/conversations/{conversation}"
+            assert staff.post(f"{base}/person", json={}).status_code == 403
+            # Not handed to anyone: nothing to take, and nobody to write as.
+            assert staff.post(f"/api/v1/supervisor/desk/{conversation}/take").status_code == 404
+            customer.post(f"{base}/person", json={})
+            not_held = staff.post(
+                f"/api/v1/supervisor/desk/{conversation}/messages", json={"text": "Hi"}
+            )
+            assert not_held.status_code == 409
+            assert "take it first" in not_held.json()["detail"]
