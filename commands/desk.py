@@ -15,7 +15,9 @@ from commands.common import (
     EXIT_USAGE,
     CliError,
     Overrides,
+    conversations_location,
     open_existing_store,
+    open_store,
 )
 from terminal import Console
 
@@ -35,11 +37,9 @@ def cmd_desk(args: argparse.Namespace, console: Console, overrides: Overrides) -
             f"Say who you are: --agent NAME (or {AGENT_ENV}); customers see this name.",
             EXIT_USAGE,
         )
-    store = open_existing_store(args)
-    if store is None:
-        console.status("No conversations here yet: nobody can be waiting for a person.")
-        return EXIT_OK
-    with store:
+    # Opened (made, if need be) as a chat opens it: a desk started before the first
+    # customer waits for them.
+    with open_store(conversations_location(args)) as store:
         from commands.chat import open_chat_db
         from conversations.assistant import TravelAssistant
         from conversations.protocol import Conversations

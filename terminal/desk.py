@@ -176,11 +176,16 @@ class DeskSession:
     def show_queue(self) -> None:
         """List the conversations waiting, numbered for ``/take N``."""
         self.listed = self.desk.queue()
-        if not self.listed:
+        self._print_queue(self.listed)
+        if self.holding is None:
+            self.watch_queue()
+
+    def _print_queue(self, queue: Sequence[Handoff]) -> None:
+        if not queue:
             self.console.status("Nobody is waiting for a person.")
             return
-        self.console.status(f"Waiting for a person ({len(self.listed)}):")
-        for line in queue_lines(self.listed, self.conversations.now()):
+        self.console.status(f"Waiting for a person ({len(queue)}):")
+        for line in queue_lines(queue, self.conversations.now()):
             self.console.status(line)
         self.console.status("Take one with /take N.")
 
@@ -298,12 +303,31 @@ class DeskSession:
 
         self.watch = Watch(look)
 
+    def watch_queue(self) -> None:
+        """While nothing is held, show the queue again when someone new joins it."""
+        self.stop_watching()
+        known = {h.thread_id for h in self.listed}
+
+        def look() -> bool:
+            if self.holding is not None:
+                return False
+            queue = self.desk.queue()
+            joined = any(h.thread_id not in known for h in queue)
+            known.clear()
+            known.update(h.thread_id for h in queue)
+            if joined:
+                self.listed = queue
+                self.prompter.show(partial(self._print_queue, queue))
+            return True
+
+        self.watch = Watch(look)
+
     def _show_customer(self, lines: Sequence[CustomerLine]) -> None:
         for line in lines:
             self.console.line(f"customer> {line.text}")
 
     def stop_watching(self) -> None:
-        """Stop showing the customer's messages."""
+        """Stop showing the customer's messages (or the queue's newcomers)."""
         if self.watch is not None:
             self.watch.stop()
             self.watch = None

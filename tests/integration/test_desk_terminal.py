@@ -1,7 +1,8 @@
 """A customer and a member of staff, each in a terminal of their own (issue 29).
 
 The installed program twice, in two ptys over one home: the customer's ``chat`` asks for
-a person with ``/agent``; ``desk queue`` lists it for scripts; the ``desk`` takes it;
+a person with ``/agent``; the ``desk``, already open, shows the newcomer by itself;
+``desk queue`` lists it for scripts; the ``desk`` takes it;
 what each side writes appears on the other side within seconds, above the prompt, with
 nobody pressing a key; the model is not asked anything while the person holds the
 conversation; handed back with a note, the assistant answers the next message and the
@@ -33,8 +34,12 @@ def test_desk_customer_and_person_talk_across_two_terminals(files: tuple[Path, P
     home, db = files
     script = [Reply(text="Your bag claim is 4411; you will hear from us by e-mail.")]
     with FakeOpenAI(script) as server:
+        desk = spawn(server, _desk_args(home, db, "--agent", "Ana Lima"))
+        desk.timeout = 60  # a loaded machine starts it slowly
+        desk.expect("Nobody is waiting for a person.")
+        desk.expect("desk>")
         customer = spawn(server, chat_args(db, PASSENGER_ID, home=home))
-        customer.timeout = 60  # a loaded machine starts it slowly
+        customer.timeout = 60
         customer.expect("you>")
         customer.send("/agent my bag was lost\r")
         customer.expect("number 1 in the queue")
@@ -52,9 +57,8 @@ def test_desk_customer_and_person_talk_across_two_terminals(files: tuple[Path, P
         thread_id, passenger, _, by, reason = lines[0].split("\t")
         assert (passenger, by, reason) == (FIXTURE_PASSENGER_ID, "customer", "my bag was lost")
 
-        desk = spawn(server, _desk_args(home, db, "--agent", "Ana Lima"))
-        desk.timeout = 60
-        desk.expect("Waiting for a person \\(1\\)")
+        # The desk sees the newcomer by itself, with nobody pressing a key there.
+        desk.expect("Waiting for a person \\(1\\)", timeout=10)
         desk.expect("my bag was lost")
         desk.expect("desk>")
         desk.send("/take 1\r")
