@@ -41,6 +41,7 @@ DATA_ENV = "TRAVEL_ASSISTANT_DATA"
 TAVILY_ENV = "TAVILY_API_KEY"
 SECRET_ENV = "TRAVEL_ASSISTANT_SECRET"
 PASSENGER_ENV = "TRAVEL_ASSISTANT_PASSENGER"
+SECOND_APPROVAL_ENV = "TRAVEL_ASSISTANT_SECOND_APPROVAL_ABOVE"
 # The variables a graph built for LangGraph's server depends on (server.studio).
 PREFIXES = ("OPENAI_", "TRAVEL_ASSISTANT_", "TAVILY_", "XDG_DATA_HOME")
 
@@ -65,6 +66,9 @@ class Settings:
         passenger_id: The passenger ``chat`` acts for when ``--passenger-id`` is not given
             (``TRAVEL_ASSISTANT_PASSENGER``), if any.
         plain: Terminal output without colour (``NO_COLOR``, ``TERM=dumb``).
+        second_approval_above: The amount above which an approved action also needs a
+            member of staff's yes (``TRAVEL_ASSISTANT_SECOND_APPROVAL_ABOVE``), as given;
+            ``second_approval_cents`` reads it.
         env: The snapshot, for the model settings (``models``).
     """
 
@@ -77,6 +81,7 @@ class Settings:
     secret: str | None = None
     passenger_id: str | None = None
     plain: bool = False
+    second_approval_above: str | None = None
     env: Mapping[str, str] = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -102,8 +107,27 @@ class Settings:
             secret=snapshot.get(SECRET_ENV),
             passenger_id=_given(snapshot, PASSENGER_ENV),
             plain=bool(snapshot.get("NO_COLOR")) or snapshot.get("TERM") == "dumb",
+            second_approval_above=_given(snapshot, SECOND_APPROVAL_ENV),
             env=snapshot,
         )
+
+    def second_approval_cents(self) -> int | None:
+        """Return the amount above which staff check an approved action, in cents.
+
+        ``None`` when unset (no second approval: the default).
+
+        Raises:
+            ValueError: It is set but is not an amount in the company's currency.
+        """
+        if self.second_approval_above is None:
+            return None
+        from db.models import CURRENCY
+        from db.rules import parse_money
+
+        try:
+            return parse_money(self.second_approval_above, CURRENCY)
+        except ValueError as error:
+            raise ValueError(f"{SECOND_APPROVAL_ENV}: {error}") from None
 
     def models(self, model: str | None = None, *, max_tokens: int | None = None) -> ModelSettings:
         """Return the model endpoint and limits; ``model`` and ``max_tokens`` (flags) win.

@@ -153,6 +153,9 @@ class Decision:
     # The amount the shown preview stated (``ActionPreview.amount``), kept on the answer
     # with ``shown`` for callers that show it apart (``AnswerFacts.amount``).
     amount: Amount | None = None
+    # The member of staff who checked the customer's yes (a second approval above an
+    # amount), kept on the answer for the record (``AnswerFacts.checked_by``).
+    checked_by: str | None = None
 
     def as_config(self) -> dict[str, Any]:
         """Return the decision as plain data, as it travels in the run's config."""
@@ -162,6 +165,7 @@ class Decision:
             "shown": list(self.shown),
             "refused": self.refused,
             "amount": _amount_data(self.amount),
+            "checked_by": self.checked_by,
         }
 
 
@@ -200,6 +204,8 @@ class AnswerFacts:
         recovered: The call's write had committed before an interruption (the process
             died before the conversation was saved); the answer is its stored result,
             and the customer was not asked again.
+        checked_by: The member of staff whose check (a second approval) decided the
+            call with the customer, when one did.
     """
 
     ran: bool
@@ -211,6 +217,7 @@ class AnswerFacts:
     shown: tuple[str, ...] = ()
     amount: Amount | None = None
     recovered: bool = False
+    checked_by: str | None = None
 
     @property
     def declined(self) -> bool:
@@ -238,7 +245,12 @@ def facts_of(message: ToolMessage) -> AnswerFacts:
         shown=tuple(str(line) for line in shown) if isinstance(shown, list | tuple) else (),
         amount=Amount.from_data(artifact.get("amount")),
         recovered=artifact.get("recovered") is True,
+        checked_by=_text_or_none(artifact.get("checked_by")),
     )
+
+
+def _text_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
 
 
 def was_executed(message: ToolMessage) -> bool:
@@ -291,6 +303,8 @@ def _approved_answer(answer: ToolMessage, decision: Decision | None) -> ToolMess
     shown = decision.shown if decision is not None else ()
     amount = decision.amount if decision is not None else None
     artifact.update(approved=True, shown=list(shown), amount=_amount_data(amount))
+    if decision is not None and decision.checked_by:
+        artifact["checked_by"] = decision.checked_by
     return answer.model_copy(update={"artifact": artifact})
 
 
@@ -390,6 +404,7 @@ def _decision_for(approvals: Any, call: ToolCall) -> Decision | None:
         tuple(str(line) for line in shown) if isinstance(shown, list | tuple) else (),
         refused=given.get("refused") is True,
         amount=Amount.from_data(given.get("amount")),
+        checked_by=_text_or_none(given.get("checked_by")),
     )
 
 
@@ -465,9 +480,10 @@ def make_sensitive_tools_node(member: Member, db: Database | None = None) -> Con
             elif decision.approved:
                 answers += [_approved_answer(a, decision) for a in run_calls(node, [call], config)]
             else:
-                answers.append(
-                    denial_answer(call, decision.reason, decision.shown, decision.amount)
-                )
+                denied = denial_answer(call, decision.reason, decision.shown, decision.amount)
+                if decision.checked_by:
+                    denied.artifact["checked_by"] = decision.checked_by
+                answers.append(denied)
         if edits and last is not None:  # the conversation shows the calls as they ran
             edited_calls = [
                 {**c, "args": edits[str(c["id"])]} if str(c["id"]) in edits else c

@@ -19,6 +19,7 @@ from commands.common import (
     CliError,
     Overrides,
     canonical_passenger_id,
+    check_above,
     check_endpoint,
     conversations_location,
     db_location,
@@ -240,7 +241,9 @@ def _conversations(
     )
     if not assistant.check_passenger(passenger_id):
         raise _unknown_passenger(args, passenger_id)
-    return Conversations(assistant, store.registry, store.locks, store.desk)
+    return Conversations(
+        assistant, store.registry, store.locks, store.desk, check_above=check_above(args)
+    )
 
 
 def _load(

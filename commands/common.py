@@ -47,6 +47,14 @@ def settings_of(args: argparse.Namespace) -> Settings:
     return settings if isinstance(settings, Settings) else Settings.read()
 
 
+def check_above(args: argparse.Namespace) -> int | None:
+    """Return the second approval's amount in cents (``None``: off), or a usage error."""
+    try:
+        return settings_of(args).second_approval_cents()
+    except ValueError as error:
+        raise CliError(str(error), EXIT_USAGE) from error
+
+
 def home_dir(args: argparse.Namespace) -> Path:
     """Return the folder of the program's files (``--home``, its variable, or the default)."""
     home: Path = args.home.expanduser() if args.home else settings_of(args).home

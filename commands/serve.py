@@ -15,6 +15,7 @@ from commands.common import (
     CliError,
     Overrides,
     canonical_passenger_id,
+    check_above,
     check_endpoint,
     conversations_location,
     db_location,
@@ -63,6 +64,7 @@ def cmd_serve(args: argparse.Namespace, console: Console, overrides: Overrides) 
     if overrides.model_factory is None and overrides.check_endpoint and not args.no_check:
         check_endpoint(settings_of(args), args.model)
     signer = _signer(args)
+    above = check_above(args)
     conversations = conversations_location(args)
     database = open_chat_db(args, console, overrides)
     try:
@@ -79,6 +81,7 @@ def cmd_serve(args: argparse.Namespace, console: Console, overrides: Overrides) 
                     )
                 ),
                 store,
+                check_above=above,
             )
             if args.host not in ("127.0.0.1", "localhost", "::1"):
                 console.status(

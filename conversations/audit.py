@@ -26,8 +26,18 @@ if TYPE_CHECKING:
 
 # What a supervisor looked at (the list of every conversation, or one conversation), or
 # what they did as a person at the desk (``server.handoff``) to a conversation.
-Looked = Literal["conversations", "conversation", "took", "handed back", "closed"]
-LOOKS: tuple[Looked, ...] = ("conversations", "conversation", "took", "handed back", "closed")
+Looked = Literal[
+    "conversations", "conversation", "took", "handed back", "closed", "approved", "refused"
+]
+LOOKS: tuple[Looked, ...] = (
+    "conversations",
+    "conversation",
+    "took",
+    "handed back",
+    "closed",
+    "approved",
+    "refused",
+)
 # One entry per supervisor and thing looked at within this time.
 COALESCE = timedelta(minutes=5)
 

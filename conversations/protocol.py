@@ -17,9 +17,10 @@ front end reads input and renders outcomes.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -29,7 +30,7 @@ from assistants.approvals import ActionPreview, Amount, Decision, PendingAction,
 from assistants.providers import ModelDeadlineError, ModelProviderError, TurnCancelledError
 from conversations import words
 from conversations.assistant import Thread, TravelAssistant, TurnEvent
-from conversations.desk import Desk, DeskError, Handoff, RequestedBy
+from conversations.desk import Check, Desk, DeskError, Handoff, RequestedBy
 from conversations.events import (
     ASKED_FOR_PERSON_KEY,
     PERSON_KEY,
@@ -61,6 +62,7 @@ from conversations.records import (
     approval_of,
     message_text,
 )
+from db.values import fmt_money
 
 if TYPE_CHECKING:
     from conversations.sessions import SessionRecord, SessionStore
@@ -180,18 +182,23 @@ class Conversations:
         registry: SessionStore,
         locks: TurnLocks | None = None,
         desk: Desk | None = None,
+        *,
+        check_above: int | None = None,
     ) -> None:
         """Drive ``assistant``; ``registry`` records who owns which conversation.
 
         ``locks`` keep one turn at a time per conversation beyond this process (the
         store's, ``ConversationStore.locks``); without them, within this process only.
         ``desk`` is the queue of conversations handed to a person (the store's,
-        ``ConversationStore.desk``); without it, one in memory.
+        ``ConversationStore.desk``); without it, one in memory. ``check_above`` (cents):
+        an approved action that moves more needs a member of staff's yes too (a second
+        approval, ``TRAVEL_ASSISTANT_SECOND_APPROVAL_ABOVE``); ``None``, never.
         """
         self.assistant = assistant
         self.registry = registry
         self.locks: TurnLocks = locks if locks is not None else LocalTurnLocks()
         self.desk = desk if desk is not None else Desk.in_memory()
+        self.check_above = check_above
         self.describer = Describer(assistant.crew)
 
     def now(self) -> datetime:
@@ -271,12 +278,53 @@ class Conversation:
         )
 
     def approvals(self) -> list[Approval]:
-        """Return the actions waiting for a decision, each with what it would do."""
+        """Return the actions waiting for a decision, each with what it would do.
+
+        An action the customer approved that waits for a member of staff's check (or
+        whose check is decided and not yet applied) carries it: it is not asked again.
+        """
         label = self.describer.label
+        checks = {c.tool_call_id: c for c in self.checks()}
         return [
-            approval_of(preview, action.tool_call_id, action.assistant, label(action.assistant))
+            replace(
+                approval_of(
+                    preview, action.tool_call_id, action.assistant, label(action.assistant)
+                ),
+                check=checks.get(action.tool_call_id),
+            )
             for action, preview in self.previews()
         ]
+
+    def checks(self) -> list[Check]:
+        """Return the open second-approval checks of this conversation's pending actions."""
+        return self.owner.desk.checks_of(self.thread_id)
+
+    def checks_decided(self) -> bool:
+        """Tell whether staff decided every check the pending actions wait for."""
+        checks = self.checks()
+        return bool(checks) and all(c.decided for c in checks)
+
+    def decide_check(self, staff: str, check_id: int, *, approved: bool, reason: str = "") -> Check:
+        """Record ``staff``'s yes or no on a check of this conversation.
+
+        The customer's side applies it (``Turn.resume_checked``): the action runs, or
+        the assistant is told staff refused it.
+
+        Raises:
+            DeskError: No such check here, or it was decided already.
+        """
+        found = self.owner.desk.check(check_id)
+        if found is None or found.thread_id != self.thread_id:
+            raise DeskError(f"There is no check {check_id} in conversation {self.thread_id}.")
+        pending = {a.tool_call_id for a in self.assistant.pending_actions(self.thread)}
+        if found.tool_call_id not in pending:
+            self.owner.desk.end_checks(self.thread_id, "withdrawn")
+            raise DeskError(f"Check {check_id} is not waiting any more: the action was dropped.")
+        decided = self.owner.desk.decide_check(
+            check_id, staff, self.owner.now(), approved=approved, reason=reason
+        )
+        self.owner.desk.bump(self.thread_id)
+        return decided
 
     def waiting(self) -> bool:
         """Tell whether the run must be resumed: actions to decide, or writes to report.
@@ -546,8 +594,14 @@ class Turn:
         if notice is not None:
             yield notice
         if if_pending == "refuse" and self._assistant.pending_actions(self._thread):
-            yield TurnFailure("pending_first", words.ANSWER_FIRST)
+            checked = self.conversation.checks()
+            waiting = checked and not all(c.decided for c in checked)
+            yield TurnFailure(
+                "pending_first", words.WAITING_FOR_CHECK if waiting else words.ANSWER_FIRST
+            )
             return
+        # A new message drops what is pending (answered as not done): so are its checks.
+        self.conversation.owner.desk.end_checks(self._thread.thread_id, "withdrawn")
         self.conversation.owner.register(self._thread, text)
         handoff = self.conversation.handoff()
         if handoff is not None:
@@ -607,11 +661,30 @@ class Turn:
         told why); one without an answer is declined. Writes that committed before an
         interruption are reported, whatever the answers.
         """
+        previews = list(self.conversation.previews())
+        owner = self.conversation.owner
+        checked = {c.tool_call_id: c for c in owner.desk.checks_of(self._thread.thread_id)}
+        needed = [
+            (action, preview)
+            for action, preview in previews
+            if _needs_check(preview, answers.get(action.tool_call_id), owner.check_above)
+            or action.tool_call_id in checked
+        ]
+        undecided = [
+            (a, p)
+            for a, p in needed
+            if a.tool_call_id not in checked or not checked[a.tool_call_id].decided
+        ]
+        if undecided:
+            yield from self._ask_checks(undecided, answers)
+            return
         decisions = {
-            action.tool_call_id: _decision(preview, answers.get(action.tool_call_id))
-            for action, preview in self.conversation.previews()
+            action.tool_call_id: _decision(
+                preview, answers.get(action.tool_call_id), checked.get(action.tool_call_id)
+            )
+            for action, preview in previews
         }
-        self.conversation.owner.register(self._thread)
+        owner.register(self._thread)
         yield from self._run(
             lambda stop: self._assistant.resolve(
                 self._thread, decisions, cancel=stop, cancelled=_CUT_BY[cancelled_by]
@@ -619,6 +692,66 @@ class Turn:
             cancel,
             cancelled_by,
         )
+        if checked and not self._assistant.pending_actions(self._thread):
+            owner.desk.end_checks(self._thread.thread_id, "used")
+
+    def _ask_checks(
+        self,
+        undecided: Sequence[tuple[PendingAction, ActionPreview]],
+        answers: Mapping[str, Answer],
+    ) -> Iterator[Outcome]:
+        """Keep the customer's answers and ask staff to check ``undecided``; end the turn."""
+        owner = self.conversation.owner
+        kept = json.dumps(
+            {key: {"approved": a.approved, "reason": a.reason} for key, a in answers.items()}
+        )
+        owner.desk.ask_checks(
+            self._thread.thread_id,
+            self._thread.passenger_id,
+            [
+                (a.tool_call_id, p.title, p.amount_line or "", _cents(p.amount))
+                for a, p in undecided
+            ],
+            kept,
+            owner.now(),
+        )
+        owner.register(self._thread)
+        above = fmt_money(owner.check_above or 0)
+        yield Notice(words.waits_for_check(", ".join(p.title for _, p in undecided), above))
+        name = self.conversation.assistant_name()
+        yield TurnEnd(
+            name, self.conversation.describer.label(name), tuple(self.conversation.approvals())
+        )
+
+    def resume_checked(
+        self,
+        *,
+        cancel: threading.Event | None = None,
+        cancelled_by: CancelledBy = "customer",
+    ) -> Iterator[Outcome]:
+        """Go on with the customer's kept answers once staff decided every check.
+
+        Raises:
+            DecisionsError: Nothing waits for a check here, or a check is still waiting.
+        """
+        checks = self.conversation.checks()
+        if not checks:
+            raise DecisionsError(words.NOTHING_CHECKED)
+        if not all(c.decided for c in checks):
+            raise DecisionsError(words.WAITING_FOR_CHECK)
+        kept = json.loads(checks[0].answers or "{}")
+        answers = {
+            key: Answer(bool(v.get("approved")), v.get("reason"))
+            for key, v in kept.items()
+            if isinstance(v, dict)
+        }
+        for check in checks:
+            yield Notice(
+                words.check_decided(
+                    check.staff, check.title, check.status == "approved", check.reason
+                )
+            )
+        yield from self.resolve(answers, cancel=cancel, cancelled_by=cancelled_by)
 
     def _run(
         self,
@@ -655,15 +788,36 @@ class Turn:
         yield TurnEnd(name, conversation.describer.label(name), tuple(conversation.approvals()))
 
 
-def _decision(preview: ActionPreview, answer: Answer | None) -> Decision:
-    """Return the decision on an action from its preview and the customer's answer."""
+def _decision(
+    preview: ActionPreview, answer: Answer | None, check: Check | None = None
+) -> Decision:
+    """Return the decision on an action from its preview and the customer's answer.
+
+    ``check`` is a member of staff's check of the customer's yes (a second approval),
+    when one was needed: their no declines the action, with their reason.
+    """
     if preview.error:
         return Decision(False, preview.error, (words.refusal_text(preview),), refused=True)
     shown = tuple(preview.lines)
+    if check is not None and check.status == "refused":
+        refusal = words.refused_by_staff(check.staff, check.reason)
+        return Decision(False, refusal, shown, amount=preview.amount, checked_by=check.staff)
     if answer is not None and answer.approved:
-        return Decision(True, None, shown, amount=preview.amount)
+        staff = check.staff if check is not None and check.status == "approved" else None
+        return Decision(True, None, shown, amount=preview.amount, checked_by=staff)
     reason = answer.reason if answer is not None else None
     return Decision(False, reason, shown, amount=preview.amount)
+
+
+def _needs_check(preview: ActionPreview, answer: Answer | None, above: int | None) -> bool:
+    """Tell whether the customer's yes to ``preview`` needs a member of staff's too."""
+    if above is None or preview.error or answer is None or not answer.approved:
+        return False
+    return preview.amount is not None and _cents(preview.amount) > above
+
+
+def _cents(amount: Amount | None) -> int:
+    return amount.cents if amount is not None else 0
 
 
 def _handoff_call(messages: Sequence[AnyMessage]) -> Mapping[str, Any] | None:

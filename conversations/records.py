@@ -36,6 +36,7 @@ from conversations.events import (
 if TYPE_CHECKING:
     from assistants.approvals import ActionPreview
     from assistants.specialists import Crew
+    from conversations.desk import Check
     from db.values import AmountKind
 
 PRIMARY = "primary_assistant"
@@ -122,6 +123,8 @@ class ActionRecord:
     recovered: bool
     status: str
     line: str
+    # The member of staff whose check (a second approval) decided it with the customer.
+    checked_by: str | None = None
 
 
 @dataclass(frozen=True)
@@ -188,6 +191,8 @@ class Approval:
         amount_kind: ``pay`` or ``refund`` for ``amount``.
         refusal: Why it cannot be done, in the customer's words; such an action is not
             put to the customer and never runs.
+        check: The customer said yes and a member of staff checks it too (a second
+            approval above an amount): waiting, or decided and about to be applied.
     """
 
     tool_call_id: str
@@ -199,6 +204,7 @@ class Approval:
     amount: str | None
     amount_kind: AmountKind | None
     refusal: str | None
+    check: Check | None = None
 
 
 @dataclass(frozen=True)
@@ -339,7 +345,8 @@ class Describer:
             result=result,
             recovered=facts.recovered,
             status=words.action_status(title, outcome, facts.recovered, result, reason),
-            line=words.action_line(title, outcome, lines, result, reason),
+            line=words.action_line(title, outcome, lines, result, reason, facts.checked_by),
+            checked_by=facts.checked_by,
         )
 
     def records(self, messages: Sequence[AnyMessage]) -> list[Record]:

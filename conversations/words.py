@@ -161,12 +161,29 @@ def action_status(
 
 
 def action_line(
-    title: str, outcome: str, lines: tuple[str, ...], result: str | None, reason: str | None
+    title: str,
+    outcome: str,
+    lines: tuple[str, ...],
+    result: str | None,
+    reason: str | None,
+    checked_by: str | None = None,
 ) -> str:
-    """Say, in the history, what became of an action, with the amount the customer saw."""
+    """Say, in the history, what became of an action, with the amount the customer saw.
+
+    ``checked_by`` names the member of staff whose second approval decided it with the
+    customer's yes: both approvals are said.
+    """
     amount = f" ({lines[-1]})" if lines else ""
+    if outcome in ("approved", "failed") and checked_by:
+        return f"Approved by you and by {checked_by} ({CHECK_LABEL}): {title}{amount}. " + (
+            result or DONE_RESULT
+        )
     if outcome in ("approved", "failed"):
         return f"Approved: {title}{amount}. {result or DONE_RESULT}"
+    if outcome == "declined" and checked_by:
+        return f"Refused by {checked_by} ({CHECK_LABEL}) after your yes: {title}{amount}. " + (
+            f"Reason: {reason}" if reason else "No reason given."
+        )
     if outcome == "declined":
         why = f" Reason: {reason}" if reason else " No reason given."
         return f"Declined: {title}{amount}.{why}"
@@ -232,6 +249,45 @@ def with_person(agent: str) -> str:
 def back_with_assistant(agent: str) -> str:
     """Return what the customer is told when the person hands the conversation back."""
     return f"{agent} handed the conversation back to the assistant; it answers your next message."
+
+
+# --- a second approval by staff, above an amount (``conversations.desk`` checks) -------------
+
+CHECK_LABEL = "customer-service check"
+
+
+def waits_for_check(titles: str, above: str) -> str:
+    """Return what the customer is told when their yes waits for a member of staff's."""
+    return (
+        f"{titles}: moves more than {above}, so a member of our customer-service team checks "
+        "it too before it is done. Nothing is charged until then; you will see their answer "
+        "here, and the action is done at once if they agree."
+    )
+
+
+def check_decided(staff: str, title: str, approved: bool, reason: str) -> str:
+    """Return what the customer is told when the check of their yes is decided."""
+    if approved:
+        return f"{staff} of our customer-service team approved {title}; it is being done now."
+    why = f" Their reason: {reason}" if reason else ""
+    return f"{staff} of our customer-service team did not approve {title}.{why}"
+
+
+def refused_by_staff(staff: str, reason: str) -> str:
+    """Return the decline reason the model reads when staff refused the customer's yes."""
+    why = f": {reason}" if reason else " (no reason given)"
+    return f"{staff} of the customer-service team refused it at the second approval{why}"
+
+
+NOTHING_CHECKED = "No action waits for a check by our customer-service team here."
+CHECK_WAITING = (
+    "You said yes; a member of our customer-service team checks it too before it is done. "
+    "Nothing is charged until then."
+)
+WAITING_FOR_CHECK = (
+    "An action you approved waits for a member of our customer-service team to check it; "
+    "you will see their answer here. Your message was not sent."
+)
 
 
 def staff_note(agent: str, note: str) -> str:

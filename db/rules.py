@@ -83,6 +83,24 @@ def fare_rule(fare_conditions: str) -> FareRule:
     return FARE_RULES[fare_conditions]
 
 
+def parse_money(text: str, currency: str = "EUR") -> int:
+    """Read an amount such as ``"EUR 1000"``, ``"1,000.50"`` or ``"EUR 1,000.00"`` as cents.
+
+    Raises:
+        ValueError: It is not an amount in ``currency`` (the message says what is wanted).
+    """
+    words = text.replace(",", "").split()
+    if len(words) == 2 and words[0].upper() == currency.upper():
+        words = words[1:]
+    wanted = f"an amount in {currency}, such as '{currency} 1000' or '1000.50'"
+    if len(words) != 1:
+        raise ValueError(f"{text!r} is not {wanted}.")
+    whole, _, part = words[0].partition(".")
+    if not whole.isdigit() or (part and (not part.isdigit() or len(part) > 2)):
+        raise ValueError(f"{text!r} is not {wanted}.")
+    return int(whole) * 100 + int(part.ljust(2, "0") or 0)
+
+
 def format_money(cents: int, currency: str = "EUR") -> str:
     """Format cents as ``"EUR 75.00"``; negative amounts keep their sign."""
     sign = "-" if cents < 0 else ""

@@ -162,6 +162,16 @@ async def _decision_turn(service: Service, thread: OwnedThread, body: DecisionsI
     return service.start_decisions(thread, cancel, body.decisions)
 
 
+async def _resumed_turn(service: Service, thread: OwnedThread) -> Journaled:
+    cancel = await anyio.to_thread.run_sync(service.claim, thread)
+    try:
+        await anyio.to_thread.run_sync(service.check_resume, thread)
+    except BaseException:
+        service.release(thread)
+        raise
+    return service.start_resume(thread, cancel)
+
+
 async def _followed_turn(
     service: Service,
     thread: OwnedThread,
@@ -270,6 +280,24 @@ def _router() -> APIRouter:
     )
     async def decide(
         events: Annotated[Journaled, Depends(_decision_turn)],
+    ) -> AsyncIterator[ServerSentEvent]:
+        async for item in _as_sse(events, accepted=True):
+            yield item
+
+    @router.post(
+        "/conversations/{conversation_id}/resume",
+        response_class=EventSourceResponse,
+        tags=["approvals"],
+        summary="Go on once staff checked the actions you approved; the rest streams",
+        description="An action you approved that moves more than the second-approval "
+        "amount waits for a member of staff (its pending entry has a check). Once every "
+        "check is decided, this applies them: an approved action runs, a refused one is "
+        "not done and the assistant is told why. The events are those of sending a "
+        "message. 409 while a check still waits.",
+        responses={**_NOT_FOUND, **_CONFLICT},
+    )
+    async def resume(
+        events: Annotated[Journaled, Depends(_resumed_turn)],
     ) -> AsyncIterator[ServerSentEvent]:
         async for item in _as_sse(events, accepted=True):
             yield item

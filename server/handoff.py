@@ -24,7 +24,7 @@ from fastapi import Path as PathParam
 from pydantic import BaseModel, Field, StrictBool
 
 from conversations.audit import Looked
-from conversations.desk import NOTE_CHARS, REASON_CHARS, DeskError, Handoff
+from conversations.desk import NOTE_CHARS, REASON_CHARS, Check, DeskError, Handoff
 from conversations.events import Thread
 from conversations.locks import ConversationStoreError
 from conversations.protocol import Conversation, TurnRefusedError
@@ -95,6 +95,55 @@ class HandoffOut(BaseModel):
     note: str = Field(description="The note left for the assistant when it was handed back.")
     place: int | None = Field(description="Its place in the queue while waiting.")
     messages: int
+
+
+class StaffCheckOut(BaseModel):
+    """An action a customer approved that waits for a member of staff's yes or no."""
+
+    check_id: int
+    conversation_id: str
+    passenger_id: str
+    title: str = Field(examples=["Book hotel"])
+    amount: str = Field(examples=["To pay: EUR 1,240.00"])
+    asked_at: datetime
+    status: Literal["waiting", "approved", "refused", "used", "withdrawn"]
+    staff: str
+    decided_at: datetime | None
+    reason: str
+
+
+class CheckList(BaseModel):
+    """The checks waiting for staff, the oldest first."""
+
+    checks: list[StaffCheckOut]
+
+
+class CheckDecisionIn(_Body):
+    """A member of staff's yes or no on a check."""
+
+    approved: StrictBool
+    reason: Text = Field(
+        default="",
+        max_length=NOTE_CHARS,
+        pattern=REASON_PATTERN,
+        description="Why not (for a no): the customer and the assistant are told.",
+    )
+
+
+def staff_check_out(check: Check) -> StaffCheckOut:
+    """Return a check as the staff see it."""
+    return StaffCheckOut(
+        check_id=check.id,
+        conversation_id=check.thread_id,
+        passenger_id=check.passenger_id,
+        title=check.title,
+        amount=check.amount,
+        asked_at=check.asked_at,
+        status=check.status,
+        staff=check.staff,
+        decided_at=check.decided_at,
+        reason=check.reason,
+    )
 
 
 class QueueOut(BaseModel):
@@ -268,6 +317,30 @@ class PersonDesk:
         assert handoff is not None  # held by ``agent``, who alone can end it
         return handoff_out(handoff)
 
+    def checks(self) -> CheckList:
+        """Return the checks waiting for staff."""
+        return CheckList(checks=[staff_check_out(c) for c in self.desk.checks_waiting()])
+
+    def decide_check(self, staff: str, check_id: int, approved: bool, reason: str) -> StaffCheckOut:
+        """Record ``staff``'s yes or no; the customer's side goes on with it.
+
+        Raises:
+            NotFoundError: No such check.
+            ConflictError: It was decided already, or its action was dropped.
+        """
+        found = self.desk.check(check_id)
+        if found is None:
+            raise NotFoundError(f"There is no check {check_id}.")
+        conversation = self.conversations.get(Thread(found.thread_id, found.passenger_id))
+        try:
+            decided = conversation.decide_check(
+                staff, check_id, approved=approved, reason=reason.strip(BLANKS)
+            )
+        except DeskError as error:
+            raise ConflictError(str(error)) from error
+        self._record(staff, conversation, "approved" if approved else "refused")
+        return staff_check_out(decided)
+
     def hand_back(self, agent: str, conversation_id: str, note: str, close: bool) -> HandoffOut:
         """End ``agent``'s hold of ``conversation_id``: the assistant answers again.
 
@@ -366,6 +439,32 @@ def staff_router() -> APIRouter:
         people: People, claims: Staff, conversation_id: HandedId, body: HandBackIn
     ) -> HandoffOut:
         return people.hand_back(claims.subject, conversation_id, body.note, body.close)
+
+    @routes.get("/checks", summary="The actions customers approved that wait for your check")
+    def checks(people: People, claims: Staff) -> CheckList:
+        return people.checks()
+
+    @routes.post(
+        "/checks/{check_id}",
+        summary="Approve or refuse an action a customer approved (the second approval)",
+        description="Your yes lets the action run when the customer's side goes on; "
+        "your no is told to the customer and to the assistant with your reason. Each "
+        "check is decided once.",
+        responses={
+            404: {"model": Problem, "description": "No such check."},
+            409: {
+                "model": Problem,
+                "description": "It was decided already, or the action was dropped.",
+            },
+        },
+    )
+    def decide_check(
+        people: People,
+        claims: Staff,
+        check_id: Annotated[int, PathParam(ge=1, le=2**62)],
+        body: CheckDecisionIn,
+    ) -> StaffCheckOut:
+        return people.decide_check(claims.subject, check_id, body.approved, body.reason)
 
     return routes
 

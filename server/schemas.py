@@ -212,6 +212,19 @@ class PreviewOut(BaseModel):
     )
 
 
+class CheckOut(BaseModel):
+    """A member of staff's check of an action the customer approved (a second approval)."""
+
+    check_id: int
+    status: Literal["waiting", "approved", "refused"] = Field(
+        description="waiting: staff have not decided; approved or refused: decided, and "
+        "the conversation goes on with it at POST .../resume."
+    )
+    staff: str = Field(description="Who decided (empty while waiting).")
+    reason: str = Field(description="Why staff refused it (empty otherwise).")
+    text: str = Field(description="What the customer is told about it.")
+
+
 class PendingActionOut(BaseModel):
     """A sensitive action waiting for the customer's decision."""
 
@@ -220,6 +233,11 @@ class PendingActionOut(BaseModel):
     assistant: str
     assistant_label: str
     preview: PreviewOut
+    check: CheckOut | None = Field(
+        default=None,
+        description="Set when the customer said yes and the amount needs a member of "
+        "staff's yes too: the action is not asked again, it waits for them.",
+    )
 
 
 class PendingList(BaseModel):

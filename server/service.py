@@ -31,12 +31,13 @@ from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, cast
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from conversations import words
 from conversations.audit import AuditLog, SqliteAuditLog
+from conversations.desk import Check
 from conversations.events import Cancel, Thread
 from conversations.protocol import (
     Answer,
@@ -64,6 +65,7 @@ from server.markdown import reply_html
 from server.schemas import (
     ActionItem,
     AssistantItem,
+    CheckOut,
     ConversationOut,
     CustomerItem,
     DecisionIn,
@@ -458,6 +460,19 @@ def approval_out(approval: Approval) -> PendingActionOut:
             amount_kind=approval.amount_kind,
             error=approval.refusal,
         ),
+        check=check_out(approval.check) if approval.check is not None else None,
+    )
+
+
+def check_out(check: Check) -> CheckOut:
+    """Return a second approval's check as the customer's API shows it."""
+    status = cast('Literal["waiting", "approved", "refused"]', check.status)
+    if check.decided:
+        text = words.check_decided(check.staff, check.title, check.approved, check.reason)
+    else:
+        text = words.CHECK_WAITING
+    return CheckOut(
+        check_id=check.id, status=status, staff=check.staff, reason=check.reason, text=text
     )
 
 
@@ -567,6 +582,7 @@ class ConversationService:
         locks: TurnLocks | None = None,
         audit: AuditLog | None = None,
         desk: Desk | None = None,
+        check_above: int | None = None,
     ) -> None:
         """Drive ``assistant``; ``sessions`` records who owns which conversation.
 
@@ -576,20 +592,30 @@ class ConversationService:
         """
         self.assistant = assistant
         self.sessions = LockedSessions(sessions)
-        self.conversations = Conversations(assistant, self.sessions, locks, desk)
+        self.conversations = Conversations(
+            assistant, self.sessions, locks, desk, check_above=check_above
+        )
         self.runner = runner or TurnRunner()
         self.audit: AuditLog = audit if audit is not None else SqliteAuditLog.in_memory()
         self.failures = RecentFailures()
 
     @classmethod
     def over_store(
-        cls, assistant: TravelAssistant, store: ConversationStore
+        cls, assistant: TravelAssistant, store: ConversationStore, *, check_above: int | None = None
     ) -> ConversationService:
         """Return the service over ``store``: its registry and its turn locks.
 
-        ``assistant`` must save its checkpoints in ``store.saver``.
+        ``assistant`` must save its checkpoints in ``store.saver``; ``check_above`` is
+        the second approval's amount (``Conversations``).
         """
-        return cls(assistant, store.registry, locks=store.locks, audit=store.audit, desk=store.desk)
+        return cls(
+            assistant,
+            store.registry,
+            locks=store.locks,
+            audit=store.audit,
+            desk=store.desk,
+            check_above=check_above,
+        )
 
     # Conversations ------------------------------------------------------------------------
 
@@ -701,6 +727,27 @@ class ConversationService:
         turn = self.runner.turn(thread.thread_id)
         return self._stream(
             thread, lambda: turn.resolve(answers, cancel=cancel, cancelled_by="service")
+        )
+
+    def check_resume(self, thread: Thread) -> None:
+        """Check that staff decided every check of the claimed ``thread``.
+
+        Raises:
+            ConflictError: Nothing waits for a check, or a check is still waiting.
+        """
+        checks = self.conversations.get(thread).checks()
+        if not checks:
+            raise ConflictError(words.NOTHING_CHECKED)
+        if not all(c.decided for c in checks):
+            raise ConflictError(words.CHECK_WAITING)
+
+    def start_resume(
+        self, thread: Thread, cancel: threading.Event
+    ) -> AsyncIterator[tuple[str, StreamEvent]]:
+        """Go on with the customer's kept answers once staff decided; stream the turn."""
+        turn = self.runner.turn(thread.thread_id)
+        return self._stream(
+            thread, lambda: turn.resume_checked(cancel=cancel, cancelled_by="service")
         )
 
     def _stream(

@@ -28,8 +28,16 @@ from server.auth import SUPERVISOR, TokenSigner
 from server.service import ConversationService
 from tests.support.assistants import build_assistant
 from tests.support.conversation_stores import scratch_conversations
+from tests.support.flights import ticket_flight
 from tests.support.scripted import ScriptedChatModel, say
-from tests.support.web import SECRET, LiveServer, parse_sse
+from tests.support.web import (
+    FLIGHT_REQUEST,
+    SECRET,
+    LiveServer,
+    flight_then_hotel_script,
+    parse_sse,
+    plan_trip,
+)
 
 ANA = "Ana Lima"
 BRUNO = "Bruno Costa"
@@ -45,7 +53,7 @@ def location(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 
 @contextmanager
 def two_workers(
-    travel_db: Database, location: str, model: ScriptedChatModel
+    travel_db: Database, location: str, model: ScriptedChatModel, check_above: int | None = None
 ) -> Iterator[tuple[str, str, TokenSigner]]:
     """Two services over the store at ``location``, each on a port of its own."""
     signer = TokenSigner(SECRET)
@@ -54,7 +62,7 @@ def two_workers(
         for _ in range(2):
             store = stack.enter_context(ConversationStore.open(location))
             assistant = build_assistant(travel_db, model, store.saver, retry_policy=None)
-            service = ConversationService.over_store(assistant, store)
+            service = ConversationService.over_store(assistant, store, check_above=check_above)
             server = stack.enter_context(LiveServer(create_app(service, signer)))
             urls.append(server.url)
         yield urls[0], urls[1], signer
@@ -180,3 +188,59 @@ def test_each_side_keeps_to_its_own_routes(travel_db: Database, tmp_path: Path) 
             )
             assert not_held.status_code == 409
             assert "take it first" in not_held.json()["detail"]
+
+
+def test_a_large_amount_waits_for_a_staff_yes_on_another_worker(
+    travel_db: Database, location: str
+) -> None:
+    # The second approval over HTTP: the customer's yes on one worker, the staff's on
+    # the other; nothing is written before both, and the customer's side goes on once.
+    trip = plan_trip(travel_db)
+    model = ScriptedChatModel(script=flight_then_hotel_script(trip)[:3])
+    before = ticket_flight(travel_db)
+    with two_workers(travel_db, location, model, check_above=1000) as (front, back, signer):
+        customer = client(front, signer.issue(FIXTURE_PASSENGER_ID))
+        ana = client(back, signer.issue(ANA, role=SUPERVISOR))
+        with customer, ana:
+            conversation = customer.post("/api/v1/conversations").json()["conversation_id"]
+            base = f"/api/v1/conversations/{conversation}"
+            turn(customer, f"{base}/messages", {"text": FLIGHT_REQUEST})
+            (action,) = customer.get(f"{base}/pending").json()["actions"]
+            assert action["check"] is None
+            decision = {"tool_call_id": action["tool_call_id"], "approved": True}
+            events = turn(customer, f"{base}/decisions", {"decisions": [decision]})
+            records = [e.data["item"]["text"] for e in events if e.name == "record"]
+            assert any("checks it too" in text for text in records), records
+            (waiting,) = customer.get(f"{base}/pending").json()["actions"]
+            assert waiting["check"]["status"] == "waiting"
+            assert ticket_flight(travel_db) == before
+            early = customer.post(f"{base}/resume")
+            assert early.status_code == 409 and "checks it too" in early.json()["detail"]
+
+            (check,) = ana.get("/api/v1/supervisor/desk/checks").json()["checks"]
+            assert (check["conversation_id"], check["amount"]) == (
+                conversation,
+                action["preview"]["amount"],
+            )
+            decided = ana.post(
+                f"/api/v1/supervisor/desk/checks/{check['check_id']}", json={"approved": True}
+            )
+            assert decided.status_code == 200, decided.text
+            again = ana.post(
+                f"/api/v1/supervisor/desk/checks/{check['check_id']}", json={"approved": False}
+            )
+            assert again.status_code == 409
+            (approved,) = customer.get(f"{base}/pending").json()["actions"]
+            assert (approved["check"]["status"], approved["check"]["staff"]) == ("approved", ANA)
+            assert ticket_flight(travel_db) == before  # the customer's side applies it
+
+            events = turn(customer, f"{base}/resume", {})
+            assert events[-1].name == "done", events
+            assert ticket_flight(travel_db) == trip.new_flight_id
+            assert customer.post(f"{base}/resume").status_code == 409  # once
+            lines = [i["text"] for i in customer.get(f"{base}/messages").json()["items"]]
+            assert any(t.startswith(f"Approved by you and by {ANA}") for t in lines), lines
+            audit = ana.get("/api/v1/supervisor/audit", params={"conversation_id": conversation})
+            assert (ANA, "approved") in [
+                (e["supervisor"], e["looked_at"]) for e in audit.json()["entries"]
+            ]

@@ -91,6 +91,7 @@ def body_for(operation: dict[str, Any], call_id: str) -> dict[str, Any] | None:
         "PersonIn": {"reason": "someone else wants a person"},
         "StaffMessageIn": {"text": "written by someone else"},
         "HandBackIn": {"note": "handed back by someone else", "close": False},
+        "CheckDecisionIn": {"approved": True},
     }
     name = ref.rsplit("/", 1)[-1]
     assert name in bodies, f"no test body for {name}: add one"
@@ -125,7 +126,9 @@ def test_server_another_passenger_gets_404_from_every_conversation_endpoint(
         if "{conversation_id}" not in path or path.startswith(SUPERVISOR_PATHS):
             continue
         body = body_for(operation, call_id)
-        theirs = call(client, method, path.format(conversation_id=conversation), body, other)
+        theirs = call(
+            client, method, path.format(conversation_id=conversation, check_id=1), body, other
+        )
         unknown = call(client, method, path.format(conversation_id="no-such-thing"), body, other)
         assert theirs.status_code == 404, (method, path, theirs.text)
         # Word for word the answer about a conversation that does not exist.
@@ -196,7 +199,7 @@ def test_server_every_endpoint_needs_a_valid_token(
     before = state(client, signer, conversation, travel_db)
     tokens = bad_tokens(signer)
     for method, path, operation in operations(client):
-        url = path.format(conversation_id=conversation)
+        url = path.format(conversation_id=conversation, check_id=1)
         body = body_for(operation, call_id)
         if (method, path) in PUBLIC:
             assert call(client, method, url, body, {}).status_code == 200
@@ -235,7 +238,7 @@ def test_server_roles_keep_customers_and_supervisors_to_their_own_endpoints(
     for method, path, operation in operations(client):
         if (method, path) in PUBLIC:
             continue
-        url = path.format(conversation_id=conversation)
+        url = path.format(conversation_id=conversation, check_id=1)
         body = body_for(operation, call_id)
         if path.startswith(SUPERVISOR_PATHS):
             refused = call(client, method, url, body, customer)

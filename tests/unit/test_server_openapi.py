@@ -83,6 +83,9 @@ def test_server_openapi_document_is_served(client: TestClient) -> None:
         "/api/v1/supervisor/desk/{conversation_id}/take",
         "/api/v1/supervisor/desk/{conversation_id}/messages",
         "/api/v1/supervisor/desk/{conversation_id}/hand-back",
+        "/api/v1/conversations/{conversation_id}/resume",
+        "/api/v1/supervisor/desk/checks",
+        "/api/v1/supervisor/desk/checks/{check_id}",
     }
     conversation = paths["/api/v1/conversations/{conversation_id}"]
     assert {"get", "patch", "delete"} <= set(conversation)
@@ -235,7 +238,7 @@ def conform(
 def test_server_conforms_to_its_openapi_document(
     app_and_signer: tuple[FastAPI, TokenSigner], headers: dict[str, str], client: TestClient
 ) -> None:
-    assert conform(app_and_signer[0], headers) == 23
+    assert conform(app_and_signer[0], headers) == 26
 
 
 def test_server_conforms_to_its_openapi_document_for_a_supervisor(
@@ -244,8 +247,8 @@ def test_server_conforms_to_its_openapi_document_for_a_supervisor(
     # The supervisor's endpoints answer what they document, and the passengers' a 403.
     app, signer = app_and_signer
     supervisor = {"Authorization": f"Bearer {signer.issue('ana', role=SUPERVISOR)}"}
-    assert conform(app, supervisor) == 23
-    assert conform(app, supervisor, conversation, acts=False) == 14
+    assert conform(app, supervisor) == 26
+    assert conform(app, supervisor, conversation, acts=False) == 15
 
 
 def test_server_conforms_on_a_real_conversation(
@@ -253,7 +256,7 @@ def test_server_conforms_on_a_real_conversation(
 ) -> None:
     # Generated ids name no conversation (404); this runs the operations on a real one,
     # so turns really stream and are checked event by event.
-    assert conform(app_and_signer[0], headers, conversation) == 14
+    assert conform(app_and_signer[0], headers, conversation) == 15
 
 
 def repeat_the_first_decision(case: Any) -> Any:

@@ -1,0 +1,215 @@
+"""A second approval above an amount (issue 29): the customer's yes, then a member of staff's.
+
+With ``check_above`` set, an action the customer approved that moves more waits, with
+nothing written, until a member of staff decides its check; then the customer's side goes
+on with the kept answers. A staff yes runs it exactly once, and the history names both
+approvals; a staff no runs nothing and the model is told the reason. A new message drops
+the action and withdraws its check. Cheaper actions, and a conversation without the
+setting, are not checked at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from conversations.assistant import Thread, TravelAssistant
+from conversations.desk import DeskError
+from conversations.protocol import Answer, Conversation, Conversations, DecisionsError
+from conversations.records import ActionRecord, Notice, Outcome, TurnEnd
+from conversations.store import ConversationStore
+from db.engine import Database
+from db.fixtures import FIXTURE_PASSENGER_ID
+from db.rules import parse_money
+from tests.support.flights import ticket_flight
+from tests.support.scripted import ScriptedChatModel, say
+from tests.support.web import FLIGHT_REQUEST, flight_then_hotel_script, plan_trip
+
+ANA = "Ana Lima"
+
+
+@pytest.fixture
+def store() -> Iterator[ConversationStore]:
+    opened = ConversationStore.in_memory()
+    yield opened
+    opened.close()
+
+
+def conversations_over(
+    make_assistant: Callable[..., TravelAssistant], store: ConversationStore, above: int | None
+) -> Conversations:
+    assistant = make_assistant(checkpointer=store.saver)
+    return Conversations(assistant, store.registry, desk=store.desk, check_above=above)
+
+
+def change_flight(
+    conversation: Conversation, model: ScriptedChatModel, travel_db: Database
+) -> TurnEnd:
+    """Ask to move the fixture ticket to tomorrow: the change waits for the customer."""
+    model.script = flight_then_hotel_script(plan_trip(travel_db))[:3]
+    with conversation.claim() as turn:
+        outcomes = list(turn.send(FLIGHT_REQUEST))
+    ended = outcomes[-1]
+    assert isinstance(ended, TurnEnd) and len(ended.approvals) == 1, outcomes
+    return ended
+
+
+def approve(conversation: Conversation, ended: TurnEnd) -> list[Outcome]:
+    (action,) = ended.approvals
+    with conversation.claim() as turn:
+        return list(turn.resolve({action.tool_call_id: Answer(True)}))
+
+
+def resume(conversation: Conversation) -> list[Outcome]:
+    with conversation.claim() as turn:
+        return list(turn.resume_checked())
+
+
+def test_second_approval_staff_yes_runs_the_action_once_and_both_yeses_are_recorded(
+    make_assistant: Callable[..., TravelAssistant],
+    store: ConversationStore,
+    model: ScriptedChatModel,
+    travel_db: Database,
+) -> None:
+    conversations = conversations_over(make_assistant, store, above=parse_money("EUR 10"))
+    conversation = conversations.get(Thread("t-1", FIXTURE_PASSENGER_ID))
+    before = ticket_flight(travel_db)
+    ended = change_flight(conversation, model, travel_db)
+    (action,) = ended.approvals
+    assert action.amount is not None and action.check is None
+
+    outcomes = approve(conversation, ended)
+    told = [o.text for o in outcomes if isinstance(o, Notice)]
+    assert len(told) == 1 and "moves more than EUR 10.00" in told[0]
+    assert "Nothing is charged" in told[0]
+    assert ticket_flight(travel_db) == before  # nothing written before the staff's yes
+    waiting = outcomes[-1]
+    assert isinstance(waiting, TurnEnd)
+    (still,) = waiting.approvals
+    assert still.check is not None and still.check.status == "waiting"
+    with pytest.raises(DecisionsError, match="waits for a member"):
+        resume(conversation)  # too early: staff have not decided
+    with conversation.claim() as turn:
+        refused = list(turn.send("Hello?", if_pending="refuse"))
+    assert [o.text for o in refused if hasattr(o, "kind")] == [
+        "An action you approved waits for a member of our customer-service team to check it; "
+        "you will see their answer here. Your message was not sent."
+    ]
+
+    (check,) = store.desk.checks_waiting()
+    assert (check.thread_id, check.title, check.amount) == ("t-1", action.title, action.amount)
+    conversation.decide_check(ANA, check.id, approved=True)
+    with pytest.raises(DeskError, match="already approved"):
+        conversation.decide_check("Bruno", check.id, approved=False, reason="no")
+    assert store.desk.checks_waiting() == []
+
+    outcomes = resume(conversation)
+    assert f"{ANA} of our customer-service team approved Change flight" in outcomes[0].text  # type: ignore[union-attr]
+    assert ticket_flight(travel_db) != before  # done now, once
+    (record,) = [o for o in outcomes if isinstance(o, ActionRecord)]
+    assert (record.outcome, record.checked_by) == ("approved", ANA)
+    (line,) = [r for r in conversation.history() if isinstance(r, ActionRecord)]
+    assert line.line.startswith(f"Approved by you and by {ANA} (customer-service check): ")
+    assert conversation.approvals() == [] and conversation.checks() == []
+    with pytest.raises(DecisionsError):
+        resume(conversation)  # exactly once: nothing is left to go on with
+
+
+def test_second_approval_staff_no_runs_nothing_and_the_model_hears_why(
+    make_assistant: Callable[..., TravelAssistant],
+    store: ConversationStore,
+    model: ScriptedChatModel,
+    travel_db: Database,
+) -> None:
+    conversations = conversations_over(make_assistant, store, above=parse_money("10.00"))
+    conversation = conversations.get(Thread("t-2", FIXTURE_PASSENGER_ID))
+    before = ticket_flight(travel_db)
+    approve(conversation, change_flight(conversation, model, travel_db))
+    (check,) = store.desk.checks_waiting()
+    conversation.decide_check(ANA, check.id, approved=False, reason="fare rules need a manager")
+    model.script = [say("I am sorry: our team could not approve the change.")]
+    outcomes = resume(conversation)
+    assert "did not approve Change flight. Their reason: fare rules need a manager" in (
+        outcomes[0].text  # type: ignore[union-attr]
+    )
+    assert ticket_flight(travel_db) == before
+    (record,) = [o for o in outcomes if isinstance(o, ActionRecord)]
+    assert (record.outcome, record.checked_by) == ("declined", ANA)
+    assert record.line.startswith(f"Refused by {ANA} (customer-service check) after your yes")
+    told_model = " ".join(str(m.content) for m in model.received[-1])
+    assert "fare rules need a manager" in told_model and ANA in told_model
+
+
+def test_second_approval_a_new_message_withdraws_the_check(
+    make_assistant: Callable[..., TravelAssistant],
+    store: ConversationStore,
+    model: ScriptedChatModel,
+    travel_db: Database,
+) -> None:
+    conversations = conversations_over(make_assistant, store, above=parse_money("10"))
+    conversation = conversations.get(Thread("t-3", FIXTURE_PASSENGER_ID))
+    approve(conversation, change_flight(conversation, model, travel_db))
+    (check,) = store.desk.checks_waiting()
+    model.script = [say("All right, I have left your flight as it is.")]
+    with conversation.claim() as turn:
+        list(turn.send("Forget it, keep my flight.", if_pending="supersede"))
+    assert store.desk.checks_waiting() == [] and conversation.checks() == []
+    with pytest.raises(DeskError):
+        conversation.decide_check(ANA, check.id, approved=True)
+
+
+@pytest.mark.parametrize("above", [None, "EUR 100000"])
+def test_second_approval_is_not_asked_when_off_or_below_the_amount(
+    make_assistant: Callable[..., TravelAssistant],
+    store: ConversationStore,
+    model: ScriptedChatModel,
+    travel_db: Database,
+    above: str | None,
+) -> None:
+    threshold = parse_money(above) if above is not None else None
+    conversations = conversations_over(make_assistant, store, above=threshold)
+    conversation = conversations.get(Thread("t-4", FIXTURE_PASSENGER_ID))
+    before = ticket_flight(travel_db)
+    outcomes = approve(conversation, change_flight(conversation, model, travel_db))
+    assert ticket_flight(travel_db) != before
+    assert not any(isinstance(o, Notice) and "checks it too" in o.text for o in outcomes)
+    assert store.desk.checks_waiting() == []
+
+
+@pytest.mark.parametrize(
+    ("text", "cents"),
+    [("EUR 1000", 100000), ("1,000.50", 100050), ("eur 0.5", 50), ("12", 1200)],
+)
+def test_parse_money_reads_amounts_in_the_company_currency(text: str, cents: int) -> None:
+    assert parse_money(text) == cents
+
+
+@pytest.mark.parametrize("text", ["USD 1000", "1000 EUR", "1.234", "-5", "", "EUR", "ten"])
+def test_parse_money_refuses_anything_else_clearly(text: str) -> None:
+    with pytest.raises(ValueError, match="an amount in EUR"):
+        parse_money(text)
+
+
+@pytest.mark.parametrize(("offset", "checked"), [(0, False), (-1, True)])
+def test_second_approval_starts_one_cent_above_the_amount(
+    make_assistant: Callable[..., TravelAssistant],
+    model: ScriptedChatModel,
+    travel_db: Database,
+    offset: int,
+    checked: bool,
+) -> None:
+    # Find the change's amount, then set the threshold at it (not checked: "more than")
+    # and a cent below it (checked).
+    with ConversationStore.in_memory() as probe:
+        first = conversations_over(make_assistant, probe, above=None)
+        ended = change_flight(first.get(Thread("probe", FIXTURE_PASSENGER_ID)), model, travel_db)
+    (action,) = ended.approvals
+    assert action.amount is not None
+    cents = parse_money(action.amount.split(": ", 1)[1])
+    assert cents > 0
+    with ConversationStore.in_memory() as store:
+        conversations = conversations_over(make_assistant, store, above=cents + offset)
+        conversation = conversations.get(Thread("t-5", FIXTURE_PASSENGER_ID))
+        approve(conversation, change_flight(conversation, model, travel_db))
+        assert bool(store.desk.checks_waiting()) is checked
