@@ -279,6 +279,7 @@ def refused_by_staff(staff: str, reason: str) -> str:
     return f"{staff} of the customer-service team refused it at the second approval{why}"
 
 
+PRESS_ENTER_TO_GO_ON = "Press Enter to go on."
 NOTHING_CHECKED = "No action waits for a check by our customer-service team here."
 CHECK_WAITING = (
     "You said yes; a member of our customer-service team checks it too before it is done. "

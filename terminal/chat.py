@@ -90,6 +90,10 @@ class ChatSession:
         self.ask_first = False
         # While a person has (or will have) the conversation: shows what they write.
         self.watch: Watch | None = None
+        # While an approved action waits for a member of staff's check (second approval).
+        self.check_watch: Watch | None = None
+        # Set by that watch when staff decided: the next line first goes on with it.
+        self.checked = threading.Event()
 
     @property
     def thread(self) -> Thread:
@@ -115,6 +119,9 @@ class ChatSession:
                     text = clean_input(self.prompter.message("you> "))
                 except (EOFError, KeyboardInterrupt):
                     return self.leave()
+                if self.checked.is_set():
+                    self.checked.clear()
+                    self.ask_pending_approvals()
                 if not text:
                     continue
                 if text.lower() in EXIT_WORDS:
@@ -325,10 +332,58 @@ class ChatSession:
             self.console.status(notice.text)
 
     def stop_watching(self) -> None:
-        """Stop showing a person's messages (another conversation, or leaving)."""
+        """Stop showing a person's messages and checks (another conversation, or leaving)."""
         if self.watch is not None:
             self.watch.stop()
             self.watch = None
+        if self.check_watch is not None:
+            self.check_watch.stop()
+            self.check_watch = None
+        self.checked.clear()
+
+    # A second approval: staff check the customer's yes ------------------------------------------
+
+    def wait_for_check(self) -> bool:
+        """Go on with the checks staff decided, or say the action waits and watch for them.
+
+        Returns whether the conversation went on (a turn ran).
+        """
+        conversation = self.conversation
+        if conversation.checks_decided():
+            turn = self.claim(BUSY_DECISION_NOT_SENT)
+            if turn is None:
+                return False
+            with turn:
+                try:
+                    ended = self.play(partial(_resume_checked, turn))
+                except DecisionsError:
+                    return False  # another window went on with it first
+            if ended is not None and ended.approvals:
+                self.ask_pending_approvals(ended.approvals)
+            return True
+        if self.check_watch is None or not self.check_watch.watching:
+            self.console.status(words.CHECK_WAITING)
+
+            def look() -> bool:
+                checks = conversation.checks()
+                if not checks:
+                    return False  # dropped, or applied in another window
+                if all(c.decided for c in checks):
+                    told = [
+                        words.check_decided(c.staff, c.title, c.approved, c.reason) for c in checks
+                    ]
+                    self.checked.set()
+                    self.prompter.show(partial(self._show_checked, told))
+                    return False
+                return True
+
+            self.check_watch = Watch(look, name="check-watch")
+        return False
+
+    def _show_checked(self, told: Sequence[str]) -> None:
+        for text in told:
+            self.console.status(text)
+        self.console.status(words.PRESS_ENTER_TO_GO_ON)
 
     # Turns and approvals ------------------------------------------------------------------
 
@@ -393,6 +448,10 @@ class ChatSession:
         while True:
             if approvals is None:
                 approvals = self.conversation.approvals()
+            if any(a.check is not None for a in approvals):
+                # The customer answered already; a member of staff checks it too.
+                self.wait_for_check()
+                return
             # Calls done before a crash need no answer, but the run must go on to report them.
             if not approvals and not self.conversation.waiting():
                 return
@@ -421,3 +480,7 @@ def _resolve(
     turn: Turn, answers: Mapping[str, Answer], cancel: threading.Event
 ) -> Iterator[Outcome]:
     return turn.resolve(answers, cancel=cancel)
+
+
+def _resume_checked(turn: Turn, cancel: threading.Event) -> Iterator[Outcome]:
+    return turn.resume_checked(cancel=cancel)

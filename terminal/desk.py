@@ -17,7 +17,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from conversations import words
-from conversations.desk import DeskError, Handoff
+from conversations.desk import Check, DeskError, Handoff
 from conversations.events import Thread
 from conversations.protocol import (
     ActionStep,
@@ -44,6 +44,9 @@ Commands:
   /show           the whole conversation: messages, tool calls and results, approvals
   /back [NOTE]    hand it back to the assistant; the assistant reads NOTE, the customer not
   /close [NOTE]   the same, recording that you finished the matter yourself
+  /checks         large actions customers approved that wait for your check
+  /approve N      approve check N of /checks (the action runs when the customer goes on)
+  /refuse N WHY   refuse check N; the customer and the assistant are told WHY
   /help           this help
   /exit           leave (the conversations you hold stay yours until you hand them back)"""
 
@@ -105,6 +108,7 @@ class DeskSession:
         self.prompter = prompter
         self.holding: Conversation | None = None
         self.listed: list[Handoff] = []
+        self.checks: list[Check] = []
         self.watch: Watch | None = None
 
     def run(self) -> int:
@@ -168,6 +172,10 @@ class DeskSession:
                 self.show()
             elif name in ("/back", "/close"):
                 self.end(rest, close=name == "/close")
+            elif name == "/checks":
+                self.show_checks()
+            elif name in ("/approve", "/refuse"):
+                self.decide_check(rest, approved=name == "/approve")
             else:
                 self.console.error(f"Unknown command {name}. Type /help for the list.")
         except DeskError as refused:
@@ -180,7 +188,45 @@ class DeskSession:
         if self.holding is None:
             self.watch_queue()
 
+    def show_checks(self) -> None:
+        """List the checks waiting, numbered for ``/approve N`` and ``/refuse N``."""
+        self.checks = self.desk.checks_waiting()
+        self._print_checks(self.checks, empty=True)
+
+    def _print_checks(self, checks: Sequence[Check], *, empty: bool = False) -> None:
+        if not checks:
+            if empty:
+                self.console.status("No action waits for a check.")
+            return
+        self.console.status(f"Waiting for your check ({len(checks)}):")
+        for number, check in enumerate(checks, start=1):
+            self.console.status(
+                f"{number}. passenger {check.passenger_id}: {check.title}, {check.amount}  "
+                f"[{check.thread_id}]"
+            )
+        self.console.status("Decide with /approve N or /refuse N WHY.")
+
+    def decide_check(self, rest: str, *, approved: bool) -> None:
+        """Approve or refuse a waiting check, by its number in /checks."""
+        which, _, reason = rest.partition(" ")
+        checks = self.checks or self.desk.checks_waiting()
+        if not which.isdigit() or not 1 <= int(which) <= len(checks):
+            raise DeskError(
+                f"Say which check: /{'approve' if approved else 'refuse'} N, N from /checks."
+            )
+        check = checks[int(which) - 1]
+        if not approved and not reason.strip():
+            raise DeskError("Say why (/refuse N WHY): the customer and the assistant are told.")
+        conversation = self.conversations.get(Thread(check.thread_id, check.passenger_id))
+        conversation.decide_check(self.agent, check.id, approved=approved, reason=reason)
+        self.checks = []
+        self.console.status(
+            f"{'Approved' if approved else 'Refused'}: {check.title}, {check.amount}. "
+            "The customer's side goes on with it."
+        )
+
     def _print_queue(self, queue: Sequence[Handoff]) -> None:
+        self._print_checks(self.desk.checks_waiting())
         if not queue:
             self.console.status("Nobody is waiting for a person.")
             return
@@ -307,14 +353,20 @@ class DeskSession:
         """While nothing is held, show the queue again when someone new joins it."""
         self.stop_watching()
         known = {h.thread_id for h in self.listed}
+        known_checks = {c.id for c in self.desk.checks_waiting()}
 
         def look() -> bool:
             if self.holding is not None:
                 return False
             queue = self.desk.queue()
-            joined = any(h.thread_id not in known for h in queue)
+            checks = self.desk.checks_waiting()
+            joined = any(h.thread_id not in known for h in queue) or any(
+                c.id not in known_checks for c in checks
+            )
             known.clear()
             known.update(h.thread_id for h in queue)
+            known_checks.clear()
+            known_checks.update(c.id for c in checks)
             if joined:
                 self.listed = queue
                 self.prompter.show(partial(self._print_queue, queue))

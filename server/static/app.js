@@ -32,6 +32,7 @@ const state = {
   liveCounter: 0,
   person: null, // {status, place, agent, text, messages} while a person has it or will
   watching: null, // the visit whose person is being watched
+  checking: null, // the visit whose second approvals are being watched
 };
 
 const $ = (id) => document.getElementById(id);
@@ -615,7 +616,11 @@ function handleEvent(event, payload, turn) {
       return;
     case "done":
       turn.finished = true;
-      setStatus(payload.pending_actions ? "Waiting for your decision." : "");
+      if (payload.pending_actions && state.pending.length && state.pending.every((a) => a.check)) {
+        setStatus("Waiting for a check by our customer-service team.");
+      } else {
+        setStatus(payload.pending_actions ? "Waiting for your decision." : "");
+      }
       return;
     case "error":
       turn.finished = true;
@@ -846,6 +851,7 @@ function showPending(actions) {
   region.hidden = actions.length === 0;
   actions.forEach((action, index) => region.append(approvalCard(action, index, actions.length)));
   if (!actions.length) hideWarning();
+  if (actions.some((action) => action.check)) watchChecks(state.conversationId, state.visit);
   const heading = region.querySelector("h3");
   if (heading) {
     scrollToEnd(true);
@@ -863,6 +869,7 @@ function approvalCard(action, index, total) {
     "aria-labelledby": `approval-${id}`,
     "data-tool-call-id": action.tool_call_id,
   });
+  if (action.check) return checkCard(action, id, counter);
   const title = impossible ? `Not possible${counter}: ${preview.title}` : `Approval needed${counter}: ${preview.title}`;
   card.append(el("h3", { id: `approval-${id}`, tabindex: "-1" }, title));
   const decision = el("div", { class: "decision" });
@@ -903,6 +910,77 @@ function approvalCard(action, index, total) {
   decision.append(buttons);
   card.append(decision);
   return card;
+}
+
+// An action the customer approved that a member of staff checks too (a second approval
+// above an amount): nothing to decide here, the page waits for them.
+function checkCard(action, id, counter) {
+  const preview = action.preview;
+  const card = el("article", {
+    class: `approval checking ${action.check.status}`,
+    "aria-labelledby": `approval-${id}`,
+    "data-tool-call-id": action.tool_call_id,
+  });
+  const heading = action.check.status === "waiting" ? "Waiting for a check" : "Checked";
+  card.append(el("h3", { id: `approval-${id}`, tabindex: "-1" }, `${heading}${counter}: ${preview.title}`));
+  const lines = preview.amount ? preview.lines.slice(0, -1) : preview.lines;
+  const list = el("ul", { class: "preview-lines" });
+  for (const line of lines) list.append(el("li", {}, line));
+  card.append(list);
+  if (preview.amount) card.append(el("p", { class: `amount ${preview.amount_kind || ""}` }, preview.amount));
+  card.append(el("p", { class: "chosen" }, action.check.text));
+  return card;
+}
+
+// While a check waits, ask every PERSON_POLL_MS; once staff decided every check, go on
+// with the customer's answers (the service kept them).
+async function watchChecks(id, visit) {
+  if (!id || (state.checking && state.checking.visit === visit)) return;
+  const watch = { visit };
+  state.checking = watch;
+  try {
+    let seen = JSON.stringify(state.pending.map((a) => a.check));
+    while (visit === state.visit) {
+      const checks = state.pending.map((a) => a.check).filter(Boolean);
+      if (!checks.length) return;
+      if (checks.every((c) => c.status !== "waiting")) {
+        if (state.busy) {
+          await sleep(PERSON_POLL_MS);
+          continue;
+        }
+        for (const c of checks) announce(c.text);
+        const answered = state.pending;
+        const result = await runTurn(`/conversations/${encodeURIComponent(id)}/resume`, {}, null);
+        if (visit !== state.visit) return;
+        if (!result.accepted) {
+          // Another window went on with it, or it was dropped: show the conversation as it is.
+          await reloadConversation(id);
+        } else if (state.pending === answered) {
+          showPending([]); // what became of them is in the log from now on
+        }
+        return;
+      }
+      await sleep(PERSON_POLL_MS);
+      if (visit !== state.visit || state.busy) continue;
+      let response;
+      try {
+        response = await api(`/conversations/${encodeURIComponent(id)}/pending`);
+      } catch (_) {
+        continue; // offline for now
+      }
+      if (!response.ok || visit !== state.visit) continue;
+      const { actions } = await response.json();
+      const now = JSON.stringify(actions.map((a) => a.check));
+      if (now !== seen) {
+        seen = now;
+        state.checking = null; // showPending starts a watch again if one is needed
+        showPending(actions);
+        return;
+      }
+    }
+  } finally {
+    if (state.checking === watch) state.checking = null;
+  }
 }
 
 async function choose(action, card, approved, reason) {

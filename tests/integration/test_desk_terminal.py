@@ -19,7 +19,8 @@ import pytest
 from db.fixtures import FIXTURE_PASSENGER_ID
 from tests.support.cli import chat_args
 from tests.support.fake_openai import FakeOpenAI, Reply
-from tests.support.terminal import PASSENGER_ID, PROGRAM, TerminalLog, spawn
+from tests.support.flights import ticket_flight
+from tests.support.terminal import PASSENGER_ID, PROGRAM, TerminalLog, change_script, spawn
 
 pexpect = pytest.importorskip("pexpect")
 
@@ -95,3 +96,46 @@ def test_desk_customer_and_person_talk_across_two_terminals(files: tuple[Path, P
     assert NOTE in sent
     assert "I am sorry about your bag" in sent and "blue suitcase" in sent
     assert thread_id in seen.text  # the customer's conversation is the one queued
+
+
+def test_desk_a_large_change_waits_for_the_staff_check_then_runs_once(
+    files: tuple[Path, Path],
+) -> None:
+    # The second approval in two terminals: the customer's yes waits, the desk sees the
+    # check by itself, approves it, and the customer's terminal goes on at the next Enter.
+    home, db = files
+    script, new_flight = change_script(db, "Tomorrow's LX0112 has seats. I'll move you.")
+    before = ticket_flight(db)
+    settings = {"TRAVEL_ASSISTANT_SECOND_APPROVAL_ABOVE": "EUR 0.01"}
+    with FakeOpenAI(script) as server:
+        desk = spawn(server, _desk_args(home, db, "--agent", "Ana Lima"), env=settings)
+        desk.timeout = 60
+        desk.expect("desk>")
+        customer = spawn(server, chat_args(db, PASSENGER_ID, home=home), env=settings)
+        customer.timeout = 60
+        customer.expect("you>")
+        customer.send("Please move my flight to tomorrow\r")
+        customer.expect("Approve this action")
+        customer.send("y\r")
+        customer.expect("checks it too before it is done")
+        customer.expect("you>")
+        assert ticket_flight(db) == before
+
+        desk.expect("Waiting for your check \\(1\\)", timeout=10)
+        desk.expect("Change flight")
+        desk.send("/approve 1\r")
+        desk.expect("Approved: Change flight")
+        customer.expect("Ana Lima of our customer-service team approved Change flight", timeout=10)
+        customer.expect("Press Enter to go on.")
+        customer.send("\r")
+        customer.expect("Done: your ticket is on tomorrow's flight.")
+        customer.expect("you>")
+        assert ticket_flight(db) == new_flight
+        customer.send("/history\r")
+        customer.expect("Approved by you and by Ana Lima")
+        customer.expect("you>")
+        customer.sendcontrol("d")
+        customer.expect(pexpect.EOF)
+        desk.send("/exit\r")
+        desk.expect(pexpect.EOF)
+    assert "Traceback" not in customer.logfile_read.text + desk.logfile_read.text

@@ -608,3 +608,48 @@ def test_a_person_answers_in_the_page_and_hands_back_to_the_assistant(
     site.send("Thanks. What now?")
     expect(page.locator("#log .assistant").last).to_contain_text("Your refund is on its way.")
     assert len(model.received) == 1
+
+
+def test_a_large_change_waits_for_a_staff_check_then_the_page_goes_on(
+    site_for: Callable[..., Site], travel_db: Database, axe: str
+) -> None:
+    # The second approval in the page (issue 29): after the customer's yes the card says
+    # it waits for staff; once a member of staff approves over the API the page goes on
+    # by itself and the change is done once.
+    from playwright.sync_api import expect
+
+    from server.auth import SUPERVISOR
+
+    trip = plan_trip(travel_db)
+    before = ticket_flight(travel_db)
+    site = site_for(ScriptedChatModel(script=flight_then_hotel_script(trip)[:3]), DESKTOP)
+    site.service.conversations.check_above = 1  # anything over EUR 0.01
+    page = site.sign_in()
+    site.send(FLIGHT_REQUEST)
+    card = page.get_by_role("article")
+    card.get_by_role("button", name="Approve").click()
+    waiting = page.get_by_role("article")
+    expect(waiting.get_by_role("heading")).to_have_text("Waiting for a check: Change flight")
+    expect(waiting).to_contain_text("checks it too before it is done")
+    expect(waiting.get_by_role("button")).to_have_count(0)
+    no_serious_violations(page, axe, "waiting for a check")
+    screenshot(page, "desktop-check-waiting")
+    assert ticket_flight(travel_db) == before
+
+    staff = httpx.Client(
+        base_url=site.url,
+        headers={"Authorization": f"Bearer {site.signer.issue('Ana Lima', role=SUPERVISOR)}"},
+        timeout=30,
+    )
+    with staff:
+        (check,) = staff.get("/api/v1/supervisor/desk/checks").json()["checks"]
+        assert staff.post(
+            f"/api/v1/supervisor/desk/checks/{check['check_id']}", json={"approved": True}
+        ).is_success
+    log = page.locator("#log")
+    expect(log.locator(".record.approved")).to_contain_text(
+        "Approved by you and by Ana Lima", timeout=15_000
+    )
+    expect(page.get_by_role("article")).to_have_count(0)
+    expect(log).to_contain_text("Done: you are on tomorrow's LX0112.")
+    assert ticket_flight(travel_db) == trip.new_flight_id

@@ -15,6 +15,7 @@ import os
 import re
 import signal
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -36,20 +37,24 @@ def spawn(
     columns: int = 100,
     color: bool = True,
     cpr_hint: bool = True,
+    env: Mapping[str, str] | None = None,
 ) -> Any:
     """Start the installed program with ``args`` in a pty, its model at ``server``.
 
     The pty never answers a cursor-position request; ``cpr_hint`` tells prompt_toolkit
     so (``PROMPT_TOOLKIT_NO_CPR``), which a real terminal of that kind does not. The
-    child's ``logfile_read`` is a ``TerminalLog`` of everything it drew.
+    child's ``logfile_read`` is a ``TerminalLog`` of everything it drew. ``env`` adds
+    variables (the program's settings).
     """
     import pexpect  # only the tests that run the program in a terminal need it
 
+    extra = dict(env or {})
     env = {
         k: v
         for k, v in os.environ.items()
         if not k.startswith(("OPENAI", "TAVILY", "NO_COLOR", "PROMPT_TOOLKIT"))
     }
+    env.update(extra)
     env.update(
         OPENAI_BASE_URL=server.base_url,
         OPENAI_API_KEY="test-key",
