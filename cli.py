@@ -425,8 +425,8 @@ def _add_server_commands(commands: argparse._SubParsersAction[argparse.ArgumentP
     who.add_argument(
         "--supervisor",
         metavar="NAME",
-        help="a supervisor's read-only token, for the view at /supervisor; NAME is who the "
-        "audit log records (e.g. your e-mail address)",
+        help="a supervisor's token, for the view at /supervisor and the desk's API; NAME is "
+        "who the audit log records and the customers see (e.g. your name)",
     )
     token.add_argument(
         "--hours",

@@ -113,7 +113,7 @@ def _lifetime(args: argparse.Namespace) -> timedelta:
 
 
 def _supervisor_token(args: argparse.Namespace, console: Console) -> int:
-    """Print a supervisor's read-only token: it reads every conversation, audited."""
+    """Print a supervisor's token: it reads every conversation and acts at the desk, audited."""
     from server.auth import SUPERVISOR
 
     name = " ".join(args.supervisor.split())

@@ -3,8 +3,9 @@
 ``bearer_claims`` reads and checks the token (401 without a valid one); ``customer`` and
 ``supervisor`` are the FastAPI dependencies of the two sides of the service. A
 customer's token acts for its passenger on ``/api/v1/conversations``; a supervisor's reads
-every conversation under ``/api/v1/supervisor`` and can do nothing else. Either token on
-the other side's endpoints answers 403.
+every conversation under ``/api/v1/supervisor`` and acts only at the desk (conversations
+handed to a person, second approvals: ``server.handoff``). Either token on the other
+side's endpoints answers 403.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ bearer = HTTPBearer(
     auto_error=False,
     bearerFormat="JWT",
     description="A token from: travel-assistant token --passenger-id ID (a passenger's) "
-    "or travel-assistant token --supervisor NAME (a supervisor's, read-only)",
+    "or travel-assistant token --supervisor NAME (a supervisor's: reads, and acts at the desk)",
 )
 
 SUPERVISOR_REFUSED = (
