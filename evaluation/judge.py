@@ -12,6 +12,7 @@ from sqlalchemy import inspect, text
 
 from assistants.approvals import Decision, facts_of
 from assistants.specialists import build_crew
+from conversations.desk import Handoff
 from db.engine import Database
 from evaluation.scenarios import Resolver, Scenario, ScenarioError
 
@@ -79,6 +80,8 @@ class Transcript:
     user_info: str = ""
     latencies: list[float] = field(default_factory=list)
     model_calls: int = 0
+    # The desk's last hand-off of the conversation to a person, if it was handed off.
+    handoff: Handoff | None = None
 
 
 @dataclass(frozen=True)
