@@ -13,8 +13,8 @@ the scenario expects it (``[handoff]``).
 Two ways to run a scenario:
 
 - offline, with the model's replies scripted in the scenario (``replies`` in each turn):
-  this proves the graph, the tools, the approvals and the database together, and is part
-  of the default test run;
+  this proves the conversation protocol, the graph, the tools, the approvals and the
+  database together, and is part of the default test run;
 - live (``travel-assistant eval``), with a real model as the assistant and another model
   playing the customer from the scenario's ``instructions``.
 """
