@@ -6,13 +6,15 @@ perfect assistant would make. The judge applies the gold actions to a fresh copy
 database and compares every business table with the database the assistant left
 behind: the rows that had to change changed, and nothing else did. Procedural checks
 come on top: every write was approved first, a denied action did not run, every tool
-call was answered once, and the facts the customer needed were said.
+call was answered once, the facts the customer needed were said, and the conversation
+was handed to a person (left waiting in the desk's queue, with a reason) exactly when
+the scenario expects it (``[handoff]``).
 
 Two ways to run a scenario:
 
 - offline, with the model's replies scripted in the scenario (``replies`` in each turn):
-  this proves the graph, the tools, the approvals and the database together, and is part
-  of the default test run;
+  this proves the conversation protocol, the graph, the tools, the approvals and the
+  database together, and is part of the default test run;
 - live (``travel-assistant eval``), with a real model as the assistant and another model
   playing the customer from the scenario's ``instructions``.
 """
@@ -23,6 +25,7 @@ from evaluation.judge import (
     apply_gold_actions,
     database_problems,
     dump_state,
+    handoff_problems,
     judge,
     state_diff,
 )
@@ -41,6 +44,7 @@ from evaluation.runs import (
 from evaluation.scenarios import (
     SCENARIO_DIR,
     SCENARIO_SEED,
+    ExpectedHandoff,
     Resolver,
     Scenario,
     ScenarioError,
@@ -57,6 +61,7 @@ __all__ = [
     "SCENARIO_DIR",
     "SCENARIO_SEED",
     "STOP",
+    "ExpectedHandoff",
     "Resolver",
     "Scenario",
     "ScenarioError",
@@ -68,6 +73,7 @@ __all__ = [
     "converse",
     "database_problems",
     "dump_state",
+    "handoff_problems",
     "judge",
     "load_scenario",
     "load_scenarios",

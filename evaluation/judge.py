@@ -12,8 +12,9 @@ from sqlalchemy import inspect, text
 
 from assistants.approvals import Decision, facts_of
 from assistants.specialists import build_crew
+from conversations.desk import Handoff
 from db.engine import Database
-from evaluation.scenarios import Resolver, Scenario, ScenarioError
+from evaluation.scenarios import ExpectedHandoff, Resolver, Scenario, ScenarioError
 
 BOOKKEEPING_TABLES = frozenset({"tool_call_records"})
 VOLATILE_COLUMNS = frozenset({"created_at", "checked_in_at"})
@@ -79,6 +80,8 @@ class Transcript:
     user_info: str = ""
     latencies: list[float] = field(default_factory=list)
     model_calls: int = 0
+    # The desk's last hand-off of the conversation to a person, if it was handed off.
+    handoff: Handoff | None = None
 
 
 @dataclass(frozen=True)
@@ -121,7 +124,7 @@ def judge(
 
     Args:
         scenario: What was asked and expected.
-        transcript: What happened.
+        transcript: What happened, with the desk's last hand-off of the conversation.
         database_problems: How the final database differs from the gold one.
         sensitive_names: The tools that need the customer's approval.
         offline: The assistant's words were scripted, so they prove nothing: facts it
@@ -173,7 +176,38 @@ def judge(
             for fact in scenario.must_say
             if _FACT.search(fact) and fact.lower() not in heard
         ]
+    failures += handoff_problems(scenario.handoff, transcript.handoff)
     return tuple(failures)
+
+
+def handoff_problems(expected: ExpectedHandoff | None, handoff: Handoff | None) -> list[str]:
+    """Describe how the desk's hand-off of a run differs from the scenario's (empty if not).
+
+    A scenario with ``[handoff]`` ends with the conversation waiting in the desk's queue,
+    with a reason (holding one of ``reason_mentions``, when given); one without it is
+    never handed to a person.
+    """
+    if expected is None:
+        if handoff is None:
+            return []
+        reason = handoff.reason or "no reason given"
+        return [f"handed to a person ({reason}), which the scenario does not expect"]
+    if handoff is None:
+        return ["never handed to a person: the conversation is not in the desk's queue"]
+    problems = []
+    if handoff.status != "waiting":
+        problems.append(f"the hand-off is {handoff.status}, not waiting in the desk's queue")
+    reason = handoff.reason.strip().lower()
+    if not reason:
+        problems.append("handed to a person without a reason")
+    elif expected.reason_mentions and not any(
+        word.lower() in reason for word in expected.reason_mentions
+    ):
+        problems.append(
+            f"the hand-off's reason {handoff.reason!r} mentions none of "
+            f"{list(expected.reason_mentions)}"
+        )
+    return problems
 
 
 def _first_line(text: str) -> str:

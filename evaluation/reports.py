@@ -54,6 +54,7 @@ def trial_record(result: ScenarioResult, trial: int, **context: Any) -> dict[str
     """
     used = Usage.of(result.transcript.messages)
     latencies = result.transcript.latencies
+    handoff = result.transcript.handoff
     return {
         **context,
         "scenario": result.scenario.id,
@@ -62,6 +63,10 @@ def trial_record(result: ScenarioResult, trial: int, **context: Any) -> dict[str
         "passed": result.passed,
         "reasons": list(result.reasons),
         "error": result.error,
+        # Whether the conversation was handed to a person, and why the assistant said.
+        "handoff": None
+        if handoff is None
+        else {"status": handoff.status, "reason": handoff.reason},
         "tokens": {"input": used.input_tokens, "output": used.output_tokens},
         "latency": {
             "per_message": [round(seconds, 3) for seconds in latencies],

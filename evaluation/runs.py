@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from assistants.providers import (
 )
 from assistants.specialists import build_crew
 from conversations.assistant import Thread, TravelAssistant
+from conversations.records import Outcome, TurnFailure
 from db.clock import Clock
 from db.copies import database_copies
 from db.engine import Database
@@ -78,7 +79,8 @@ def run_scenario(
 
     ``template`` is a SQLite file, or the URL of a PostgreSQL database nothing is
     connected to: the copies are then databases on the same server, dropped afterwards
-    (``db.copies``). The conversation is saved in a SQLite file in ``folder`` either way.
+    (``db.copies``). The conversation is kept in a conversation store of its own in
+    ``folder`` either way (a SQLite file: checkpoints, registry and the desk's queue).
 
     A provider error, or the time limit, ends the run: the result carries it as its
     ``error``, with the transcript so far, and the run is not judged.
@@ -88,7 +90,6 @@ def run_scenario(
     ) as copies:
         agent_db, gold_db = copies
         models = make_model(agent_db)
-        checkpoints = folder / "checkpoints.sqlite"
         transcript = Transcript()
         try:
             with time_limit(seconds) if seconds is not None else contextlib.nullcontext():
@@ -96,7 +97,7 @@ def run_scenario(
                     scenario,
                     agent_db,
                     lambda: models,
-                    checkpoints,
+                    folder / "conversations.sqlite",
                     customer,
                     transcript=transcript,
                     on_turn=on_turn,
@@ -152,33 +153,50 @@ def converse(
     scenario: Scenario,
     db: Database,
     make_model: Callable[[], BaseChatModel | Mapping[str, BaseChatModel]],
-    checkpoints: Path,
+    conversations: Path,
     customer: Callable[[int, list[AnyMessage]], str | None] | None = None,
     *,
     transcript: Transcript | None = None,
     on_turn: Callable[[int], None] | None = None,
 ) -> Transcript:
-    """Play the scenario's turns (or a simulated customer's) through the real graph.
+    """Play the scenario's turns (or a simulated customer's) through the conversation protocol.
 
-    With ``resume_after_turn`` set, the graph is rebuilt over the same SQLite checkpoint
-    file right after that turn's message, before its approvals are answered, as a new
-    process would, and the conversation goes on.
+    ``conversations`` is the trial's own conversation store (a SQLite file): checkpoints,
+    registry, turn locks and the desk's queue, as ``chat`` and ``serve`` keep them. Each
+    turn is claimed and run by ``conversations.protocol``, as the front ends run theirs,
+    so what the protocol does after a turn (queueing the conversation for a person when
+    the assistant called ``request_human_agent``; keeping the customer's messages for
+    that person, unanswered, while it waits) happens here too, and the transcript ends
+    with the desk's last hand-off of the conversation.
+
+    With ``resume_after_turn`` set, the store and the graph are opened again right after
+    that turn's message, before its approvals are answered, as a new process would, and
+    the conversation goes on.
 
     The conversation is recorded in ``transcript`` (a new one by default), also when a
     model call fails part-way; ``on_turn`` hears the index of each customer message.
+
+    Raises:
+        ModelProviderError: A turn ended because the model server failed or the time
+            limit was reached (the turn is closed as such, as in the front ends).
     """
-    import sqlite3
+    from conversations.protocol import Answer, Conversation, Conversations
+    from conversations.store import ConversationStore
 
-    from conversations.store import sqlite_checkpointer
-
-    def open_assistant() -> TravelAssistant:
-        saver = sqlite_checkpointer(sqlite3.connect(checkpoints, check_same_thread=False))
-        assistant = TravelAssistant.build(make_model(), saver, db=db)
-        assistant.prepare()  # as chat does: the first policy question does not index it
-        return assistant
-
-    assistant = open_assistant()
     thread = Thread(f"eval-{scenario.id}", scenario.passenger_id)
+
+    def open_conversation() -> tuple[ConversationStore, Conversation]:
+        store = ConversationStore.open(conversations)
+        try:
+            assistant = TravelAssistant.build(make_model(), store.saver, db=db)
+            assistant.prepare()  # as chat does: the first policy question does not index it
+        except BaseException:
+            store.close()
+            raise
+        owner = Conversations(assistant, store.registry, store.locks, store.desk)
+        return store, owner.get(thread)
+
+    store, conversation = open_conversation()
     transcript = transcript if transcript is not None else Transcript()
     decisions = [d for turn in scenario.turns for d in turn.decisions]
     index = 0
@@ -189,34 +207,53 @@ def converse(
                     break
                 message = scenario.turns[index].customer
             else:
-                simulated = customer(index, assistant.messages(thread))
+                simulated = customer(index, conversation.assistant.messages(thread))
                 if simulated is None:
                     break
                 message = simulated
             if on_turn is not None:
                 on_turn(index)
             started = time.perf_counter()
-            list(assistant.send(thread, message))
+            with conversation.claim() as turn:
+                _finish(turn.send(message))
             if scenario.resume_after_turn is not None and index + 1 == scenario.resume_after_turn:
                 # A new process takes over, with any approval of this turn still pending.
-                assistant = open_assistant()
-            while pending := assistant.pending_actions(thread):
-                chosen = {
-                    action.tool_call_id: parse_decision(
-                        decisions.pop(0) if decisions else "n: no answer"
-                    )
-                    for action in pending
-                }
-                transcript.decisions.update(chosen)
-                list(assistant.resolve(thread, chosen))
+                store.close()
+                store, conversation = open_conversation()
+            while pending := conversation.assistant.pending_actions(thread):
+                answers = {}
+                for action in pending:
+                    decision = parse_decision(decisions.pop(0) if decisions else "n: no answer")
+                    transcript.decisions[action.tool_call_id] = decision
+                    answers[action.tool_call_id] = Answer(decision.approved, decision.reason)
+                with conversation.claim() as turn:
+                    _finish(turn.resolve(answers))
             transcript.latencies.append(time.perf_counter() - started)
             index += 1
     finally:
         # Kept when a model call fails part-way too: what happened so far, and its tokens.
-        transcript.messages = assistant.messages(thread)
-        transcript.user_info = assistant.user_info(thread)
-        transcript.unused_decisions = list(decisions)
+        try:
+            transcript.messages = conversation.assistant.messages(thread)
+            transcript.user_info = conversation.assistant.user_info(thread)
+            transcript.unused_decisions = list(decisions)
+            transcript.handoff = store.desk.latest(thread.thread_id)
+        finally:
+            store.close()
     return transcript
+
+
+def _finish(outcomes: Iterable[Outcome]) -> None:
+    """Play a turn's outcomes to its end; a turn that failed raises.
+
+    The protocol ends a turn the model server failed, or that ran out of time, with a
+    ``TurnFailure`` (the front ends show it); a trial ends there, with that error.
+    Any other failure (the conversation busy, a lost claim) is a bug of the trial.
+    """
+    for outcome in outcomes:
+        if isinstance(outcome, TurnFailure):
+            if outcome.kind in ("model", "time_limit"):
+                raise ModelProviderError(outcome.detail or outcome.text)
+            raise RuntimeError(f"The turn did not finish ({outcome.kind}): {outcome.text}")
 
 
 CUSTOMER_PROMPT = """\

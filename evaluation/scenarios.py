@@ -47,8 +47,22 @@ class Turn:
 
 
 @dataclass(frozen=True)
+class ExpectedHandoff:
+    """The conversation must end waiting in the desk's queue for a person (``[handoff]``).
+
+    ``reason_mentions``: words of which the hand-off's reason must hold at least one (any
+    case); empty, any reason will do, as long as there is one.
+    """
+
+    reason_mentions: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Scenario:
-    """One conversation to evaluate."""
+    """One conversation to evaluate.
+
+    ``handoff`` is ``None`` when the conversation must not be handed to a person.
+    """
 
     id: str
     category: str
@@ -61,6 +75,7 @@ class Scenario:
     tool_facts: tuple[str, ...] = ()
     expected_errors: tuple[str, ...] = ()
     resume_after_turn: int | None = None
+    handoff: ExpectedHandoff | None = None
     path: Path | None = None
 
 
@@ -88,10 +103,30 @@ def load_scenario(path: Path) -> Scenario:
             tool_facts=tuple(data.get("tool_facts", ())),
             expected_errors=tuple(str(e) for e in data.get("expected_errors", ())),
             resume_after_turn=data.get("resume_after_turn"),
+            handoff=_expected_handoff(data.get("handoff")),
             path=path,
         )
     except (KeyError, TypeError, tomllib.TOMLDecodeError) as error:
         raise ScenarioError(f"{path}: {error}") from error
+
+
+def _expected_handoff(table: Any) -> ExpectedHandoff | None:
+    """Read the ``[handoff]`` table of a scenario (absent: no hand-off expected).
+
+    Raises:
+        TypeError: It is not a table, names an unknown key, or its words are not strings.
+    """
+    if table is None:
+        return None
+    if not isinstance(table, dict):
+        raise TypeError("handoff must be a table: [handoff], with reason_mentions optional")
+    unknown = sorted(set(table) - {"reason_mentions"})
+    if unknown:
+        raise TypeError(f"[handoff] takes reason_mentions only, not {unknown}")
+    mentions = table.get("reason_mentions", [])
+    if not isinstance(mentions, list) or not all(isinstance(m, str) and m for m in mentions):
+        raise TypeError("[handoff] reason_mentions must be a list of words")
+    return ExpectedHandoff(reason_mentions=tuple(mentions))
 
 
 def load_scenarios(folder: Path = SCENARIO_DIR) -> list[Scenario]:

@@ -18,6 +18,7 @@ from langchain_core.messages import AIMessage
 from db.clock import fixed_clock
 from db.copies import database_copy
 from evaluation import (
+    ExpectedHandoff,
     Scenario,
     ScenarioResult,
     database_problems,
@@ -38,6 +39,7 @@ REPRESENTATIVE = {
     "correction_flight_date_before_proposal",
     "denial_excursion_move_fee",
     "flight_change_happy",
+    "handoff_after_two_declines",
     "multi_skill_basel_postponed",
     "parallel_hotel_extend_and_book_one_denied",
     "policy_check_in_and_seats",
@@ -152,6 +154,44 @@ def test_judge_fails_on_an_unused_approval_answer(template: Path | str) -> None:
     turns = (replace(first, decisions=(*first.decisions, "y")), *happy.turns[1:])
     result = run(replace(happy, turns=turns), template)
     assert result.failures == ("1 scripted approval answers were never used: ['y']",)
+
+
+def test_judge_fails_a_handoff_the_scenario_does_not_expect(template: Path | str) -> None:
+    # The same run, judged as if no person were wanted: the desk's queue tells.
+    asks = next(s for s in SCENARIOS if s.id == "handoff_asked_for_person")
+    assert run(asks, template).passed
+    result = run(replace(asks, handoff=None), template)
+    assert result.failures == (
+        "handed to a person (The customer asked to talk to a person.), which the scenario "
+        "does not expect",
+    )
+
+
+def test_judge_fails_an_assistant_that_only_says_it_handed_off(template: Path | str) -> None:
+    # The reply promises a person, but request_human_agent was never called: nobody is
+    # coming, and saying so is not enough.
+    complaint = next(s for s in SCENARIOS if s.id == "handoff_complaint_double_charge")
+    (turn,) = complaint.turns
+    replies = tuple(r for r in turn.replies if "request_human_agent" not in str(r))
+    assert len(replies) == len(turn.replies) - 1
+    result = run(replace(complaint, turns=(replace(turn, replies=replies),)), template)
+    assert result.failures == (
+        "never handed to a person: the conversation is not in the desk's queue",
+    )
+    # And a scenario that never hands off cannot pass by expecting one.
+    policy = next(s for s in SCENARIOS if s.id == "policy_24_hour_cancel")
+    assert run(replace(policy, handoff=ExpectedHandoff()), template).failures == (
+        "never handed to a person: the conversation is not in the desk's queue",
+    )
+
+
+def test_judge_fails_a_handoff_that_also_booked(template: Path | str) -> None:
+    # Handing off does not excuse a write: with the second hotel approved, the run ends
+    # in the queue as expected, but the database has a booking the gold one lacks.
+    declines = next(s for s in SCENARIOS if s.id == "handoff_after_two_declines")
+    first, second = declines.turns
+    result = run(replace(declines, turns=(first, replace(second, decisions=("y",)))), template)
+    assert any(f.startswith("database: hotel_bookings") for f in result.failures), result.failures
 
 
 def test_database_problems_sees_a_change_in_any_table(template: Path | str, tmp_path: Path) -> None:

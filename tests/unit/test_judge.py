@@ -5,19 +5,24 @@ when the database ended right: every tool call answered exactly once, and no sen
 call run without the customer's recorded yes. The scenarios of ``data/scenarios`` (in
 ``tests/integration/test_scenarios.py``) only reach the judge through the real graph,
 which never breaks these rules, so these checks are tested here, one rule at a time,
-with a clean transcript beside them that must pass.
+with a clean transcript beside them that must pass. So is the hand-off check, on the
+desk's record a transcript ends with, and the ``[handoff]`` table of a scenario file.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
 
+import pytest
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolCall, ToolMessage
 
 from assistants.approvals import Decision, not_run_answer
+from conversations.desk import Handoff, Status
 from db.fixtures import FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO
 from evaluation.judge import Transcript, judge
-from evaluation.scenarios import Scenario
+from evaluation.scenarios import ExpectedHandoff, Scenario, ScenarioError, load_scenario
 
 SENSITIVE = frozenset({"cancel_ticket", "update_ticket_to_new_flight"})
 SCENARIO = Scenario(
@@ -129,3 +134,93 @@ def test_judge_fails_an_unexpected_tool_error_and_accepts_an_expected_one() -> N
     # An error expected of another tool does not excuse this one.
     elsewhere = replace(SCENARIO, expected_errors=("cancel_ticket",))
     assert len(judge(elsewhere, transcript, [], SENSITIVE)) == 1
+
+
+# --- the hand-off to a person (``[handoff]``) ------------------------------------------------
+
+
+def _handoff(
+    status: Status = "waiting", reason: str = "The customer asked for a person."
+) -> Handoff:
+    """The desk's record of a hand-off, as a trial's transcript ends with it."""
+    moment = datetime(2026, 5, 4, 9, 30, tzinfo=UTC)
+    return Handoff(
+        id=1,
+        thread_id="eval-judge_self_test",
+        passenger_id=FIXTURE_PASSENGER_ID,
+        status=status,
+        requested_by="assistant",
+        reason=reason,
+        summary="Elena Novak wants to talk to someone about her trip.",
+        requested_at=moment,
+        agent="" if status == "waiting" else "Ana Lima",
+        taken_at=None if status == "waiting" else moment,
+        ended_at=moment if status in ("returned", "closed") else None,
+        note="",
+        messages=0,
+    )
+
+
+def _handed_off(scenario: Scenario, handoff: Handoff | None) -> tuple[str, ...]:
+    messages: list[AnyMessage] = [HumanMessage("I want to talk to a person."), AIMessage("Sure.")]
+    return judge(scenario, Transcript(messages=messages, handoff=handoff), [], SENSITIVE)
+
+
+EXPECTS_HANDOFF = replace(SCENARIO, handoff=ExpectedHandoff(reason_mentions=("person", "human")))
+
+
+def test_judge_fails_a_handoff_the_scenario_does_not_expect() -> None:
+    assert _handed_off(SCENARIO, None) == ()
+    assert _handed_off(SCENARIO, _handoff()) == (
+        "handed to a person (The customer asked for a person.), which the scenario does not expect",
+    )
+    # However it ended: a person took it and handed it back, it still happened.
+    assert len(_handed_off(SCENARIO, _handoff("returned"))) == 1
+
+
+def test_judge_fails_a_run_that_never_handed_off_when_the_scenario_expects_it() -> None:
+    assert _handed_off(EXPECTS_HANDOFF, _handoff()) == ()
+    assert _handed_off(EXPECTS_HANDOFF, None) == (
+        "never handed to a person: the conversation is not in the desk's queue",
+    )
+
+
+@pytest.mark.parametrize("status", ["held", "returned", "closed"])
+def test_judge_fails_a_handoff_that_no_longer_waits_in_the_queue(status: Status) -> None:
+    assert _handed_off(EXPECTS_HANDOFF, _handoff(status)) == (
+        f"the hand-off is {status}, not waiting in the desk's queue",
+    )
+
+
+def test_judge_fails_a_handoff_without_the_reason_the_scenario_expects() -> None:
+    assert _handed_off(EXPECTS_HANDOFF, _handoff(reason="  ")) == (
+        "handed to a person without a reason",
+    )
+    assert _handed_off(EXPECTS_HANDOFF, _handoff(reason="Wants a refund.")) == (
+        "the hand-off's reason 'Wants a refund.' mentions none of ['person', 'human']",
+    )
+    # One of the words is enough, in any case; without words, any reason will do.
+    assert _handed_off(EXPECTS_HANDOFF, _handoff(reason="Asked for a HUMAN agent.")) == ()
+    anything = replace(SCENARIO, handoff=ExpectedHandoff())
+    assert _handed_off(anything, _handoff(reason="Wants a refund.")) == ()
+    assert _handed_off(anything, _handoff(reason="")) == ("handed to a person without a reason",)
+
+
+def test_scenario_handoff_table_is_read_and_a_misspelt_one_is_refused(tmp_path: Path) -> None:
+    head = 'category = "handoff"\npassenger_id = "3442 587242"\n'
+    turn = '\n[[turns]]\ncustomer = "A person, please."\n'
+    path = tmp_path / "asks.toml"
+    path.write_text(head + turn)
+    assert load_scenario(path).handoff is None
+    path.write_text(head + "\n[handoff]\n" + turn)
+    assert load_scenario(path).handoff == ExpectedHandoff()
+    path.write_text(head + '\n[handoff]\nreason_mentions = ["person", "human"]\n' + turn)
+    assert load_scenario(path).handoff == ExpectedHandoff(("person", "human"))
+    for wrong, why in (
+        ("handoff = true\n", "must be a table"),
+        ('[handoff]\nreason_contains = "person"\n', "reason_mentions only"),
+        ('[handoff]\nreason_mentions = "person"\n', "list of words"),
+    ):
+        path.write_text(head + wrong + turn)
+        with pytest.raises(ScenarioError, match=why):
+            load_scenario(path)
