@@ -18,6 +18,7 @@ const state = {
   timer: null,
   me: null, // the supervisor's name: the person the customer sees
   queueText: "",
+  checksText: "",
   handoffs: new Map(), // conversation id -> its open hand-off (waiting, or held by me)
 };
 
@@ -102,6 +103,7 @@ function signOut(message = "") {
   state.listText = "";
   state.detailText = "";
   state.queueText = "";
+  state.checksText = "";
   state.handoffs = new Map();
   sessionStorage.removeItem(TOKEN_KEY);
   $("who").hidden = true;
@@ -385,8 +387,9 @@ function collapsible(title, text, key, openByDefault = false) {
 // --- the desk: customers waiting for a person --------------------------------------------
 
 async function loadQueue() {
-  const response = await api("/desk/queue");
+  const [response, checks] = await Promise.all([api("/desk/queue"), api("/desk/checks")]);
   if (!response.ok) throw new Error(await readProblem(response));
+  if (checks.ok) drawChecks(await checks.text());
   const text = await response.text();
   if (text === state.queueText) return;
   state.queueText = text;
@@ -397,6 +400,60 @@ async function loadQueue() {
   $("yours").replaceChildren(...yours.map((h) => queueEntry(h)));
   $("yours-heading").hidden = yours.length === 0;
   drawPerson();
+}
+
+// Second approvals: large actions customers approved, each decided once by a person.
+function drawChecks(text) {
+  if (text === state.checksText) return;
+  state.checksText = text;
+  const { checks } = JSON.parse(text);
+  $("checks-heading").hidden = checks.length === 0;
+  $("checks").replaceChildren(...checks.map((check) => checkEntry(check)));
+}
+
+function checkEntry(check) {
+  const item = el("li", { class: "check" });
+  const label = `${check.title}, ${check.amount}`;
+  item.append(el("span", { class: "who-line" }, `Passenger ${check.passenger_id}`));
+  item.append(el("span", { class: "title" }, label));
+  item.append(el("span", { class: "when" }, `since ${timeOf(check.asked_at)}`));
+  const reasonId = `check-reason-${check.check_id}`;
+  item.append(el("label", { for: reasonId }, "Reason, if you refuse (the customer and the assistant read it)"));
+  const reason = el("input", { id: reasonId, type: "text", maxlength: "2000", autocomplete: "off" });
+  item.append(reason);
+  const buttons = el("div", { class: "buttons" });
+  const approve = el("button", { type: "button", "aria-label": `Approve ${label}` }, "Approve");
+  const refuse = el("button", { type: "button", class: "secondary", "aria-label": `Refuse ${label}` }, "Refuse");
+  approve.addEventListener("click", () => decideCheck(check, true, ""));
+  refuse.addEventListener("click", () => {
+    if (!reason.value.trim()) {
+      $("checks-error").textContent = "Say why you refuse: the customer and the assistant are told.";
+      reason.focus();
+      return;
+    }
+    decideCheck(check, false, reason.value.trim());
+  });
+  buttons.append(approve, refuse);
+  item.append(buttons);
+  return item;
+}
+
+async function decideCheck(check, approved, reason) {
+  $("checks-error").textContent = "";
+  let response;
+  try {
+    response = await api(`/desk/checks/${check.check_id}`, {
+      method: "POST",
+      body: JSON.stringify({ approved, reason }),
+    });
+  } catch (error) {
+    if (!(error instanceof SignedOut)) $("checks-error").textContent = "Cannot reach the service; try again.";
+    return;
+  }
+  if (!response.ok) $("checks-error").textContent = await readProblem(response);
+  state.checksText = "";
+  state.detailText = "";
+  await refresh();
 }
 
 function queueEntry(handoff) {

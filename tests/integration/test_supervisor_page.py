@@ -297,3 +297,64 @@ def test_supervisor_page_takes_a_waiting_customer_writes_and_hands_back(
             acted = {e.looked_at for e in store.audit.entries(supervisor=SUPERVISOR_NAME)}
             assert {"took", "handed back"} <= acted
             page.close()
+
+
+def test_supervisor_page_refuses_a_large_change_with_a_reason(
+    browser: Any, travel_db: Database, tmp_path: Path
+) -> None:
+    # The second approval in the page: the check appears by itself, a refusal needs a
+    # reason, and the customer's side then declines the change with it.
+    from playwright.sync_api import expect
+
+    from tests.support.flights import ticket_flight
+    from tests.support.scripted import say
+
+    trip = plan_trip(travel_db)
+    model = ScriptedChatModel(
+        script=[*flight_then_hotel_script(trip)[:2], say("Our team could not approve it.")]
+    )
+    before = ticket_flight(travel_db)
+    with ConversationStore.open(tmp_path / "sessions.sqlite") as store:
+        service = ConversationService.over_store(
+            build_assistant(travel_db, model, store.saver, retry_policy=None),
+            store,
+            check_above=1,
+        )
+        signer = TokenSigner(SECRET)
+        with (
+            LiveServer(create_app(service, signer)) as server,
+            httpx.Client(
+                base_url=server.url,
+                headers={"Authorization": f"Bearer {signer.issue(FIXTURE_PASSENGER_ID)}"},
+                timeout=30,
+            ) as customer,
+        ):
+            page = browser.new_page(viewport=DESKTOP)
+            page.goto(
+                f"{server.url}/supervisor#token={signer.issue(SUPERVISOR_NAME, role=SUPERVISOR)}"
+            )
+            expect(page.get_by_text(f"Supervisor {SUPERVISOR_NAME}")).to_be_visible()
+
+            conversation = customer.post("/api/v1/conversations").json()["conversation_id"]
+            base = f"/api/v1/conversations/{conversation}"
+            stream(customer, f"{base}/messages", {"text": FLIGHT_REQUEST})
+            (flight,) = customer.get(f"{base}/pending").json()["actions"]
+            decision = {"tool_call_id": flight["tool_call_id"], "approved": True}
+            stream(customer, f"{base}/decisions", {"decisions": [decision]})
+
+            checks = page.locator("#checks")
+            expect(checks).to_contain_text(f"Change flight, {flight['preview']['amount']}")
+            check(page, "desk-check")
+            page.get_by_role("button", name=re.compile("^Refuse Change flight")).click()
+            expect(page.locator("#checks-error")).to_contain_text("Say why")
+            page.get_by_label(re.compile("Reason, if you refuse")).fill("Fare needs a manager.")
+            page.get_by_role("button", name=re.compile("^Refuse Change flight")).click()
+            expect(checks.locator("li")).to_have_count(0)
+            (refused,) = customer.get(f"{base}/pending").json()["actions"]
+            assert refused["check"]["status"] == "refused"
+            assert refused["check"]["reason"] == "Fare needs a manager."
+            stream(customer, f"{base}/resume", {})
+            assert ticket_flight(travel_db) == before
+            told = " ".join(str(m.content) for m in model.received[-1])
+            assert "Fare needs a manager." in told
+            page.close()
