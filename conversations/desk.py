@@ -11,10 +11,17 @@ sessions file, or the PostgreSQL database), through SQLAlchemy Core so that one
 implementation serves both. A conversation has at most one open hand-off (waiting or
 held: a partial unique index says so), and taking one is a single conditional update,
 so two members of staff never hold the same conversation.
+
+Every change (a request, a take, a message written, a hand-back, a check asked or
+decided) is signalled to the other side: on PostgreSQL with ``NOTIFY travel_desk`` in the
+same transaction, which a ``Listener`` (``LISTEN``, on a connection of its own) wakes on;
+on SQLite a listener polls briefly (``POLL_SECONDS``). Either way a reader sees a change
+within a second, and PostgreSQL readers ask the database nothing while nothing happens.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, cast
@@ -88,6 +95,13 @@ CHECKS = sa.Table(
     sa.Index("ux_travel_checks_call", "thread_id", "tool_call_id", unique=True),
     sa.Index("ix_travel_checks_status", "status", "asked_at"),
 )
+
+
+CHANNEL = "travel_desk"
+# How often a SQLite reader looks for changes; on PostgreSQL, how often a listener looks
+# anyway (a notification lost while its connection was being replaced).
+POLL_SECONDS = 0.5
+LISTEN_FALLBACK_SECONDS = 10.0
 
 
 class DeskError(Exception):
@@ -194,6 +208,32 @@ class Desk:
         """Close the connections."""
         self.engine.dispose()
 
+    # Telling the other side -------------------------------------------------------------
+
+    @property
+    def notifies(self) -> bool:
+        """Tell whether changes are signalled (PostgreSQL), not only found by polling."""
+        return self.engine.dialect.name == "postgresql"
+
+    def _changed(self, connection: sa.Connection, thread_id: str) -> None:
+        """Signal a change of ``thread_id`` when the transaction of ``connection`` commits."""
+        if self.notifies:
+            connection.execute(
+                sa.text("SELECT pg_notify(:channel, :thread)"),
+                {"channel": CHANNEL, "thread": thread_id},
+            )
+
+    def listener(self) -> Listener:
+        """Return a way to wait for the next change (close it when done)."""
+        if not self.notifies:
+            return Listener(None)
+        import psycopg
+
+        url = self.engine.url.set(drivername="postgresql")
+        connection = psycopg.connect(url.render_as_string(hide_password=False), autocommit=True)
+        connection.execute(f"LISTEN {CHANNEL}")
+        return Listener(connection)
+
     # Reading ----------------------------------------------------------------------------
 
     def current(self, thread_id: str) -> Handoff | None:
@@ -272,6 +312,7 @@ class Desk:
         try:
             with self.engine.begin() as connection:
                 connection.execute(HANDOFFS.insert().values(**values))
+                self._changed(connection, thread_id)
         except sa.exc.IntegrityError:
             pass  # another process queued it a moment ago: theirs stands
         found = self.current(thread_id)
@@ -293,6 +334,7 @@ class Desk:
         )
         with self.engine.begin() as connection:
             taken = connection.execute(update).rowcount == 1
+            self._changed(connection, thread_id)
         found = self.current(thread_id)
         if taken and found is not None:
             return found
@@ -324,6 +366,7 @@ class Desk:
         )
         with self.engine.begin() as connection:
             ended = connection.execute(update).rowcount == 1
+            self._changed(connection, thread_id)
         if not ended or current is None:
             if current is not None and current.status == "held":
                 raise DeskError(f"{current.agent} holds conversation {thread_id}, not {agent}.")
@@ -343,6 +386,7 @@ class Desk:
             .values(status="closed", ended_at=_utc(now), note="withdrawn by the customer")
         )
         with self.engine.begin() as connection:
+            self._changed(connection, thread_id)
             return connection.execute(update).rowcount == 1
 
     def bump(self, thread_id: str) -> None:
@@ -354,6 +398,7 @@ class Desk:
         )
         with self.engine.begin() as connection:
             connection.execute(update)
+            self._changed(connection, thread_id)
 
     # Second approvals ------------------------------------------------------------------
 
@@ -396,6 +441,7 @@ class Desk:
                 .where(CHECKS.c.thread_id == thread_id, CHECKS.c.status.in_(CHECK_OPEN))
                 .values(answers=answers)
             )
+            self._changed(connection, thread_id)
         return self.checks_of(thread_id)
 
     def checks_of(self, thread_id: str) -> list[Check]:
@@ -442,6 +488,8 @@ class Desk:
         )
         with self.engine.begin() as connection:
             changed = connection.execute(update).rowcount == 1
+            if changed:
+                self._changed(connection, f"check:{check_id}")
         found = self.check(check_id)
         if found is None:
             raise DeskError(f"There is no check {check_id}.")
@@ -459,7 +507,35 @@ class Desk:
             .values(status=status)
         )
         with self.engine.begin() as connection:
+            self._changed(connection, thread_id)
             return int(connection.execute(update).rowcount)
+
+
+class Listener:
+    """Waits for the desk's next change: a PostgreSQL ``LISTEN``, or a short sleep."""
+
+    def __init__(self, connection: Any) -> None:
+        """Listen on ``connection`` (psycopg, autocommit, LISTENing), or poll without one."""
+        self.connection = connection
+
+    def wait(self, timeout: float) -> bool:
+        """Wait until a change is signalled or ``timeout`` passes; return whether one was.
+
+        Without notifications (SQLite) it sleeps ``POLL_SECONDS`` at most and answers
+        ``False``: the caller looks anyway.
+        """
+        if self.connection is None:
+            time.sleep(min(timeout, POLL_SECONDS))
+            return False
+        for _ in self.connection.notifies(timeout=timeout, stop_after=1):
+            return True
+        return False
+
+    def close(self) -> None:
+        """Stop listening."""
+        if self.connection is not None:
+            self.connection.close()
+            self.connection = None
 
 
 def _check(row: Any) -> Check:

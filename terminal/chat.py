@@ -323,7 +323,7 @@ class ChatSession:
                     self.prompter.show(partial(self._show_person, lines, told))
             return now.open
 
-        self.watch = Watch(look)
+        self.watch = Watch(look, conversation.owner.desk)
 
     def _show_person(self, lines: Sequence[AssistantLine], told: Sequence[Notice]) -> None:
         for line in lines:
@@ -377,7 +377,7 @@ class ChatSession:
                     return False
                 return True
 
-            self.check_watch = Watch(look, name="check-watch")
+            self.check_watch = Watch(look, conversation.owner.desk, name="check-watch")
         return False
 
     def _show_checked(self, told: Sequence[str]) -> None:

@@ -347,7 +347,7 @@ class DeskSession:
                     self.prompter.show(partial(self._show_customer, lines))
             return True
 
-        self.watch = Watch(look)
+        self.watch = Watch(look, self.desk)
 
     def watch_queue(self) -> None:
         """While nothing is held, show the queue again when someone new joins it."""
@@ -372,7 +372,7 @@ class DeskSession:
                 self.prompter.show(partial(self._print_queue, queue))
             return True
 
-        self.watch = Watch(look)
+        self.watch = Watch(look, self.desk)
 
     def _show_customer(self, lines: Sequence[CustomerLine]) -> None:
         for line in lines:

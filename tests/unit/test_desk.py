@@ -209,3 +209,48 @@ def test_handoff_only_the_holder_writes_and_never_two_people(
         isinstance(m, AIMessage) and m.content == "Hello"
         for m in conversation.assistant.messages(conversation.thread)
     )
+
+
+def test_desk_signals_each_change_to_another_process_on_postgresql(tmp_path: Path) -> None:
+    # A reader on PostgreSQL sleeps on LISTEN and is woken by every change another
+    # store makes (a process of its own would hold such a store), with nothing to read
+    # while nothing happens.
+    with (
+        scratch_conversations("postgresql", tmp_path) as location,
+        ConversationStore.open(location) as reader,
+        ConversationStore.open(location) as writer,
+    ):
+        assert reader.desk.notifies
+        listener = reader.desk.listener()
+        try:
+            assert listener.wait(0.2) is False  # nothing happened
+            changes: list[Callable[[], object]] = [
+                lambda: writer.desk.request(
+                    "t-1", "p", by="customer", reason="why", summary="", now=NOW
+                ),
+                lambda: writer.desk.take("t-1", "Ana", NOW),
+                lambda: writer.desk.bump("t-1"),
+                lambda: writer.desk.end("t-1", "Ana", NOW, note="done"),
+                lambda: writer.desk.ask_checks(
+                    "t-1", "p", [("c1", "Book", "EUR 9", 900)], "{}", NOW
+                ),
+                lambda: writer.desk.decide_check(
+                    writer.desk.checks_waiting()[0].id, "Ana", NOW, approved=True
+                ),
+                lambda: writer.desk.end_checks("t-1", "used"),
+            ]
+            for change in changes:
+                change()
+                assert listener.wait(10.0), change  # woken, not timed out
+                while listener.wait(0.05):  # drain what the change said twice, if any
+                    pass
+        finally:
+            listener.close()
+
+
+def test_desk_on_sqlite_is_polled_not_signalled(tmp_path: Path) -> None:
+    with ConversationStore.open(str(tmp_path / "c" / "sessions.sqlite")) as store:
+        assert not store.desk.notifies
+        listener = store.desk.listener()
+        assert listener.connection is None and listener.wait(0.01) is False
+        listener.close()
