@@ -23,7 +23,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Any, cast
-from uuid import UUID
+from uuid import UUID, uuid4
 
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, AIMessageChunk, AnyMessage, HumanMessage, ToolMessage
@@ -308,8 +308,12 @@ class TravelAssistant:
         *,
         cancel: threading.Event | None = None,
         cancelled: CutCause = "cancelled",
+        only_actions: bool = False,
     ) -> Iterator[TurnEvent]:
         """Resume a run stopped for approval with one decision per pending call.
+
+        ``only_actions``: run the decided calls and stop there, without asking the model
+        for a reply (a person holds the conversation); close the step with ``append``.
 
         A pending call missing from ``decisions`` is not run (only an explicit approval
         runs a call). ``cancel`` works as for ``send``; an approved call that had not
@@ -320,7 +324,11 @@ class TravelAssistant:
         """
         payload = {call_id: d.as_config() for call_id, d in decisions.items()}
         yield from self._run(
-            None, self.config(thread, **{APPROVALS_KEY: payload}), cancel, cancelled
+            None,
+            self.config(thread, **{APPROVALS_KEY: payload}),
+            cancel,
+            cancelled,
+            stop_after=list(self.crew.sensitive_nodes) if only_actions else None,
         )
 
     def approve_all(self, thread: Thread) -> Iterator[TurnEvent]:
@@ -424,6 +432,42 @@ class TravelAssistant:
         for answer in answers:
             yield MessageEvent(answer, node)
 
+    def propose(
+        self, thread: Thread, name: str, args: Mapping[str, Any], message: AIMessage
+    ) -> PendingAction:
+        """Put a sensitive call to ``name`` before the customer, as its specialist would.
+
+        For a person holding the conversation: ``message`` (their words, without tool
+        calls) is saved as the specialist's step with the call added, so the run stops
+        before the specialist's sensitive node and the customer decides it as any other
+        (preview, ``y/n``, ``resolve``). The specialist becomes the active assistant.
+
+        Raises:
+            KeyError: ``name`` is not a sensitive tool of the crew.
+        """
+        owner = self._owners[name]
+        config = self.config(thread)
+        snapshot = self._save_finished_step(config)
+        call_id = f"call_person_{uuid4().hex[:16]}"
+        proposal = message.model_copy(
+            update={
+                "name": owner.name,
+                "tool_calls": [
+                    {"name": name, "args": dict(args), "id": call_id, "type": "tool_call"}
+                ],
+            }
+        )
+        values: dict[str, Any] = {"messages": [proposal]}
+        if active_assistant(snapshot.values.get("dialog_state")) != owner.name:
+            values["dialog_state"] = owner.name
+        self.graph.update_state(config, values, as_node=owner.specialist.node)
+        return PendingAction(call_id, name, dict(args), owner.name)
+
+    def between_steps(self, thread: Thread) -> bool:
+        """Tell whether a run stopped after its actions, before the assistant answered."""
+        snapshot = self._state(self.config(thread))
+        return bool(snapshot.next) and not self.pending_actions(thread)
+
     def append(self, thread: Thread, messages: Sequence[AnyMessage]) -> None:
         """Add ``messages`` to ``thread`` outside a turn, without running any assistant.
 
@@ -524,6 +568,7 @@ class TravelAssistant:
         config: RunnableConfig,
         cancel: threading.Event | None = None,
         cancelled: CutCause = "cancelled",
+        stop_after: list[str] | None = None,
     ) -> Iterator[TurnEvent]:
         """Run the graph in a thread of its own and yield its events as they come.
 
@@ -552,7 +597,11 @@ class TravelAssistant:
         def produce() -> None:
             try:
                 for mode, payload in self.graph.stream(
-                    inputs, run_config, stream_mode=["updates", "checkpoints"], durability="sync"
+                    inputs,
+                    run_config,
+                    stream_mode=["updates", "checkpoints"],
+                    durability="sync",
+                    interrupt_after=stop_after,
                 ):
                     events.put((mode, payload))
                     if mode == "updates":

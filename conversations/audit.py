@@ -27,7 +27,14 @@ if TYPE_CHECKING:
 # What a supervisor looked at (the list of every conversation, or one conversation), or
 # what they did as a person at the desk (``server.handoff``) to a conversation.
 Looked = Literal[
-    "conversations", "conversation", "took", "handed back", "closed", "approved", "refused"
+    "conversations",
+    "conversation",
+    "took",
+    "handed back",
+    "closed",
+    "approved",
+    "refused",
+    "proposed",
 ]
 LOOKS: tuple[Looked, ...] = (
     "conversations",
@@ -37,6 +44,7 @@ LOOKS: tuple[Looked, ...] = (
     "closed",
     "approved",
     "refused",
+    "proposed",
 )
 # One entry per supervisor and thing looked at within this time.
 COALESCE = timedelta(minutes=5)

@@ -26,7 +26,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
 
-from assistants.approvals import ActionPreview, Amount, Decision, PendingAction, facts_of
+from assistants.approvals import (
+    ActionPreview,
+    Amount,
+    Decision,
+    PendingAction,
+    describe_action,
+    facts_of,
+)
 from assistants.providers import ModelDeadlineError, ModelProviderError, TurnCancelledError
 from conversations import words
 from conversations.assistant import Thread, TravelAssistant, TurnEvent
@@ -522,6 +529,40 @@ class Conversation:
         self.owner.desk.bump(self.thread_id)
         return self.owner.desk.end(self.thread_id, agent, self.owner.now(), note=note, close=close)
 
+    def person_proposes(self, agent: str, name: str, args: Mapping[str, Any]) -> Approval:
+        """Put ``agent``'s proposal of an action before the customer, for their ``y/n``.
+
+        The action goes through the same preview and approval as the assistant's (a
+        second approval too, when its amount needs one); decided, it runs without the
+        assistant answering, since the person still holds the conversation.
+
+        Raises:
+            DeskError: ``agent`` does not hold it, ``name`` is not an action, an action
+                already waits for the customer, or the preview says it cannot be done.
+            TurnRefusedError: A turn of it is running.
+        """
+        self._held_by(agent)
+        crew = self.assistant.crew
+        if name not in crew.sensitive_names:
+            actions = ", ".join(sorted(crew.sensitive_names))
+            raise DeskError(f"{name} is not an action the customer can approve; one of: {actions}.")
+        if self.assistant.pending_actions(self.thread):
+            raise DeskError("An action already waits for the customer's decision.")
+        preview = describe_action(
+            self.assistant.db, self.thread.passenger_id, name, args, crew.previews
+        )
+        if preview.error:
+            raise DeskError(f"Not possible: {words.refusal_text(preview)}")
+        message = AIMessage(
+            content=words.person_proposes(preview.title),
+            response_metadata={PERSON_KEY: " ".join(agent.split())},
+        )
+        with self.claim(5.0):
+            self.assistant.propose(self.thread, name, args, message)
+        self.owner.desk.bump(self.thread_id)
+        (approval,) = self.approvals()
+        return approval
+
     def _held_by(self, agent: str) -> Handoff:
         handoff = self.handoff()
         if handoff is None or handoff.status != "held":
@@ -685,13 +726,27 @@ class Turn:
             for action, preview in previews
         }
         owner.register(self._thread)
+        # While a person holds the conversation the actions run, and the assistant stays
+        # silent: the run stops after them and a note for the model closes the step.
+        held = self.conversation.handoff()
         yield from self._run(
             lambda stop: self._assistant.resolve(
-                self._thread, decisions, cancel=stop, cancelled=_CUT_BY[cancelled_by]
+                self._thread,
+                decisions,
+                cancel=stop,
+                cancelled=_CUT_BY[cancelled_by],
+                only_actions=held is not None,
             ),
             cancel,
             cancelled_by,
         )
+        if held is not None and self._assistant.between_steps(self._thread):
+            note = AIMessage(
+                content=words.person_action_note(held.agent or "A person"),
+                response_metadata={PERSON_KEY: held.agent, STAFF_NOTE_KEY: True},
+            )
+            self._assistant.append(self._thread, [note])
+            owner.desk.bump(self._thread.thread_id)
         if checked and not self._assistant.pending_actions(self._thread):
             owner.desk.end_checks(self._thread.thread_id, "used")
 

@@ -291,6 +291,23 @@ WAITING_FOR_CHECK = (
 )
 
 
+def person_proposes(title: str) -> str:
+    """Return what the customer reads with an action a person proposes for their approval."""
+    return f"I propose this for you: {title}. Please check it and answer yes or no."
+
+
+PERSON_PROPOSED = "An action waits for your decision. Press Enter to see it and answer."
+
+
+def person_action_note(agent: str) -> str:
+    """Return the note for the model after an action a person put to the customer ran."""
+    return (
+        f"[Note for the assistant, not shown to the customer: {agent} of the customer-service "
+        "team held the conversation when this action was decided; they proposed it or "
+        "oversaw it, and the customer's decision and the result are above.]"
+    )
+
+
 def staff_note(agent: str, note: str) -> str:
     """Return a person's note for the model, written when they hand the conversation back."""
     return (

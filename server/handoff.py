@@ -21,7 +21,7 @@ from typing import Annotated, Any, Literal, cast
 
 from fastapi import APIRouter, Depends, Request
 from fastapi import Path as PathParam
-from pydantic import BaseModel, Field, StrictBool
+from pydantic import BaseModel, Field, StrictBool, field_validator
 
 from conversations.audit import Looked
 from conversations.desk import NOTE_CHARS, REASON_CHARS, Check, DeskError, Handoff
@@ -35,11 +35,19 @@ from server.schemas import (
     CONVERSATION_ID_PATTERN,
     REASON_PATTERN,
     MessageIn,
+    PendingActionOut,
     Problem,
     Text,
     _Body,
+    well_formed,
 )
-from server.service import ConflictError, ConversationService, NotFoundError, UnavailableError
+from server.service import (
+    ConflictError,
+    ConversationService,
+    NotFoundError,
+    UnavailableError,
+    approval_out,
+)
 
 STAFF_PREFIX = "/api/v1/supervisor/desk"
 # How long a person's message waits for a running turn (the assistant finishing the
@@ -128,6 +136,42 @@ class CheckDecisionIn(_Body):
         pattern=REASON_PATTERN,
         description="Why not (for a no): the customer and the assistant are told.",
     )
+
+
+class ProposalIn(_Body):
+    """An action a person puts to the customer for their yes or no."""
+
+    action: Text = Field(
+        min_length=1,
+        max_length=100,
+        pattern=REASON_PATTERN,
+        examples=["update_ticket_to_new_flight"],
+        description="A sensitive tool of the crew (the 409 names them all).",
+    )
+    args: dict[str, Any] = Field(
+        default_factory=dict,
+        examples=[{"ticket_no": "7240005432906569", "new_flight_id": 1234}],
+        description="Its arguments, as the assistant would give them.",
+    )
+
+    @field_validator("args")
+    @classmethod
+    def _storable(cls, value: dict[str, Any]) -> dict[str, Any]:
+        _check_text(value)
+        return value
+
+
+def _check_text(value: Any) -> None:
+    """Refuse text no store keeps (NUL, lone surrogates) anywhere in ``value``."""
+    if isinstance(value, str):
+        well_formed(value)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _check_text(key)
+            _check_text(item)
+    elif isinstance(value, list):
+        for item in value:
+            _check_text(item)
 
 
 def staff_check_out(check: Check) -> StaffCheckOut:
@@ -317,6 +361,26 @@ class PersonDesk:
         assert handoff is not None  # held by ``agent``, who alone can end it
         return handoff_out(handoff)
 
+    def propose(
+        self, agent: str, conversation_id: str, action: str, args: dict[str, Any]
+    ) -> PendingActionOut:
+        """Put ``agent``'s proposed action to the customer; return it as they see it.
+
+        Raises:
+            NotFoundError: It was never handed to a person.
+            ConflictError: ``agent`` does not hold it, the action is unknown or not
+                possible (the preview says why), or one already waits for the customer.
+        """
+        conversation = self._handed(conversation_id)
+        try:
+            approval = conversation.person_proposes(agent, action, args)
+        except DeskError as error:
+            raise ConflictError(str(error)) from error
+        except TurnRefusedError as error:
+            raise ConflictError(error.failure.text) from error
+        self._record(agent, conversation, "proposed")
+        return approval_out(approval)
+
     def checks(self) -> CheckList:
         """Return the checks waiting for staff."""
         return CheckList(checks=[staff_check_out(c) for c in self.desk.checks_waiting()])
@@ -439,6 +503,20 @@ def staff_router() -> APIRouter:
         people: People, claims: Staff, conversation_id: HandedId, body: HandBackIn
     ) -> HandoffOut:
         return people.hand_back(claims.subject, conversation_id, body.note, body.close)
+
+    @routes.post(
+        "/{conversation_id}/proposals",
+        summary="Put an action to the customer for their yes or no (same preview as the "
+        "assistant's)",
+        description="Only while you hold the conversation. The customer decides it in "
+        "their window; it runs without the assistant answering, and a second approval "
+        "applies as for the assistant's actions.",
+        responses={**_NOT_HANDED, **_NOT_YOURS},
+    )
+    def propose(
+        people: People, claims: Staff, conversation_id: HandedId, body: ProposalIn
+    ) -> PendingActionOut:
+        return people.propose(claims.subject, conversation_id, body.action, body.args)
 
     @routes.get("/checks", summary="The actions customers approved that wait for your check")
     def checks(people: People, claims: Staff) -> CheckList:

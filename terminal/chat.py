@@ -92,7 +92,8 @@ class ChatSession:
         self.watch: Watch | None = None
         # While an approved action waits for a member of staff's check (second approval).
         self.check_watch: Watch | None = None
-        # Set by that watch when staff decided: the next line first goes on with it.
+        # Set by a watch when staff decided a check or a person proposed an action: the
+        # next line (Enter will do) first goes on with it.
         self.checked = threading.Event()
 
     @property
@@ -300,6 +301,7 @@ class ChatSession:
         conversation = self.conversation
         shown = {"count": handoff.messages, "status": handoff.status}
         seen = {r.id for r in conversation.history() if isinstance(r, AssistantLine)}
+        asked = {a.tool_call_id for a in conversation.approvals()}
 
         def look() -> bool:
             now = conversation.owner.desk.latest(conversation.thread_id)
@@ -313,6 +315,11 @@ class ChatSession:
                 ]
                 seen.update(r.id for r in lines)
                 told: list[Notice] = []
+                proposed = {a.tool_call_id for a in conversation.approvals()} - asked
+                if proposed and now.status == "held":
+                    asked.update(proposed)
+                    told.append(Notice(words.PERSON_PROPOSED))
+                    self.checked.set()
                 if now.status != shown["status"]:
                     if now.status == "held":
                         told.append(Notice(words.with_person(now.agent)))

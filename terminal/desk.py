@@ -26,7 +26,7 @@ from conversations.protocol import (
     ToolCallDetail,
     TurnRefusedError,
 )
-from conversations.records import AssistantLine, CustomerLine
+from conversations.records import ActionRecord, AssistantLine, CustomerLine
 from conversations.words import MAX_MESSAGE_CHARS
 from terminal.live import Watch
 from terminal.prompter import EXIT_WORDS, Prompter, clean_input
@@ -44,11 +44,20 @@ Commands:
   /show           the whole conversation: messages, tool calls and results, approvals
   /back [NOTE]    hand it back to the assistant; the assistant reads NOTE, the customer not
   /close [NOTE]   the same, recording that you finished the matter yourself
+  /propose [ACTION JSON]  put an action to the customer for their y/n, e.g.
+                  /propose cancel_hotel {"hotel_id": 3}; without arguments, the actions
   /checks         large actions customers approved that wait for your check
   /approve N      approve check N of /checks (the action runs when the customer goes on)
   /refuse N WHY   refuse check N; the customer and the assistant are told WHY
   /help           this help
   /exit           leave (the conversations you hold stay yours until you hand them back)"""
+
+
+def _key(record: object) -> str:
+    """Return what tells one record of the history from another, for what is new."""
+    if isinstance(record, ActionRecord):
+        return f"a:{record.tool_call_id}:{record.outcome}"
+    return f"m:{getattr(record, 'id', None)}:{getattr(record, 'text', '')}"
 
 
 def queue_lines(queue: Sequence[Handoff], now: datetime) -> list[str]:
@@ -172,6 +181,8 @@ class DeskSession:
                 self.show()
             elif name in ("/back", "/close"):
                 self.end(rest, close=name == "/close")
+            elif name == "/propose":
+                self.propose(rest)
             elif name == "/checks":
                 self.show_checks()
             elif name in ("/approve", "/refuse"):
@@ -187,6 +198,34 @@ class DeskSession:
         self._print_queue(self.listed)
         if self.holding is None:
             self.watch_queue()
+
+    def propose(self, rest: str) -> None:
+        """Put an action to the customer of the conversation held, or list the actions."""
+        crew = self.conversations.assistant.crew
+        tools = {t.name: t for t in crew.all_tools() if t.name in crew.sensitive_names}
+        action, _, given = rest.partition(" ")
+        if not action:
+            self.console.status("Actions you can propose (/propose ACTION JSON):")
+            for name in sorted(tools):
+                fields = ", ".join(tools[name].args)
+                self.console.status(f"  {name} {{{fields}}}")
+            return
+        if self.holding is None:
+            raise DeskError("You hold no conversation: /take one first.")
+        try:
+            args = json.loads(given or "{}")
+        except ValueError as error:
+            raise DeskError(f"The arguments are not JSON: {error}.") from None
+        if not isinstance(args, dict):
+            raise DeskError('Give the arguments as a JSON object, e.g. {"hotel_id": 3}.')
+        try:
+            approval = self.holding.person_proposes(self.agent, action, args)
+        except TurnRefusedError as refused:
+            raise DeskError(f"{refused.failure.text} Nothing was proposed.") from None
+        self.console.status(f"Proposed to the customer: {approval.title}")
+        for line in approval.lines:
+            self.console.status(f"  {line}")
+        self.console.status("The customer answers y/n in their window; you will see it here.")
 
     def show_checks(self) -> None:
         """List the checks waiting, numbered for ``/approve N`` and ``/refuse N``."""
@@ -328,7 +367,7 @@ class DeskSession:
         if conversation is None:
             return
         handoff = conversation.handoff()
-        seen = {r.id for r in conversation.history() if isinstance(r, CustomerLine)}
+        seen = {_key(r) for r in conversation.history()}
         shown = {"count": handoff.messages if handoff is not None else 0}
 
         def look() -> bool:
@@ -340,9 +379,9 @@ class DeskSession:
                 lines = [
                     r
                     for r in conversation.history()
-                    if isinstance(r, CustomerLine) and r.id not in seen
+                    if isinstance(r, CustomerLine | ActionRecord) and _key(r) not in seen
                 ]
-                seen.update(r.id for r in lines)
+                seen.update(_key(r) for r in lines)
                 if lines:
                     self.prompter.show(partial(self._show_customer, lines))
             return True
@@ -374,9 +413,12 @@ class DeskSession:
 
         self.watch = Watch(look, self.desk)
 
-    def _show_customer(self, lines: Sequence[CustomerLine]) -> None:
+    def _show_customer(self, lines: Sequence[CustomerLine | ActionRecord]) -> None:
         for line in lines:
-            self.console.line(f"customer> {line.text}")
+            if isinstance(line, ActionRecord):
+                self.console.status(f"· {line.line}")
+            else:
+                self.console.line(f"customer> {line.text}")
 
     def stop_watching(self) -> None:
         """Stop showing the customer's messages (or the queue's newcomers)."""

@@ -16,8 +16,6 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from conversations.desk import LISTEN_FALLBACK_SECONDS, Listener
-
 if TYPE_CHECKING:
     from conversations.desk import Desk
 
@@ -75,6 +73,10 @@ class Watch:
         self._thread.start()
 
     def _run(self) -> None:
+        # Here, not at the top: the command line imports this module, and the desk's
+        # SQLAlchemy only when a watch starts.
+        from conversations.desk import LISTEN_FALLBACK_SECONDS, Listener
+
         try:
             listener = self._desk.listener() if self._desk is not None else Listener(None)
         except Exception:  # cannot listen: look now and then instead

@@ -1054,11 +1054,26 @@ async function redrawHistory(id, visit) {
   const before = $("log").children.length;
   $("log").replaceChildren();
   for (const item of items) drawItem(item);
+  await redrawPending(id, visit);
   const last = items[items.length - 1];
   if (items.length > before && last && last.type === "assistant" && last.person) {
     announce(`${last.person} (customer service): ${last.text}`);
   }
   scrollToEnd();
+}
+
+// An action a person proposed (or one decided elsewhere): the cards follow the service.
+async function redrawPending(id, visit) {
+  let response;
+  try {
+    response = await api(`/conversations/${encodeURIComponent(id)}/pending`);
+  } catch (_) {
+    return;
+  }
+  if (!response.ok || visit !== state.visit || state.busy) return;
+  const { actions } = await response.json();
+  const ids = (list) => JSON.stringify(list.map((a) => [a.tool_call_id, a.check && a.check.status]));
+  if (ids(actions) !== ids(state.pending)) showPending(actions);
 }
 
 // While a person has the conversation, or will, ask every PERSON_POLL_MS what changed:

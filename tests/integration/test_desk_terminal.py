@@ -11,15 +11,16 @@ note is in what the model reads, never on the customer's screen.
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from db.fixtures import FIXTURE_PASSENGER_ID
+from db.fixtures import FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO
 from tests.support.cli import chat_args
 from tests.support.fake_openai import FakeOpenAI, Reply
-from tests.support.flights import ticket_flight
+from tests.support.flights import ticket_flight, tomorrow_flight
 from tests.support.terminal import PASSENGER_ID, PROGRAM, TerminalLog, change_script, spawn
 
 pexpect = pytest.importorskip("pexpect")
@@ -75,6 +76,20 @@ def test_desk_customer_and_person_talk_across_two_terminals(files: tuple[Path, P
         customer.expect("has your conversation and will answer here")
         desk.expect("customer> Thank you, it is a blue suitcase.", timeout=10)
         assert server.requests == []  # the model was not asked anything meanwhile
+
+        # Ana proposes an action; the customer decides it in their window, and still the
+        # model is not asked anything.
+        change = {"ticket_no": FIXTURE_TICKET_NO, "new_flight_id": tomorrow_flight(db)}
+        desk.send(f"/propose update_ticket_to_new_flight {json.dumps(change)}\r")
+        desk.expect("Proposed to the customer: Change flight")
+        customer.expect("An action waits for your decision. Press Enter", timeout=10)
+        customer.send("\r")
+        customer.expect("Approve this action")
+        customer.send("y\r")
+        customer.expect("you>")
+        desk.expect("Approved: Change flight", timeout=10)
+        assert ticket_flight(db) == change["new_flight_id"]
+        assert server.requests == []
 
         desk.send(f"/back {NOTE}\r")
         desk.expect("Handed back to the assistant with your note.")

@@ -23,7 +23,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from assistants.models import ModelSettings, build_chat_models
 from conversations.events import Thread
 from db.engine import Database
-from db.fixtures import FIXTURE_PASSENGER_ID
+from db.fixtures import FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO
 from server.service import ConversationService
 from tests.support.axe import axe_script, serious_violations
 from tests.support.browser import (
@@ -600,6 +600,21 @@ def test_a_person_answers_in_the_page_and_hands_back_to_the_assistant(
         site.send("My seat was broken on my last flight.")
         expect(page.locator("#log .customer").last).to_contain_text("My seat was broken")
         assert model.received == []  # the person has it: the assistant stays silent
+
+        # Ana proposes moving the flight: the card appears by itself; the customer's yes
+        # runs it, and still the assistant says nothing.
+        trip = plan_trip(site.service.assistant.db)
+        change = {"ticket_no": FIXTURE_TICKET_NO, "new_flight_id": trip.new_flight_id}
+        proposed = staff.post(
+            f"{desk}/proposals", json={"action": "update_ticket_to_new_flight", "args": change}
+        )
+        assert proposed.status_code == 200, proposed.text
+        card = page.get_by_role("article")
+        expect(card.get_by_role("heading")).to_have_text("Approval needed: Change flight")
+        card.get_by_role("button", name="Approve").click()
+        expect(page.locator("#log .record.approved")).to_contain_text("Approved: Change flight")
+        assert ticket_flight(site.service.assistant.db) == trip.new_flight_id
+        assert model.received == []
         staff.post(f"{desk}/hand-back", json={"note": "Seat refund approved."})
 
     expect(page.locator("#log")).to_contain_text("handed the conversation back to the assistant")

@@ -18,12 +18,22 @@ from langchain_core.messages import AIMessage
 
 from conversations.assistant import Thread, TravelAssistant
 from conversations.desk import DeskError
-from conversations.protocol import Conversation, Conversations
-from conversations.records import AssistantLine, CustomerLine, Notice, Outcome
+from conversations.protocol import Answer, Conversation, Conversations
+from conversations.records import (
+    ActionRecord,
+    AssistantLine,
+    CustomerLine,
+    Notice,
+    Outcome,
+    TurnEnd,
+)
 from conversations.store import ConversationStore
-from db.fixtures import FIXTURE_PASSENGER_ID
+from db.engine import Database
+from db.fixtures import FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO
 from tests.support.conversation_stores import scratch_conversations
+from tests.support.flights import ticket_flight
 from tests.support.scripted import ScriptedChatModel, call, say
+from tests.support.web import plan_trip
 from tools.handoff import HANDOFF_TOOL
 
 NOW = datetime(2026, 5, 4, 9, 30, tzinfo=UTC)
@@ -254,3 +264,47 @@ def test_desk_on_sqlite_is_polled_not_signalled(tmp_path: Path) -> None:
         listener = store.desk.listener()
         assert listener.connection is None and listener.wait(0.01) is False
         listener.close()
+
+
+def test_a_person_proposes_an_action_the_customer_approves_and_the_assistant_stays_silent(
+    conversations: Conversations, model: ScriptedChatModel, travel_db: Database
+) -> None:
+    conversation = conversations.get(Thread("t-7", FIXTURE_PASSENGER_ID))
+    trip = plan_trip(travel_db)
+    before = ticket_flight(travel_db)
+    change = {"ticket_no": FIXTURE_TICKET_NO, "new_flight_id": trip.new_flight_id}
+    with pytest.raises(DeskError, match="take it first"):
+        conversation.person_proposes("Ana Lima", "update_ticket_to_new_flight", change)
+    conversation.ask_for_person("move my flight please")
+    conversation.take("Ana Lima")
+    with pytest.raises(DeskError, match="not an action"):
+        conversation.person_proposes("Ana Lima", "drop_table", {})
+    with pytest.raises(DeskError, match="Not possible"):
+        conversation.person_proposes(
+            "Ana Lima", "update_ticket_to_new_flight", {**change, "ticket_no": "0000"}
+        )
+    assert conversation.approvals() == []
+
+    approval = conversation.person_proposes("Ana Lima", "update_ticket_to_new_flight", change)
+    assert approval.title == "Change flight" and approval.amount is not None
+    assert conversation.approvals() == [approval]
+    with pytest.raises(DeskError, match="already waits"):
+        conversation.person_proposes("Ana Lima", "update_ticket_to_new_flight", change)
+    model.script = []  # the assistant must not be asked anything while Ana holds it
+    with conversation.claim() as turn:
+        outcomes = list(turn.resolve({approval.tool_call_id: Answer(True)}))
+    assert isinstance(outcomes[-1], TurnEnd) and outcomes[-1].approvals == ()
+    assert ticket_flight(travel_db) == trip.new_flight_id != before
+    assert model.received == []
+    proposal, record = conversation.history()[-2:]
+    assert isinstance(proposal, AssistantLine) and proposal.person == "Ana Lima"
+    assert proposal.text == (
+        "I propose this for you: Change flight. Please check it and answer yes or no."
+    )
+    assert isinstance(record, ActionRecord) and record.outcome == "approved"
+    # Handed back, the assistant answers the next message, knowing what was done.
+    conversation.hand_back("Ana Lima", "")
+    model.script = [say("You are on tomorrow's flight now. Anything else?")]
+    _send(conversation, "Thanks, all good?")
+    told = " ".join(str(m.content) for m in model.received[-1])
+    assert "held the conversation when this action was decided" in told

@@ -92,6 +92,7 @@ def body_for(operation: dict[str, Any], call_id: str) -> dict[str, Any] | None:
         "StaffMessageIn": {"text": "written by someone else"},
         "HandBackIn": {"note": "handed back by someone else", "close": False},
         "CheckDecisionIn": {"approved": True},
+        "ProposalIn": {"action": "cancel_hotel", "args": {"hotel_id": 1}},
     }
     name = ref.rsplit("/", 1)[-1]
     assert name in bodies, f"no test body for {name}: add one"

@@ -86,6 +86,7 @@ def test_server_openapi_document_is_served(client: TestClient) -> None:
         "/api/v1/conversations/{conversation_id}/resume",
         "/api/v1/supervisor/desk/checks",
         "/api/v1/supervisor/desk/checks/{check_id}",
+        "/api/v1/supervisor/desk/{conversation_id}/proposals",
     }
     conversation = paths["/api/v1/conversations/{conversation_id}"]
     assert {"get", "patch", "delete"} <= set(conversation)
@@ -160,15 +161,18 @@ def validate(
     names a ``tool_call_id`` twice matches the schema yet is refused with the documented
     422. schemathesis generates such a body now and then (two decisions that happen to
     share an id): for it, a 422 naming the repeat is the expected answer, and every other
-    check still runs. A caller who cannot act (a supervisor, ``acts=False``) is refused
-    with the 403 before the body is looked at.
+    check still runs. A token of the other side (a supervisor's, ``acts=False``, on a
+    passenger's route, or a passenger's on the supervisor's) is refused with the 403
+    before the body is looked at.
     """
+    staff_route = str(case.path).startswith("/api/v1/supervisor/")
+    refused_by_role = staff_route == acts
     if has_unstorable_text(case.body):
         response = case.call_and_validate(
             headers=headers, excluded_checks=[positive_data_acceptance]
         )
         if conversation is not None:
-            assert response.status_code == 422, response.text
+            assert response.status_code == (403 if refused_by_role else 422), response.text
         return
     if not repeats_a_decision(case):
         case.call_and_validate(headers=headers)
@@ -176,7 +180,7 @@ def validate(
     response = case.call_and_validate(headers=headers, excluded_checks=[positive_data_acceptance])
     if conversation is None:
         return  # the made-up conversation is not found first
-    if not acts:
+    if refused_by_role:
         assert response.status_code == 403, response.text
         return
     assert response.status_code == 422, response.text
@@ -238,7 +242,7 @@ def conform(
 def test_server_conforms_to_its_openapi_document(
     app_and_signer: tuple[FastAPI, TokenSigner], headers: dict[str, str], client: TestClient
 ) -> None:
-    assert conform(app_and_signer[0], headers) == 26
+    assert conform(app_and_signer[0], headers) == 27
 
 
 def test_server_conforms_to_its_openapi_document_for_a_supervisor(
@@ -247,8 +251,8 @@ def test_server_conforms_to_its_openapi_document_for_a_supervisor(
     # The supervisor's endpoints answer what they document, and the passengers' a 403.
     app, signer = app_and_signer
     supervisor = {"Authorization": f"Bearer {signer.issue('ana', role=SUPERVISOR)}"}
-    assert conform(app, supervisor) == 26
-    assert conform(app, supervisor, conversation, acts=False) == 15
+    assert conform(app, supervisor) == 27
+    assert conform(app, supervisor, conversation, acts=False) == 16
 
 
 def test_server_conforms_on_a_real_conversation(
@@ -256,7 +260,7 @@ def test_server_conforms_on_a_real_conversation(
 ) -> None:
     # Generated ids name no conversation (404); this runs the operations on a real one,
     # so turns really stream and are checked event by event.
-    assert conform(app_and_signer[0], headers, conversation) == 15
+    assert conform(app_and_signer[0], headers, conversation) == 16
 
 
 def repeat_the_first_decision(case: Any) -> Any:
