@@ -35,6 +35,7 @@ from evaluation.judge import (
 from evaluation.scenarios import Resolver, Scenario, StaffCheck
 
 if TYPE_CHECKING:
+    from conversations.desk import Check
     from conversations.protocol import Conversation
 
 # The member of staff who answers a trial's second-approval checks, as the scenario scripts.
@@ -243,9 +244,12 @@ def converse(
                 store.close()
                 store, conversation = open_conversation()
             while pending := conversation.assistant.pending_actions(thread):
-                if conversation.checks():
-                    # The customer said yes; a member of staff checks it before it runs.
-                    if not _staff_decides(conversation, staff, transcript):
+                # The customer said yes to these; a member of staff checks them first. (A
+                # check already applied stays open until no action is pending: not these.)
+                waiting = {a.tool_call_id for a in pending}
+                checks = [c for c in conversation.checks() if c.tool_call_id in waiting]
+                if checks:
+                    if not _staff_decides(conversation, checks, staff, transcript):
                         # No scripted answer: the check waits, and so does the customer.
                         waiting_for_staff = True
                         break
@@ -276,14 +280,17 @@ def converse(
 
 
 def _staff_decides(
-    conversation: Conversation, staff: list[StaffCheck], transcript: Transcript
+    conversation: Conversation,
+    checks: list[Check],
+    staff: list[StaffCheck],
+    transcript: Transcript,
 ) -> bool:
-    """Answer the conversation's waiting checks with the next scripted staff answers.
+    """Answer ``checks`` still waiting with the next scripted staff answers.
 
     Records each answer in ``transcript`` (by tool call id). Returns whether every check
     is decided: ``False`` when the script ran out and one is left waiting.
     """
-    for check in conversation.checks():
+    for check in checks:
         if check.decided:
             continue
         if not staff:

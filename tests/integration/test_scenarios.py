@@ -240,6 +240,46 @@ def test_judge_fails_when_staff_answer_the_other_way(
     assert any(f.startswith(f"database: {table}") for f in failures), failures
 
 
+@pytest.mark.parametrize(
+    ("hotel", "nights", "staff"),
+    [("Paddington Central Inn", 1, ()), ("Southbank Riverside Hotel", 2, (StaffCheck(True),))],
+    ids=["cheap", "checked-too"],
+)
+def test_trial_answers_a_proposal_that_follows_a_checked_action(
+    template: Path | str, hotel: str, nights: int, staff: tuple[StaffCheck, ...]
+) -> None:
+    # Right after the staff's yes runs the booking, the model proposes another: the
+    # customer answers it (and staff too, above the amount). The applied check stays
+    # open until nothing is pending, and must not be taken for the new action's.
+    approves = next(s for s in SCENARIOS if s.id == "second_approval_hotel_staff_approves")
+    first, *rest = approves.turns
+    second = {
+        "name": "book_hotel",
+        "args": {
+            "hotel_id": f"{{hotel:{hotel}}}",
+            "checkin_date": "{date:12}",
+            "checkout_date": f"{{date:{12 + nights}}}",
+        },
+    }
+    replies = (
+        *first.replies[:3],
+        {"text": "Southbank is booked; now the nights after it.", "calls": [second]},
+        {"text": "Done: both stays are booked."},
+    )
+    turn = replace(
+        first, replies=replies, decisions=("y", "y"), staff_checks=(*first.staff_checks, *staff)
+    )
+    scenario = replace(
+        approves,
+        turns=(turn, *rest),
+        gold_actions=(*approves.gold_actions, second),
+        tool_facts=(),
+    )
+    result = run(scenario, template)
+    assert result.passed, "\n".join(result.failures)
+    assert [c.status for c in result.transcript.checks] == ["used"] * (1 + len(staff))
+
+
 def test_database_problems_sees_a_change_in_any_table(template: Path | str, tmp_path: Path) -> None:
     from sqlalchemy import text
 
