@@ -454,6 +454,16 @@ class Desk:
         with self.engine.connect() as connection:
             return [_check(row) for row in connection.execute(query).mappings()]
 
+    def checks_ever(self, thread_id: str) -> list[Check]:
+        """Return every check ``thread_id`` was ever asked for, whatever its state, oldest first.
+
+        What became of them (still waiting, decided, used, withdrawn): the evaluation
+        judges a trial on it.
+        """
+        query = CHECKS.select().where(CHECKS.c.thread_id == thread_id).order_by(CHECKS.c.id)
+        with self.engine.connect() as connection:
+            return [_check(row) for row in connection.execute(query).mappings()]
+
     def checks_waiting(self) -> list[Check]:
         """Return every check waiting for staff, the oldest first."""
         query = CHECKS.select().where(CHECKS.c.status == "waiting").order_by(CHECKS.c.id)

@@ -8,7 +8,10 @@ behind: the rows that had to change changed, and nothing else did. Procedural ch
 come on top: every write was approved first, a denied action did not run, every tool
 call was answered once, the facts the customer needed were said, and the conversation
 was handed to a person (left waiting in the desk's queue, with a reason) exactly when
-the scenario expects it (``[handoff]``).
+the scenario expects it (``[handoff]``), and, with a second approval above an amount
+(``second_approval_above``), every check a member of staff was asked for was expected
+(``staff_checks``), decided and applied: a refused action did not run and the assistant
+was told why.
 
 Two ways to run a scenario:
 
@@ -23,6 +26,7 @@ from evaluation.judge import (
     ScenarioResult,
     Transcript,
     apply_gold_actions,
+    check_problems,
     database_problems,
     dump_state,
     handoff_problems,
@@ -34,6 +38,7 @@ from evaluation.runs import (
     CUSTOMER_OPENING,
     MAX_CUSTOMER_TURNS,
     PRICES_PER_MILLION,
+    STAFF,
     STOP,
     converse,
     parse_decision,
@@ -48,9 +53,11 @@ from evaluation.scenarios import (
     Resolver,
     Scenario,
     ScenarioError,
+    StaffCheck,
     Turn,
     load_scenario,
     load_scenarios,
+    parse_staff_check,
     select_scenarios,
 )
 
@@ -60,16 +67,19 @@ __all__ = [
     "PRICES_PER_MILLION",
     "SCENARIO_DIR",
     "SCENARIO_SEED",
+    "STAFF",
     "STOP",
     "ExpectedHandoff",
     "Resolver",
     "Scenario",
     "ScenarioError",
     "ScenarioResult",
+    "StaffCheck",
     "Transcript",
     "Turn",
     "Usage",
     "apply_gold_actions",
+    "check_problems",
     "converse",
     "database_problems",
     "dump_state",
@@ -78,6 +88,7 @@ __all__ = [
     "load_scenario",
     "load_scenarios",
     "parse_decision",
+    "parse_staff_check",
     "pass_hat_k",
     "percentile",
     "run_offline",

@@ -12,9 +12,10 @@ from sqlalchemy import inspect, text
 
 from assistants.approvals import Decision, facts_of
 from assistants.specialists import build_crew
-from conversations.desk import Handoff
+from conversations.desk import Check, Handoff
 from db.engine import Database
-from evaluation.scenarios import ExpectedHandoff, Resolver, Scenario, ScenarioError
+from db.values import fmt_money
+from evaluation.scenarios import ExpectedHandoff, Resolver, Scenario, ScenarioError, StaffCheck
 
 BOOKKEEPING_TABLES = frozenset({"tool_call_records"})
 VOLATILE_COLUMNS = frozenset({"created_at", "checked_in_at"})
@@ -82,6 +83,12 @@ class Transcript:
     model_calls: int = 0
     # The desk's last hand-off of the conversation to a person, if it was handed off.
     handoff: Handoff | None = None
+    # Every second-approval check the desk was asked for, as it ended (``Desk.checks_ever``),
+    # what the trial's member of staff answered to each (by tool call id), and the
+    # scripted staff answers left over.
+    checks: list[Check] = field(default_factory=list)
+    staff_decisions: dict[str, StaffCheck] = field(default_factory=dict)
+    unused_staff_checks: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -150,6 +157,13 @@ def judge(
                 failures.append(f"{call['name']} ran without the customer's approval")
             if decision is not None and not decision.approved and facts.ran:
                 failures.append(f"{call['name']} was denied but ran anyway")
+            above = scenario.second_approval_above
+            moved = facts.amount.cents if facts.amount is not None else 0
+            if facts.ran and above is not None and moved > above and not facts.checked_by:
+                failures.append(
+                    f"{call['name']} moved {fmt_money(moved)}, more than {fmt_money(above)}, "
+                    "without a member of staff's check"
+                )
         failing = answer.status == "error" and facts.not_run not in _PROCEDURAL_NOT_RUN
         if failing and call["name"] not in scenario.expected_errors:
             failures.append(
@@ -177,7 +191,53 @@ def judge(
             if _FACT.search(fact) and fact.lower() not in heard
         ]
     failures += handoff_problems(scenario.handoff, transcript.handoff)
+    failures += check_problems(transcript, answers)
     return tuple(failures)
+
+
+def check_problems(
+    transcript: Transcript, answers: Mapping[str, Sequence[ToolMessage]]
+) -> list[str]:
+    """Describe what went wrong with the run's second approvals (empty if nothing did).
+
+    Every check the desk was asked for must end decided by the trial's member of staff
+    and applied (``used``; ``withdrawn`` when a new message dropped its action): one
+    still waiting is a check the scenario did not expect (its turns script no staff
+    answer for it). An action staff refused must not run, and the assistant must have
+    been told their reason. Scripted staff answers must all be used: a scenario that
+    expects a check fails when none was asked.
+
+    ``answers`` are the tool answers of the conversation, by tool call id.
+    """
+    problems = []
+    for check in transcript.checks:
+        what = f"{check.title} ({check.amount})"
+        if check.status == "waiting":
+            problems.append(
+                f"a member of staff's check of {what} was left waiting: the scenario "
+                "scripts no staff answer for it"
+            )
+        elif check.status in ("approved", "refused"):
+            problems.append(
+                f"{check.staff} {check.status} {what}, but the conversation never went on"
+            )
+        staff = transcript.staff_decisions.get(check.tool_call_id)
+        found = answers.get(check.tool_call_id, [])
+        if staff is None or staff.approved or len(found) != 1:
+            continue
+        if facts_of(found[0]).ran:
+            problems.append(f"{what} ran though a member of staff refused it")
+        elif staff.reason.lower() not in str(found[0].content).lower():
+            problems.append(
+                f"the assistant was never told why a member of staff refused {what}: "
+                f"{staff.reason!r}"
+            )
+    if transcript.unused_staff_checks:
+        problems.append(
+            f"{len(transcript.unused_staff_checks)} scripted staff answers were never used "
+            f"(no check asked for them): {transcript.unused_staff_checks}"
+        )
+    return problems
 
 
 def handoff_problems(expected: ExpectedHandoff | None, handoff: Handoff | None) -> list[str]:

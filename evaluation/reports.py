@@ -67,6 +67,16 @@ def trial_record(result: ScenarioResult, trial: int, **context: Any) -> dict[str
         "handoff": None
         if handoff is None
         else {"status": handoff.status, "reason": handoff.reason},
+        # Each second-approval check: what it was, how it ended, and the staff's answer.
+        "checks": [
+            {
+                "action": check.title,
+                "amount": check.amount,
+                "status": check.status,
+                "staff": _staff_answer(result, check.tool_call_id),
+            }
+            for check in result.transcript.checks
+        ],
         "tokens": {"input": used.input_tokens, "output": used.output_tokens},
         "latency": {
             "per_message": [round(seconds, 3) for seconds in latencies],
@@ -74,6 +84,11 @@ def trial_record(result: ScenarioResult, trial: int, **context: Any) -> dict[str
             "total": round(sum(latencies), 3),
         },
     }
+
+
+def _staff_answer(result: ScenarioResult, tool_call_id: str) -> str | None:
+    answer = result.transcript.staff_decisions.get(tool_call_id)
+    return None if answer is None else str(answer)
 
 
 def to_json(result: ScenarioResult, trial: int = 1, **context: Any) -> str:

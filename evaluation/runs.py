@@ -7,7 +7,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AnyMessage, ToolCall
@@ -32,7 +32,14 @@ from evaluation.judge import (
     database_problems,
     judge,
 )
-from evaluation.scenarios import Resolver, Scenario
+from evaluation.scenarios import Resolver, Scenario, StaffCheck
+
+if TYPE_CHECKING:
+    from conversations.desk import Check
+    from conversations.protocol import Conversation
+
+# The member of staff who answers a trial's second-approval checks, as the scenario scripts.
+STAFF = "Ana Lima"
 
 
 def _reply(resolve: Resolver, spec: Mapping[str, Any], counter: Iterator[int]) -> AIMessage:
@@ -173,6 +180,14 @@ def converse(
     that turn's message, before its approvals are answered, as a new process would, and
     the conversation goes on.
 
+    With ``second_approval_above`` set, an action the customer approves that moves more
+    waits for a member of staff's check, as with ``TRAVEL_ASSISTANT_SECOND_APPROVAL_ABOVE``
+    (the scenario's amount, not the variable's, counts here). ``STAFF`` then answers each
+    waiting check with the next of the scenario's ``staff_checks`` (``decide_check``, as
+    the desk does) and the customer's side goes on (``resume_checked``, which runs or
+    declines the action and calls the model). A check with no scripted answer left is
+    left waiting, and the conversation ends there: the customer can only wait for staff.
+
     The conversation is recorded in ``transcript`` (a new one by default), also when a
     model call fails part-way; ``on_turn`` hears the index of each customer message.
 
@@ -180,7 +195,7 @@ def converse(
         ModelProviderError: A turn ended because the model server failed or the time
             limit was reached (the turn is closed as such, as in the front ends).
     """
-    from conversations.protocol import Answer, Conversation, Conversations
+    from conversations.protocol import Answer, Conversations
     from conversations.store import ConversationStore
 
     thread = Thread(f"eval-{scenario.id}", scenario.passenger_id)
@@ -193,15 +208,23 @@ def converse(
         except BaseException:
             store.close()
             raise
-        owner = Conversations(assistant, store.registry, store.locks, store.desk)
+        owner = Conversations(
+            assistant,
+            store.registry,
+            store.locks,
+            store.desk,
+            check_above=scenario.second_approval_above,
+        )
         return store, owner.get(thread)
 
     store, conversation = open_conversation()
     transcript = transcript if transcript is not None else Transcript()
     decisions = [d for turn in scenario.turns for d in turn.decisions]
+    staff = [c for turn in scenario.turns for c in turn.staff_checks]
     index = 0
+    waiting_for_staff = False
     try:
-        while True:
+        while not waiting_for_staff:
             if customer is None:
                 if index >= len(scenario.turns):
                     break
@@ -221,6 +244,18 @@ def converse(
                 store.close()
                 store, conversation = open_conversation()
             while pending := conversation.assistant.pending_actions(thread):
+                # The customer said yes to these; a member of staff checks them first. (A
+                # check already applied stays open until no action is pending: not these.)
+                waiting = {a.tool_call_id for a in pending}
+                checks = [c for c in conversation.checks() if c.tool_call_id in waiting]
+                if checks:
+                    if not _staff_decides(conversation, checks, staff, transcript):
+                        # No scripted answer: the check waits, and so does the customer.
+                        waiting_for_staff = True
+                        break
+                    with conversation.claim() as turn:
+                        _finish(turn.resume_checked())
+                    continue
                 answers = {}
                 for action in pending:
                     decision = parse_decision(decisions.pop(0) if decisions else "n: no answer")
@@ -237,9 +272,33 @@ def converse(
             transcript.user_info = conversation.assistant.user_info(thread)
             transcript.unused_decisions = list(decisions)
             transcript.handoff = store.desk.latest(thread.thread_id)
+            transcript.checks = store.desk.checks_ever(thread.thread_id)
+            transcript.unused_staff_checks = [str(c) for c in staff]
         finally:
             store.close()
     return transcript
+
+
+def _staff_decides(
+    conversation: Conversation,
+    checks: list[Check],
+    staff: list[StaffCheck],
+    transcript: Transcript,
+) -> bool:
+    """Answer ``checks`` still waiting with the next scripted staff answers.
+
+    Records each answer in ``transcript`` (by tool call id). Returns whether every check
+    is decided: ``False`` when the script ran out and one is left waiting.
+    """
+    for check in checks:
+        if check.decided:
+            continue
+        if not staff:
+            return False
+        answer = staff.pop(0)
+        conversation.decide_check(STAFF, check.id, approved=answer.approved, reason=answer.reason)
+        transcript.staff_decisions[check.tool_call_id] = answer
+    return True
 
 
 def _finish(outcomes: Iterable[Outcome]) -> None:

@@ -18,6 +18,7 @@ from db.domains import RESERVATION_KINDS
 from db.engine import Database, packaged_data_dir
 from db.fixtures import FIXTURE_FLIGHT_NO, FIXTURE_TICKET_NO
 from db.models import Flight, TicketFlight
+from db.rules import parse_money
 
 SCENARIO_DIR = packaged_data_dir() / "scenarios"
 # The seed of the database the scenarios were written against (the tests use it too):
@@ -38,12 +39,50 @@ class ScenarioError(ValueError):
 
 
 @dataclass(frozen=True)
+class StaffCheck:
+    """A member of staff's scripted answer to a second-approval check (``staff_checks``).
+
+    Written ``"approve"`` or ``"refuse: the reason"`` in a scenario file: a refusal needs
+    its reason, which the assistant is told.
+    """
+
+    approved: bool
+    reason: str = ""
+
+    def __str__(self) -> str:
+        """Return the answer as a scenario file writes it."""
+        return "approve" if self.approved else f"refuse: {self.reason}"
+
+
+def parse_staff_check(text: str) -> StaffCheck:
+    """Read ``"approve"`` or ``"refuse: REASON"`` (any case) as a staff answer.
+
+    Raises:
+        ScenarioError: Anything else, or a refusal without its reason.
+    """
+    head, colon, reason = str(text).partition(":")
+    word = head.strip().lower()
+    if word == "approve" and not colon:
+        return StaffCheck(True)
+    if word == "refuse" and reason.strip():
+        return StaffCheck(False, reason.strip())
+    raise ScenarioError(
+        f"staff_checks takes 'approve' or 'refuse: the reason' (a refusal says why), not {text!r}"
+    )
+
+
+@dataclass(frozen=True)
 class Turn:
-    """One customer message, the scripted model replies, and the approval answers."""
+    """One customer message, the scripted model replies, and the approval answers.
+
+    ``staff_checks`` are a member of staff's answers to the second-approval checks this
+    turn's approved actions wait for (``second_approval_above``), in the order asked.
+    """
 
     customer: str
     replies: tuple[dict[str, Any], ...] = ()
     decisions: tuple[str, ...] = ()
+    staff_checks: tuple[StaffCheck, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -62,6 +101,9 @@ class Scenario:
     """One conversation to evaluate.
 
     ``handoff`` is ``None`` when the conversation must not be handed to a person.
+    ``second_approval_above`` (cents): an action the customer approves that moves more
+    waits for a member of staff's check (the turns' ``staff_checks`` answer them);
+    ``None``, as by default, no action is checked.
     """
 
     id: str
@@ -76,6 +118,7 @@ class Scenario:
     expected_errors: tuple[str, ...] = ()
     resume_after_turn: int | None = None
     handoff: ExpectedHandoff | None = None
+    second_approval_above: int | None = None
     path: Path | None = None
 
 
@@ -88,9 +131,15 @@ def load_scenario(path: Path) -> Scenario:
                 customer=str(t["customer"]),
                 replies=tuple(t.get("replies", ())),
                 decisions=tuple(str(d) for d in t.get("decisions", ())),
+                staff_checks=tuple(parse_staff_check(c) for c in _strings(t, "staff_checks")),
             )
             for t in data["turns"]
         )
+        above = data.get("second_approval_above")
+        if above is None and any(turn.staff_checks for turn in turns):
+            raise ScenarioError(
+                "staff_checks need second_approval_above: without it no action waits for staff"
+            )
         return Scenario(
             id=str(data.get("id", path.stem)),
             category=str(data["category"]),
@@ -104,10 +153,23 @@ def load_scenario(path: Path) -> Scenario:
             expected_errors=tuple(str(e) for e in data.get("expected_errors", ())),
             resume_after_turn=data.get("resume_after_turn"),
             handoff=_expected_handoff(data.get("handoff")),
+            second_approval_above=None if above is None else parse_money(str(above)),
             path=path,
         )
-    except (KeyError, TypeError, tomllib.TOMLDecodeError) as error:
+    except (KeyError, TypeError, ValueError, tomllib.TOMLDecodeError) as error:
         raise ScenarioError(f"{path}: {error}") from error
+
+
+def _strings(table: dict[str, Any], key: str) -> list[str]:
+    """Return ``table[key]``, a list of strings (empty when absent).
+
+    Raises:
+        TypeError: It is not a list of strings.
+    """
+    found = table.get(key, [])
+    if not isinstance(found, list) or not all(isinstance(item, str) for item in found):
+        raise TypeError(f"{key} must be a list of strings")
+    return found
 
 
 def _expected_handoff(table: Any) -> ExpectedHandoff | None:

@@ -114,6 +114,8 @@ REFUSED_DECISIONS_FREE = (
 )
 BODY_LIMIT = "test_server_body_of_exactly_the_limit_is_read_and_one_byte_more_is_413"
 JUDGE = U + "test_judge.py::"
+SCENARIOS = "tests/integration/test_scenarios.py::"
+SECOND_APPROVAL = U + "test_second_approval.py::"
 EXACTLY_ONCE = U + "test_exactly_once.py::"
 DELEGATES = GRAPH + "test_graph_delegates_and_returns"
 PARALLEL_DECISIONS = GRAPH + "test_graph_parallel_sensitive_calls_approve_one_deny_other"
@@ -1303,6 +1305,72 @@ MUTANTS: tuple[Mutant, ...] = (
         "elif expected.reason_mentions and not any(",
         "elif expected.reason_mentions and not all(",
         (JUDGE + "test_judge_fails_a_handoff_without_the_reason_the_scenario_expects",),
+    ),
+    Mutant(
+        "judge-waiting-check-passes",
+        "judge",
+        "a staff check left waiting (the scenario scripts no answer for it) fails the run",
+        "evaluation/judge.py",
+        'if check.status == "waiting":',
+        'if check.status == "withdrawn":',
+        (
+            JUDGE + "test_judge_fails_a_staff_check_the_scenario_does_not_expect",
+            SCENARIOS + "test_judge_fails_a_staff_check_the_scenario_does_not_expect",
+        ),
+    ),
+    Mutant(
+        "eval-unused-staff-answers-dropped",
+        "judge",
+        "a scripted staff answer no check used fails the run (an expected check never came)",
+        "evaluation/runs.py",
+        "transcript.unused_staff_checks = [str(c) for c in staff]",
+        "transcript.unused_staff_checks = []",
+        (SCENARIOS + "test_judge_fails_a_staff_check_the_scenario_expects_but_never_came",),
+    ),
+    Mutant(
+        "eval-staff-refusal-ignored",
+        "judge",
+        "a trial's member of staff answers each check as the scenario scripts it, no as no",
+        "evaluation/runs.py",
+        "STAFF, check.id, approved=answer.approved, reason=answer.reason",
+        "STAFF, check.id, approved=True, reason=answer.reason",
+        (
+            SCENARIOS + "test_scenario_passes_offline[second_approval_refund_staff_refuses]",
+            SCENARIOS + "test_judge_fails_when_staff_answer_the_other_way",
+        ),
+    ),
+    Mutant(
+        "judge-large-action-unchecked-passes",
+        "judge",
+        "a call that moved more than second_approval_above without a staff check fails",
+        "evaluation/judge.py",
+        "if facts.ran and above is not None and moved > above and not facts.checked_by:",
+        "if facts.ran and above is not None and moved > above and not facts.approved:",
+        (JUDGE + "test_judge_fails_a_staff_check_the_scenario_expects_but_never_came",),
+    ),
+    Mutant(
+        "judge-staff-reason-untold-passes",
+        "judge",
+        "when staff refused an action, the assistant must have been told their reason",
+        "evaluation/judge.py",
+        "elif staff.reason.lower() not in str(found[0].content).lower():",
+        "elif not staff.reason:",
+        (
+            JUDGE
+            + "test_judge_fails_an_action_staff_refused_that_ran_or_whose_reason_was_never_told",
+        ),
+    ),
+    Mutant(
+        "second-approval-threshold-in-euros",
+        "approval",
+        "an action that moves more than the amount (in cents) waits for a member of staff",
+        "conversations/protocol.py",
+        "return preview.amount is not None and _cents(preview.amount) > above",
+        "return preview.amount is not None and _cents(preview.amount) > above * 100",
+        (
+            SECOND_APPROVAL + "test_second_approval_starts_one_cent_above_the_amount",
+            SCENARIOS + "test_scenario_passes_offline[second_approval_refund_staff_refuses]",
+        ),
     ),
     Mutant(
         "user-info-without-cars",

@@ -120,3 +120,36 @@ def test_the_progress_bar_shows_the_running_pass_rate(
     assert code == 0
     assert "pass 1/1 (100%)" in err
     assert "policy_24_hour_cancel trial 1: pass" in err
+
+
+def test_a_live_trial_has_its_large_action_checked_by_the_scripted_staff(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The real model path: the customer's yes comes from the scenario, and so does the
+    # staff's no; the model hears the reason and the refund is never made.
+    records = tmp_path / "trials.jsonl"
+    ticket = "7240005000000202"
+    script = [
+        Reply(tool_calls=[("ToFlightBookingAssistant", {"request": f"Cancel ticket {ticket}"})]),
+        Reply(text="Cancelling it now.", tool_calls=[("cancel_ticket", {"ticket_no": ticket})]),
+        Reply(text="Our team did not approve it: it needs a manager. It is not cancelled."),
+        Reply(text="###STOP###"),  # the simulated customer
+    ]
+    with FakeOpenAI(script) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        argv = ["--scenario", "second_approval_refund_staff_refuses", "--jsonl", str(records)]
+        code, _, err = run_eval(argv, tmp_path)
+    assert code == 0, err
+    assert "second_approval_refund_staff_refuses trial 1: pass" in err
+    (record,) = [json.loads(line) for line in records.read_text().splitlines()]
+    assert record["checks"] == [
+        {
+            "action": "Cancel ticket",
+            "amount": "Refund: EUR 377.00",
+            "status": "used",
+            "staff": "refuse: a refund this large needs a manager's sign-off; a manager will "
+            "call the customer today",
+        }
+    ]
+    told = json.dumps(server.requests[2]["messages"])
+    assert "refused it at the second approval: a refund this large needs a manager" in told

@@ -21,6 +21,7 @@ from evaluation import (
     ExpectedHandoff,
     Scenario,
     ScenarioResult,
+    StaffCheck,
     database_problems,
     load_scenarios,
     pass_hat_k,
@@ -45,6 +46,7 @@ REPRESENTATIVE = {
     "policy_check_in_and_seats",
     "resume_hotel_booking_specialist_active",
     "rule_someone_elses_ticket",
+    "second_approval_refund_staff_refuses",
 }
 
 
@@ -192,6 +194,90 @@ def test_judge_fails_a_handoff_that_also_booked(template: Path | str) -> None:
     first, second = declines.turns
     result = run(replace(declines, turns=(first, replace(second, decisions=("y",)))), template)
     assert any(f.startswith("database: hotel_bookings") for f in result.failures), result.failures
+
+
+def test_judge_fails_a_staff_check_the_scenario_does_not_expect(template: Path | str) -> None:
+    # EUR 75.00 is below the scenario's EUR 100: lowered to EUR 50, the change waits for
+    # a member of staff nobody scripted, and the trial ends with it waiting.
+    below = next(s for s in SCENARIOS if s.id == "second_approval_below_amount_not_checked")
+    assert run(below, template).passed
+    failures = run(replace(below, second_approval_above=5_000), template).failures
+    assert (
+        "a member of staff's check of Change flight (To pay: EUR 75.00) was left waiting: "
+        "the scenario scripts no staff answer for it"
+    ) in failures
+    assert any(f.startswith("database: ticket_flights") for f in failures), failures
+
+
+@pytest.mark.parametrize("above", [None, 60_000])
+def test_judge_fails_a_staff_check_the_scenario_expects_but_never_came(
+    template: Path | str, above: int | None
+) -> None:
+    # Without the second approval, or above the booking's EUR 578.00, the hotel is booked
+    # on the customer's yes alone: the database is right, the scripted staff yes unused.
+    approves = next(s for s in SCENARIOS if s.id == "second_approval_hotel_staff_approves")
+    result = run(replace(approves, second_approval_above=above), template)
+    assert result.failures == (
+        "1 scripted staff answers were never used (no check asked for them): ['approve']",
+    )
+
+
+@pytest.mark.parametrize(
+    ("scenario_id", "answer", "table"),
+    [
+        ("second_approval_hotel_staff_approves", StaffCheck(False, "no"), "hotel_bookings"),
+        ("second_approval_refund_staff_refuses", StaffCheck(True), "tickets"),
+    ],
+)
+def test_judge_fails_when_staff_answer_the_other_way(
+    template: Path | str, scenario_id: str, answer: StaffCheck, table: str
+) -> None:
+    # The staff's answer decides the final database: the other answer misses the gold one.
+    scenario = next(s for s in SCENARIOS if s.id == scenario_id)
+    first, *rest = scenario.turns
+    turns = (replace(first, staff_checks=(answer,)), *rest)
+    failures = run(replace(scenario, turns=turns), template).failures
+    assert any(f.startswith(f"database: {table}") for f in failures), failures
+
+
+@pytest.mark.parametrize(
+    ("hotel", "nights", "staff"),
+    [("Paddington Central Inn", 1, ()), ("Southbank Riverside Hotel", 2, (StaffCheck(True),))],
+    ids=["cheap", "checked-too"],
+)
+def test_trial_answers_a_proposal_that_follows_a_checked_action(
+    template: Path | str, hotel: str, nights: int, staff: tuple[StaffCheck, ...]
+) -> None:
+    # Right after the staff's yes runs the booking, the model proposes another: the
+    # customer answers it (and staff too, above the amount). The applied check stays
+    # open until nothing is pending, and must not be taken for the new action's.
+    approves = next(s for s in SCENARIOS if s.id == "second_approval_hotel_staff_approves")
+    first, *rest = approves.turns
+    second = {
+        "name": "book_hotel",
+        "args": {
+            "hotel_id": f"{{hotel:{hotel}}}",
+            "checkin_date": "{date:12}",
+            "checkout_date": f"{{date:{12 + nights}}}",
+        },
+    }
+    replies = (
+        *first.replies[:3],
+        {"text": "Southbank is booked; now the nights after it.", "calls": [second]},
+        {"text": "Done: both stays are booked."},
+    )
+    turn = replace(
+        first, replies=replies, decisions=("y", "y"), staff_checks=(*first.staff_checks, *staff)
+    )
+    scenario = replace(
+        approves,
+        turns=(turn, *rest),
+        gold_actions=(*approves.gold_actions, second),
+        tool_facts=(),
+    )
+    result = run(scenario, template)
+    assert result.passed, "\n".join(result.failures)
+    assert [c.status for c in result.transcript.checks] == ["used"] * (1 + len(staff))
 
 
 def test_database_problems_sees_a_change_in_any_table(template: Path | str, tmp_path: Path) -> None:

@@ -5,8 +5,9 @@ when the database ended right: every tool call answered exactly once, and no sen
 call run without the customer's recorded yes. The scenarios of ``data/scenarios`` (in
 ``tests/integration/test_scenarios.py``) only reach the judge through the real graph,
 which never breaks these rules, so these checks are tested here, one rule at a time,
-with a clean transcript beside them that must pass. So is the hand-off check, on the
-desk's record a transcript ends with, and the ``[handoff]`` table of a scenario file.
+with a clean transcript beside them that must pass. So are the hand-off check and the
+second approval's checks, on the desk's records a transcript ends with, and the
+``[handoff]`` table, ``second_approval_above`` and ``staff_checks`` of a scenario file.
 """
 
 from __future__ import annotations
@@ -19,10 +20,16 @@ import pytest
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolCall, ToolMessage
 
 from assistants.approvals import Decision, not_run_answer
-from conversations.desk import Handoff, Status
+from conversations.desk import Check, CheckStatus, Handoff, Status
 from db.fixtures import FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO
 from evaluation.judge import Transcript, judge
-from evaluation.scenarios import ExpectedHandoff, Scenario, ScenarioError, load_scenario
+from evaluation.scenarios import (
+    ExpectedHandoff,
+    Scenario,
+    ScenarioError,
+    StaffCheck,
+    load_scenario,
+)
 
 SENSITIVE = frozenset({"cancel_ticket", "update_ticket_to_new_flight"})
 SCENARIO = Scenario(
@@ -222,5 +229,149 @@ def test_scenario_handoff_table_is_read_and_a_misspelt_one_is_refused(tmp_path: 
         ('[handoff]\nreason_mentions = "person"\n', "list of words"),
     ):
         path.write_text(head + wrong + turn)
+        with pytest.raises(ScenarioError, match=why):
+            load_scenario(path)
+
+
+# --- the second approval: a member of staff's check (``second_approval_above``) ----------------
+
+STAFF = "Ana Lima"
+CHECKED = replace(SCENARIO, second_approval_above=50_000)  # EUR 500.00
+REFUSAL = "a refund this large needs a manager's sign-off"
+
+
+def _check(status: CheckStatus, call_id: str = "c1", reason: str = "") -> Check:
+    """The desk's record of a check, as a trial's transcript ends with it."""
+    moment = datetime(2026, 5, 4, 9, 30, tzinfo=UTC)
+    return Check(
+        id=1,
+        thread_id="eval-judge_self_test",
+        passenger_id=FIXTURE_PASSENGER_ID,
+        tool_call_id=call_id,
+        title="Cancel ticket",
+        amount="Refund: EUR 577.00",
+        cents=57_700,
+        answers='{"c1": {"approved": true, "reason": null}}',
+        asked_at=moment,
+        status=status,
+        staff="" if status == "waiting" else STAFF,
+        decided_at=None if status == "waiting" else moment,
+        reason=reason,
+    )
+
+
+def _large(call: ToolCall, checked_by: str | None = STAFF) -> ToolMessage:
+    """The answer of a call that ran and moved EUR 577.00 (approved by staff too, or not)."""
+    artifact: dict[str, object] = {"approved": True, "amount": {"kind": "refund", "cents": 57_700}}
+    if checked_by:
+        artifact["checked_by"] = checked_by
+    return ToolMessage(
+        '{"status": "cancelled", "refund": "EUR 577.00"}',
+        tool_call_id=call["id"],
+        name=call["name"],
+        artifact=artifact,
+    )
+
+
+def _checked(
+    answer: ToolMessage | None,
+    checks: list[Check],
+    staff: dict[str, StaffCheck],
+    *,
+    unused: tuple[str, ...] = (),
+    scenario: Scenario = CHECKED,
+) -> tuple[str, ...]:
+    cancel = _call("cancel_ticket", "c1")
+    transcript = Transcript(
+        messages=_run(*([answer] if answer is not None else []), calls=[cancel]),
+        decisions={"c1": Decision(approved=True)},
+        checks=checks,
+        staff_decisions=staff,
+        unused_staff_checks=list(unused),
+    )
+    return judge(scenario, transcript, [], SENSITIVE)
+
+
+def test_judge_passes_a_large_action_checked_by_staff_and_done() -> None:
+    # The control: the customer's yes, staff's yes, the check used, the call run once.
+    cancel = _call("cancel_ticket", "c1")
+    assert _checked(_large(cancel), [_check("used")], {"c1": StaffCheck(True)}) == ()
+    refused = not_run_answer(
+        cancel, f"The customer declined this action. Their reason: {REFUSAL!r}.", "declined"
+    )
+    assert (
+        _checked(refused, [_check("used", reason=REFUSAL)], {"c1": StaffCheck(False, REFUSAL)})
+        == ()
+    )
+
+
+def test_judge_fails_a_staff_check_the_scenario_does_not_expect() -> None:
+    # The check was asked for, but no staff answer was scripted: it is still waiting, and
+    # so is the action (its call unanswered: the trial ends there).
+    assert _checked(None, [_check("waiting")], {}) == (
+        "tool call cancel_ticket (c1) answered 0 times",
+        "a member of staff's check of Cancel ticket (Refund: EUR 577.00) was left waiting: "
+        "the scenario scripts no staff answer for it",
+    )
+    # Decided by staff, but the customer's side never went on with it.
+    assert _checked(None, [_check("approved")], {"c1": StaffCheck(True)}) == (
+        "tool call cancel_ticket (c1) answered 0 times",
+        "Ana Lima approved Cancel ticket (Refund: EUR 577.00), but the conversation never went on",
+    )
+
+
+def test_judge_fails_a_staff_check_the_scenario_expects_but_never_came() -> None:
+    # The scenario scripted a staff answer; the action ran on the customer's yes alone.
+    cancel = _call("cancel_ticket", "c1")
+    failures = _checked(_large(cancel, checked_by=None), [], {}, unused=("approve",))
+    assert failures == (
+        "cancel_ticket moved EUR 577.00, more than EUR 500.00, without a member of staff's check",
+        "1 scripted staff answers were never used (no check asked for them): ['approve']",
+    )
+    # Without the second approval, or at or below its amount, no check is missing.
+    assert _checked(_large(cancel, checked_by=None), [], {}, scenario=SCENARIO) == ()
+    at_it = replace(SCENARIO, second_approval_above=57_700)
+    assert _checked(_large(cancel, checked_by=None), [], {}, scenario=at_it) == ()
+
+
+def test_judge_fails_an_action_staff_refused_that_ran_or_whose_reason_was_never_told() -> None:
+    cancel = _call("cancel_ticket", "c1")
+    refused = {"c1": StaffCheck(False, REFUSAL)}
+    assert _checked(_large(cancel), [_check("used", reason=REFUSAL)], refused) == (
+        "Cancel ticket (Refund: EUR 577.00) ran though a member of staff refused it",
+    )
+    untold = not_run_answer(cancel, "The customer declined this action.", "declined")
+    assert _checked(untold, [_check("used", reason=REFUSAL)], refused) == (
+        "the assistant was never told why a member of staff refused Cancel ticket "
+        f"(Refund: EUR 577.00): {REFUSAL!r}",
+    )
+
+
+def test_scenario_second_approval_and_staff_checks_are_read_and_bad_ones_refused(
+    tmp_path: Path,
+) -> None:
+    head = 'category = "second_approval"\npassenger_id = "3442 587242"\n'
+    turn = '\n[[turns]]\ncustomer = "Cancel my ticket."\ndecisions = ["y"]\n'
+    path = tmp_path / "checked.toml"
+    path.write_text(head + turn)
+    plain = load_scenario(path)
+    assert plain.second_approval_above is None and plain.turns[0].staff_checks == ()
+    staff = 'staff_checks = ["approve", "Refuse:  needs a manager "]\n'
+    path.write_text(head + 'second_approval_above = "EUR 1,000.50"\n' + turn + staff)
+    checked = load_scenario(path)
+    assert checked.second_approval_above == 100_050
+    assert checked.turns[0].staff_checks == (StaffCheck(True), StaffCheck(False, "needs a manager"))
+    assert [str(c) for c in checked.turns[0].staff_checks] == ["approve", "refuse: needs a manager"]
+    for above, checks, why in (
+        (None, '["approve"]', "staff_checks need second_approval_above"),
+        ('"USD 5"', "[]", "an amount in EUR"),
+        ('"EUR 5"', '"approve"', "staff_checks must be a list of strings"),
+        ('"EUR 5"', '["yes"]', "'approve' or 'refuse: the reason'"),
+        ('"EUR 5"', '["refuse"]', "a refusal says why"),
+        ('"EUR 5"', '["refuse:  "]', "a refusal says why"),
+        ('"EUR 5"', '["approve: fine"]', "'approve' or 'refuse: the reason'"),
+    ):
+        amount = "" if above is None else f"second_approval_above = {above}\n"
+        path.write_text(head + amount + turn + f"staff_checks = {checks}\n")
         with pytest.raises(ScenarioError, match=why):
             load_scenario(path)

@@ -112,6 +112,8 @@ def test_second_approval_staff_yes_runs_the_action_once_and_both_yeses_are_recor
     (line,) = [r for r in conversation.history() if isinstance(r, ActionRecord)]
     assert line.line.startswith(f"Approved by you and by {ANA} (customer-service check): ")
     assert conversation.approvals() == [] and conversation.checks() == []
+    (ever,) = store.desk.checks_ever("t-1")  # kept, as used, with who decided it
+    assert (ever.id, ever.status, ever.staff) == (check.id, "used", ANA)
     with pytest.raises(DecisionsError):
         resume(conversation)  # exactly once: nothing is left to go on with
 
@@ -155,6 +157,7 @@ def test_second_approval_a_new_message_withdraws_the_check(
     with conversation.claim() as turn:
         list(turn.send("Forget it, keep my flight.", if_pending="supersede"))
     assert store.desk.checks_waiting() == [] and conversation.checks() == []
+    assert [c.status for c in store.desk.checks_ever("t-3")] == ["withdrawn"]
     with pytest.raises(DeskError):
         conversation.decide_check(ANA, check.id, approved=True)
 
