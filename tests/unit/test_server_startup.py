@@ -9,11 +9,14 @@ model endpoint that is slow or missing, is in ``tests/integration/test_serve_sta
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -31,8 +34,11 @@ from server.startup import (
     StartupApp,
     StartupError,
 )
+from tests.support.cli import run
 from tests.support.scripted import ScriptedChatModel, say
-from tests.support.web import SECRET, LiveServer, auth, build_service
+from tests.support.web import SECRET, LiveServer, auth, build_service, free_port
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class Build:
@@ -232,3 +238,64 @@ def test_server_startup_a_stop_during_the_build_closes_what_it_built(
     assert startup.state == "starting"  # never served
     startup.close()  # once only
     assert build.closed == ["service", "database"]
+
+
+def test_server_startup_what_serve_does_before_it_listens_imports_no_langchain(
+    db_path: Path, tmp_path: Path
+) -> None:
+    """The process listens after light imports only: LangChain comes in the background."""
+    probe = f"""
+import sys
+import server.startup
+
+def listen(app, host, port, limits=None):
+    heavy = ("langchain", "langgraph", "openai", "server.app")
+    print(sorted(m for m in sys.modules if m.startswith(heavy)))
+
+server.startup.serve = listen
+import cli
+code = cli.main(["--home", {str(tmp_path)!r}, "--db", {str(db_path)!r}, "serve", "--port", "1"])
+assert code == 0, code
+"""
+    env = {"TRAVEL_ASSISTANT_SECRET": SECRET, "PATH": "", "NO_COLOR": "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+    assert "The web chat:" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("arguments", "env", "said"),
+    [
+        (["--db", "{tmp}/missing.sqlite"], {}, "No travel database at"),
+        ([], {"TRAVEL_ASSISTANT_SECRET": "short"}, "TRAVEL_ASSISTANT_SECRET"),
+        (["--conversations", "mysql://nobody@127.0.0.1/x"], {}, "--conversations"),
+    ],
+)
+def test_server_startup_problems_that_need_no_model_stop_serve_before_it_listens(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    arguments: list[str],
+    env: dict[str, str],
+    said: str,
+) -> None:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+
+    def listen(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("serve listened")
+
+    monkeypatch.setattr("server.startup.serve", listen)
+    given = [a.replace("{tmp}", str(tmp_path)) for a in arguments]
+    result = run(["--home", str(tmp_path), *given, "serve", "--port", str(free_port())])
+    assert (result.code, result.out) == (2, "")
+    assert said in result.err
+    assert "The web chat:" not in result.err
