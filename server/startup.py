@@ -174,11 +174,15 @@ class Startup:
         self._thread.start()
 
     def _run(self) -> None:
-        service = None
         try:
             app = self._load()
             self.app = app
             self.loaded.set()
+            if self._closing:  # stopped while the code was loading: build nothing
+                with self._lock:
+                    self._finished = True
+                self.done.set()
+                return
             service = self._build(self._stack)
         except BaseException as error:
             self._fail(error)

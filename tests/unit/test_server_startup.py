@@ -240,6 +240,29 @@ def test_server_startup_a_stop_during_the_build_closes_what_it_built(
     assert build.closed == ["service", "database"]
 
 
+def test_server_startup_a_stop_while_the_code_loads_builds_nothing(signer: TokenSigner) -> None:
+    loading = threading.Event()
+    go = threading.Event()
+    built: list[bool] = []
+
+    def load() -> FastAPI:
+        loading.set()
+        assert go.wait(timeout=30)
+        return create_app(None, signer)
+
+    def build(stack: ExitStack) -> ConversationService:
+        built.append(True)
+        raise AssertionError("built after the stop")
+
+    startup = Startup(load, build)
+    startup.start()
+    assert loading.wait(timeout=30)
+    startup.close()
+    go.set()
+    assert startup.done.wait(timeout=30)
+    assert (built, startup.state, startup.error) == ([], "starting", None)
+
+
 def test_server_startup_what_serve_does_before_it_listens_imports_no_langchain(
     db_path: Path, tmp_path: Path
 ) -> None:
