@@ -119,6 +119,18 @@ def _make_prompter(home: Path, passenger_id: str, overrides: Overrides) -> Promp
     )
 
 
+def check_db_file(args: argparse.Namespace) -> None:
+    """Refuse a travel database file named by --db (or the environment) that is not there.
+
+    The file check of ``open_chat_db`` alone, with nothing slow imported: ``serve`` makes
+    it before it listens.
+    """
+    location = db_location(args)
+    named = db_named(args) and not args.create_db
+    if named and location.path is not None and not location.path.exists():
+        raise _no_database(location)
+
+
 def open_chat_db(args: argparse.Namespace, console: Console, overrides: Overrides) -> Database:
     """Open the travel database; one named by --db (or the environment) must exist."""
     location = db_location(args)

@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_USAGE = 2
+# The company policy in the reference folder (``tools.policies.POLICY_FILE_NAME``).
+POLICY_FILE_NAME = "policy.md"
 # The time limit of one trial of ``eval`` (seconds): a few minutes of a slow local model.
 
 
@@ -316,6 +318,23 @@ def read_reference_files(read: Callable[[], None]) -> None:
         read()
     except (OSError, ValueError) as error:
         raise CliError(str(error), EXIT_ERROR) from error
+
+
+def check_policy_file(settings: Settings) -> None:
+    """Refuse a reference folder (``TRAVEL_ASSISTANT_DATA``) that holds no company policy.
+
+    The policy index says the same when it reads the file (``tools.policies``); this is
+    its file check alone, which ``serve`` makes before it listens, without importing it.
+    """
+    if settings.data_dir is None:
+        return  # the packaged policy
+    path = settings.data_dir / POLICY_FILE_NAME
+    if not path.is_file():
+        raise CliError(
+            f"The company policy file {path} does not exist; restore data/{POLICY_FILE_NAME} "
+            "or point TRAVEL_ASSISTANT_DATA at a folder that holds it.",
+            EXIT_ERROR,
+        )
 
 
 def prepared(assistant: TravelAssistant) -> TravelAssistant:

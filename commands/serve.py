@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import time
+import traceback
 from datetime import timedelta
 from functools import partial
 from typing import TYPE_CHECKING
 
-from commands.chat import open_chat_db
+from commands.chat import check_db_file, open_chat_db
 from commands.common import (
+    EXIT_ERROR,
     EXIT_OK,
     EXIT_USAGE,
     CliError,
@@ -17,6 +20,7 @@ from commands.common import (
     canonical_passenger_id,
     check_above,
     check_endpoint,
+    check_policy_file,
     conversations_location,
     db_location,
     db_named,
@@ -30,7 +34,13 @@ from commands.common import (
 from terminal import Console
 
 if TYPE_CHECKING:
+    from contextlib import ExitStack
+
+    from fastapi import FastAPI
+
     from server.auth import TokenSigner
+    from server.limits import ServerLimits
+    from server.service import ConversationService
 
 # A supervisor's name, as the audit log records it.
 MAX_SUPERVISOR_NAME = 200
@@ -46,12 +56,20 @@ def _signer(args: argparse.Namespace) -> TokenSigner:
 
 
 def cmd_serve(args: argparse.Namespace, console: Console, overrides: Overrides) -> int:
-    """Run ``travel-assistant serve``: the HTTP API and the web chat, until Ctrl-C."""
-    from conversations.assistant import TravelAssistant
-    from server.app import create_app, serve
-    from server.limits import ServerLimits
-    from server.service import ConversationService
+    """Run ``travel-assistant serve``: the HTTP API and the web chat, until Ctrl-C.
 
+    What needs nothing slow is checked before the service listens, and stops it there as
+    before: the flags and settings, the secret, the locations of the databases, a travel
+    database file named but missing, a policy file missing. The service then listens at
+    once and builds the assistant in the background (``server.startup``): a problem found
+    there (no model endpoint, a database server that refuses) is said here and by the
+    health check, and the service goes on answering until it is stopped, then exits with
+    the code it would have stopped with.
+    """
+    from server.limits import ServerLimits
+    from server.startup import Startup, StartupApp, serve
+
+    started = time.monotonic()
     if not 1 <= args.port <= 65535:
         raise CliError("--port must be between 1 and 65535.", EXIT_USAGE)
     limits = ServerLimits(
@@ -59,46 +77,115 @@ def cmd_serve(args: argparse.Namespace, console: Console, overrides: Overrides) 
         header_timeout=args.header_timeout,
         body_timeout=args.body_timeout,
     )
+    signer = _signer(args)
+    above = check_above(args)
+    conversations_location(args)  # a malformed location is a usage error, said now
+    check_db_file(args)
+    check_policy_file(settings_of(args))
+    startup = Startup(
+        partial(_application, args, signer, limits),
+        partial(_service, args, console, overrides, started, above),
+    )
+    if args.host not in ("127.0.0.1", "localhost", "::1"):
+        console.status(
+            "Listening beyond this machine: put the service behind HTTPS, since "
+            "tokens travel in every request."
+        )
+    console.status(
+        f"The web chat: http://{args.host}:{args.port}/ (Ctrl-C stops). "
+        "Get a token with: travel-assistant token --passenger-id ID; the "
+        f"supervisor view: http://{args.host}:{args.port}/supervisor (travel-assistant "
+        "token --supervisor NAME)"
+    )
+    try:
+        serve(StartupApp(startup), args.host, args.port, limits)
+    finally:
+        startup.close()
+    return startup.error.code if startup.error is not None else EXIT_OK
+
+
+def _application(args: argparse.Namespace, signer: TokenSigner, limits: ServerLimits) -> FastAPI:
+    """Return the application, without its service yet (imports LangChain: in the background)."""
+    from server.app import create_app
+
+    return create_app(None, signer, docs=args.docs, body_timeout=limits.body_timeout)
+
+
+def _service(
+    args: argparse.Namespace,
+    console: Console,
+    overrides: Overrides,
+    started: float,
+    above: int | None,
+    stack: ExitStack,
+) -> ConversationService:
+    """Build the service, as ``serve`` did before it listened; a problem is said on the console.
+
+    What it opens is closed by ``stack`` after the service.
+
+    Raises:
+        StartupError: The operator's message and the exit code of the problem.
+    """
+    from server.startup import StartupError
+
+    try:
+        service = _build_service(args, console, overrides, above, stack)
+    except Exception as error:
+        message, code = _said(error, args.debug)
+        console.error(message)
+        console.status(
+            "The service goes on answering (its health check says the above) until it is "
+            "stopped: fix the problem and start it again."
+        )
+        raise StartupError(message, code) from error
+    console.status(f"The assistant is ready ({time.monotonic() - started:.1f} s after start).")
+    return service
+
+
+def _said(error: Exception, debug: bool) -> tuple[str, int]:
+    """Return what ``cli.main`` says of ``error`` when a command stops on it, and its code."""
+    from db.errors import TravelError
+
+    if isinstance(error, CliError):
+        return str(error), error.code
+    if debug:
+        traceback.print_exception(error)
+    if isinstance(error, TravelError):
+        return str(error), EXIT_ERROR
+    return f"{type(error).__name__}: {error} (run with --debug for the traceback)", EXIT_ERROR
+
+
+def _build_service(
+    args: argparse.Namespace,
+    console: Console,
+    overrides: Overrides,
+    above: int | None,
+    stack: ExitStack,
+) -> ConversationService:
+    from conversations.assistant import TravelAssistant
+    from server.service import ConversationService
+
     factory = overrides.model_factory or partial(default_model_factory, settings_of(args))
     models = factory(args.model)
     if overrides.model_factory is None and overrides.check_endpoint and not args.no_check:
         check_endpoint(settings_of(args), args.model)
-    signer = _signer(args)
-    above = check_above(args)
-    conversations = conversations_location(args)
     database = open_chat_db(args, console, overrides)
-    try:
-        with open_store(conversations) as store:
-            # Several workers (here or on other machines) over one PostgreSQL store take
-            # turns on a conversation through its lock.
-            service = ConversationService.over_store(
-                prepared(
-                    TravelAssistant.build(
-                        models,
-                        store.saver,
-                        db=database,
-                        tavily_api_key=settings_of(args).tavily_api_key,
-                    )
-                ),
-                store,
-                check_above=above,
+    stack.callback(database.dispose)
+    store = stack.enter_context(open_store(conversations_location(args)))
+    # Several workers (here or on other machines) over one PostgreSQL store take turns on
+    # a conversation through its lock.
+    return ConversationService.over_store(
+        prepared(
+            TravelAssistant.build(
+                models,
+                store.saver,
+                db=database,
+                tavily_api_key=settings_of(args).tavily_api_key,
             )
-            if args.host not in ("127.0.0.1", "localhost", "::1"):
-                console.status(
-                    "Listening beyond this machine: put the service behind HTTPS, since "
-                    "tokens travel in every request."
-                )
-            console.status(
-                f"The web chat: http://{args.host}:{args.port}/ (Ctrl-C stops). "
-                "Get a token with: travel-assistant token --passenger-id ID; the "
-                f"supervisor view: http://{args.host}:{args.port}/supervisor (travel-assistant "
-                "token --supervisor NAME)"
-            )
-            app = create_app(service, signer, docs=args.docs, body_timeout=limits.body_timeout)
-            serve(app, args.host, args.port, limits)
-    finally:
-        database.dispose()
-    return EXIT_OK
+        ),
+        store,
+        check_above=above,
+    )
 
 
 def _lifetime(args: argparse.Namespace) -> timedelta:

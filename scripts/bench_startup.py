@@ -7,7 +7,10 @@ Prints the median and the slowest wall time, over several runs, of:
   OpenAI-compatible server on 127.0.0.1, with the travel database already built);
 - ``chat`` until it has said an input error and left: an unknown passenger, a missing
   ``--db``, a bad ``--max-tokens`` value;
-- ``serve`` until ``GET /api/v1/health`` answers;
+- ``serve`` until ``GET /api/v1/health`` answers at all (a 503 "starting" counts: the
+  service listens and answers while its assistant is built), and until it answers 200
+  (the assistant is built and requests are served), asked every ``POLL`` seconds; and
+  until the web chat's page (``/``) is served;
 
 and, for the commands that exit by themselves, the CPU time (user + system) the process
 took, which the other work on a shared machine disturbs less than wall time.
@@ -17,7 +20,9 @@ took, which the other work on a shared machine disturbs less than wall time.
 ratio of the medians: a paired, interleaved comparison that holds when the machine's
 speed drifts. The program under test is then run the same way, from this tree.
 
-    python scripts/bench_startup.py [--runs 5] [--before ../other-worktree]
+``--only WORD`` runs only the figures whose name starts with WORD (``serve``, ``chat``).
+
+    python scripts/bench_startup.py [--runs 5] [--before ../other-worktree] [--only serve]
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
@@ -43,6 +49,9 @@ import pexpect  # noqa: E402
 from tests.support.fake_openai import FakeOpenAI  # noqa: E402
 
 PASSENGER = "3442 587242"
+# How often the health check is asked while serve starts (each answer costs the service
+# a little of the CPU its start needs, so not more often).
+POLL = 0.02
 
 
 def installed() -> list[str]:
@@ -103,30 +112,34 @@ def figures(program: Program, env: dict[str, str]) -> dict[str, Callable[[], Non
         child.expect("you>")
         child.terminate(force=True)
 
-    def serve() -> None:
-        port = free_port()
-        child = subprocess.Popen(
-            [*command, "serve", "--port", str(port)],
-            env=env,
-            cwd=program.cwd,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        try:
-            deadline = time.monotonic() + 300
-            while time.monotonic() < deadline:
-                try:
-                    with urllib.request.urlopen(
-                        f"http://127.0.0.1:{port}/api/v1/health", timeout=1
-                    ) as answer:
-                        if answer.status == 200:
+    def serve(ready: bool, path: str = "/api/v1/health") -> Callable[[], None]:
+        def run() -> None:
+            port = free_port()
+            child = subprocess.Popen(
+                [*command, "serve", "--port", str(port)],
+                env=env,
+                cwd=program.cwd,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            try:
+                deadline = time.monotonic() + 300
+                while time.monotonic() < deadline:
+                    try:
+                        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=30):
+                            return  # a 200
+                    except urllib.error.HTTPError:  # a 503: starting
+                        if not ready:
                             return
-                except OSError:
-                    time.sleep(0.01)
-            raise SystemExit("serve did not answer within 300 s")
-        finally:
-            child.terminate()
-            child.wait()
+                    except OSError:  # nothing listens yet
+                        pass
+                    time.sleep(POLL)
+                raise SystemExit("serve did not answer within 300 s")
+            finally:
+                child.terminate()
+                child.wait()
+
+        return run
 
     return {
         "--help": plain("--help", code=0),
@@ -138,7 +151,9 @@ def figures(program: Program, env: dict[str, str]) -> dict[str, Callable[[], Non
         "chat: bad --max-tokens": plain(
             "chat", "--passenger-id", PASSENGER, "--max-tokens", "x", code=2
         ),
-        "serve: health answers": serve,
+        "serve: health answers": serve(ready=False),
+        "serve: ready (200)": serve(ready=True),
+        "serve: the page (/)": serve(ready=True, path="/"),
     }
 
 
@@ -147,6 +162,9 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument(
         "--before", type=Path, help="a tree of another commit, run as python -m cli"
+    )
+    parser.add_argument(
+        "--only", metavar="WORD", help="only the figures whose name starts with WORD"
     )
     args = parser.parse_args()
     if args.before:
@@ -174,7 +192,15 @@ def main() -> int:
             check=True,
             capture_output=True,
         )
-        runs = {program.label: figures(program, env) for program in programs}
+        runs = {
+            program.label: {
+                name: run
+                for name, run in figures(program, env).items()
+                if name.startswith(args.only or "")
+            }
+            for program in programs
+        }
+        loads = [os.getloadavg()[0]]
         walls: dict[tuple[str, str], list[float]] = {}
         cpus: dict[tuple[str, str], list[float]] = {}
         for figure in runs[programs[0].label]:
@@ -185,8 +211,15 @@ def main() -> int:
                     wall, cpu = timed(runs[program.label][figure])
                     walls.setdefault((figure, program.label), []).append(wall)
                     cpus.setdefault((figure, program.label), []).append(cpu)
-        print(f"load average {os.getloadavg()[0]:.2f} (1 min) at the end; {args.runs} runs")
-        print(f"{'figure':<26} {'build':<9} {'wall median':>12} {'slowest':>9} {'CPU median':>11}")
+                loads.append(os.getloadavg()[0])
+        print(
+            f"load average (1 min, /proc/loadavg) {min(loads):.2f} to {max(loads):.2f}; "
+            f"{args.runs} runs"
+        )
+        print(
+            f"{'figure':<26} {'build':<9} {'wall median':>12} {'fastest':>9} {'slowest':>9} "
+            f"{'CPU median':>11}"
+        )
         for figure in runs[programs[0].label]:
             for program in programs:
                 wall = walls[figure, program.label]
@@ -198,7 +231,7 @@ def main() -> int:
                 )
                 print(
                     f"{figure:<26} {program.label:<9} {statistics.median(wall) * 1000:9.0f} ms "
-                    f"{max(wall) * 1000:6.0f} ms {shown_cpu:>11}"
+                    f"{min(wall) * 1000:6.0f} ms {max(wall) * 1000:6.0f} ms {shown_cpu:>11}"
                 )
             if len(programs) == 2:
                 ratio = statistics.median(walls[figure, "after"]) / statistics.median(

@@ -7,6 +7,9 @@ assistant's messages and events into those models and runs turns in worker threa
 ``server/static`` is the web chat page. ``server.studio`` is the graph factory that
 LangGraph's own tooling loads (``langgraph.json``).
 
+``server.startup`` is what ``serve`` listens with while it builds the assistant in the
+background (the health check answers at once; requests that need the assistant wait).
+
 ``server.limits`` bounds slow and numerous clients (its defaults are plain numbers, which
 the command line reads for its help).
 

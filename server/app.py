@@ -631,7 +631,7 @@ def static_dir() -> Path:
 
 
 def create_app(
-    service: ConversationService,
+    service: ConversationService | None,
     signer: TokenSigner,
     *,
     docs: bool = False,
@@ -641,14 +641,18 @@ def create_app(
 
     With ``docs``, ``/docs`` serves Swagger UI, which the browser loads from a CDN (no
     pinned copy ships with the package): off unless asked for. ``body_timeout`` bounds
-    the reading of a request body (408 after it).
+    the reading of a request body (408 after it). Without ``service`` (``None``), the
+    routes find it at ``app.state.service`` once it is set there: ``server.startup``
+    builds it after the application, holds the requests that need it meanwhile, and
+    closes it.
     """
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
         # Cancel the turns still running and wait for them to close, off the loop.
-        await anyio.to_thread.run_sync(service.close)
+        if service is not None:
+            await anyio.to_thread.run_sync(service.close)
 
     app = _Api(
         title="Meridian Travel assistant",
@@ -661,7 +665,8 @@ def create_app(
         redoc_url=None,
     )
     app.body_timeout = body_timeout
-    app.state.service = service
+    if service is not None:
+        app.state.service = service
     app.state.signer = signer
 
     @app.exception_handler(ServiceError)
@@ -684,7 +689,17 @@ def create_app(
             page.headers.update(DOCS_HEADERS)
             return page
 
-    @app.get("/api/v1/health", tags=["session"], summary="Tell whether the service is up")
+    @app.get(
+        "/api/v1/health",
+        tags=["session"],
+        summary="Tell whether the service is up",
+        responses={
+            503: {
+                "description": 'Starting ({"status": "starting"}, with Retry-After), or '
+                'failed to start ({"status": "failed", "detail": what to fix}).'
+            }
+        },
+    )
     def health() -> dict[str, str]:
         return {"status": "ok"}
 

@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     import uvicorn
     from fastapi import FastAPI
 
+    from server.startup import StartupApp
+
 # A browser or an HTTP library sends its headers in one write; ten seconds is an age.
 HEADER_TIMEOUT = 10.0
 # Connections one worker serves at once; a streamed turn holds one for its whole reply.
@@ -88,9 +90,12 @@ def uvicorn_options(limits: ServerLimits) -> dict[str, Any]:
 
 
 def uvicorn_config(
-    app: FastAPI, limits: ServerLimits = ServerLimits(), **options: Any
+    app: FastAPI | StartupApp, limits: ServerLimits = ServerLimits(), **options: Any
 ) -> uvicorn.Config:
-    """Return uvicorn's configuration of ``app`` under ``limits`` (``options`` pass on)."""
+    """Return uvicorn's configuration of ``app`` under ``limits`` (``options`` pass on).
+
+    ``app`` is the application, or what ``serve`` listens with while it starts.
+    """
     import uvicorn
 
     return uvicorn.Config(app, **uvicorn_options(limits), **options)

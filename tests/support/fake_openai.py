@@ -20,7 +20,9 @@ request takes the next item of the script:
 Like a llama.cpp server with a strict chat template (Gemma, Llama, Mistral), it refuses
 by default, with a 400, a request whose messages a strict template rejects
 (``tests.support.strict_chat``), without taking a script item; ``strict=False`` accepts
-anything. ``chunk_delay`` makes every streamed chunk wait, as a slow server does.
+anything. ``chunk_delay`` makes every streamed chunk wait, as a slow server does, and
+``models_gate`` holds every answer of ``GET /v1/models`` until it is set, as a server
+still loading its model holds its first requests.
 """
 
 from __future__ import annotations
@@ -148,8 +150,12 @@ class FakeOpenAI:
         chunk_delay: float = 0.0,
         strict: bool = True,
         responder: Callable[[dict[str, Any]], ReplyItem] | None = None,
+        models_gate: threading.Event | None = None,
     ) -> None:
         self.script: list[ReplyItem] = list(script or [])
+        self.models_gate = models_gate
+        # Requests for the model list received so far (held ones included).
+        self.models_asked = 0
         # Answers every request once the script is used up (a model for load runs: it
         # decides from the request's messages, so any number of conversations can talk
         # to it at once).
@@ -220,6 +226,10 @@ class FakeOpenAI:
 
             def do_GET(self) -> None:
                 if self.path.rstrip("/").endswith("/models"):
+                    with fake._lock:
+                        fake.models_asked += 1
+                    if fake.models_gate is not None:
+                        fake.models_gate.wait(timeout=120)
                     self._json(
                         200, {"object": "list", "data": [{"id": "scripted", "object": "model"}]}
                     )

@@ -35,6 +35,7 @@ from server.app import create_app
 from server.auth import TokenSigner
 from server.limits import ServerLimits, uvicorn_config
 from server.service import ConversationService
+from server.startup import StartupApp
 from tests.support.assistants import build_assistant
 from tests.support.scripted import ScriptedChatModel, call, say
 
@@ -102,10 +103,11 @@ def free_port() -> int:
 class LiveServer:
     """Run ``app`` with uvicorn on 127.0.0.1 in a thread, as a context manager.
 
-    uvicorn is configured as ``travel-assistant serve`` configures it, under ``limits``.
+    uvicorn is configured as ``travel-assistant serve`` configures it, under ``limits``;
+    ``app`` is the application, or what ``serve`` listens with (``server.startup``).
     """
 
-    def __init__(self, app: FastAPI, limits: ServerLimits | None = None) -> None:
+    def __init__(self, app: FastAPI | StartupApp, limits: ServerLimits | None = None) -> None:
         self.socket = socket.socket()
         self.socket.bind(("127.0.0.1", 0))
         self.port = self.socket.getsockname()[1]

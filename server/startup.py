@@ -1,0 +1,333 @@
+"""The service's start: listen at once, build the assistant in the background.
+
+Building the assistant takes seconds (importing LangChain, LangGraph and the OpenAI
+client, the graph, the policy index, the model endpoint's check), and a service that
+answers nothing meanwhile looks dead to whoever watches it. ``travel-assistant serve``
+therefore listens with ``StartupApp``, which imports none of that, and ``Startup`` does the
+rest in a thread started with the application (its lifespan), in two steps: it loads the
+application (``server.app``, whose imports are most of the wait) and then builds the
+service, which it hands to the application as ``app.state.service``, where the routes
+read it.
+
+Meanwhile:
+
+- ``GET /api/v1/health`` answers at once: 503 ``{"status": "starting"}`` with
+  ``Retry-After`` while the build runs; the application's own answer (200
+  ``{"status": "ok"}``) once it is done; 503 ``{"status": "failed", "detail": ...}`` when
+  it failed, with the words the operator reads on the service's console (the model
+  endpoint cannot be reached, the database is missing), for as long as the process runs.
+- The pages, their files, the OpenAPI document and ``/me`` need no assistant: they wait
+  only for the application's code, and answer even when the build failed.
+- Every other API request waits for the assistant, at most ``ASSISTANT_WAIT`` seconds,
+  then answers 503 with ``Retry-After``; once the build has failed, 503 at once.
+
+Nothing here is imported by ``server.app``: importing this module (and uvicorn) is all the
+process does before it listens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import threading
+from collections.abc import Awaitable, Callable, MutableMapping
+from contextlib import ExitStack
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+    from server.limits import ServerLimits
+    from server.service import ConversationService
+
+log = logging.getLogger(__name__)
+
+HEALTH_PATH = "/api/v1/health"
+# API routes that need no assistant: they answer once the application is loaded.
+WITHOUT_ASSISTANT = frozenset({"/api/v1/me", "/api/v1/supervisor/me"})
+API_PATHS = "/api/"
+# How long a request that needs the assistant waits for it before its 503.
+ASSISTANT_WAIT = 20.0
+# What ``Retry-After`` asks of a client turned away while the service starts.
+RETRY_SECONDS = 2
+STILL_STARTING = (
+    "The assistant is still starting and did not become ready within {seconds:g} seconds; "
+    "try again in a moment."
+)
+START_FAILED = (
+    "The assistant could not be started, so the service cannot answer this; its operator "
+    "must fix the problem and restart it (GET /api/v1/health says what it is)."
+)
+
+State = Literal["starting", "ready", "failed"]
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Any]]
+Send = Callable[[Any], Awaitable[None]]
+
+
+class StartupError(Exception):
+    """The service could not be built; the message says what to fix, for the operator.
+
+    ``code`` is the exit code the command would have stopped with before it listened.
+    """
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        """Carry ``message`` and ``code``."""
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+
+class Signal:
+    """A one-way flag that threads wait on (``wait``) and the event loop awaits (``wait_async``)."""
+
+    def __init__(self) -> None:
+        """Start unset."""
+        self._event = threading.Event()
+        self._lock = threading.Lock()
+        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
+
+    def is_set(self) -> bool:
+        """Tell whether the flag is set."""
+        return self._event.is_set()
+
+    def set(self) -> None:
+        """Set the flag and wake every waiter, in whichever thread or loop it waits."""
+        with self._lock:
+            self._event.set()
+            waiters, self._waiters = self._waiters, []
+        for loop, future in waiters:
+            loop.call_soon_threadsafe(_resolve, future)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait in this thread at most ``timeout`` seconds; return whether the flag is set."""
+        return self._event.wait(timeout)
+
+    async def wait_async(self, timeout: float) -> bool:
+        """Wait on the running loop at most ``timeout`` seconds; return whether it is set."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+        with self._lock:
+            if self._event.is_set():
+                return True
+            self._waiters.append((loop, future))
+        try:
+            await asyncio.wait_for(future, timeout)
+        except TimeoutError:
+            with self._lock:
+                if (loop, future) in self._waiters:
+                    self._waiters.remove((loop, future))
+            return self._event.is_set()
+        return True
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+class Startup:
+    """The application and its service, built once in a background thread.
+
+    ``load`` returns the application (its routes read the service from
+    ``app.state.service``); ``build`` returns the service, registering on the stack it
+    is given what must be closed after it (the databases). A ``StartupError`` from either
+    is the operator's message; anything else is logged with its traceback and said as
+    its type and message.
+    """
+
+    def __init__(
+        self,
+        load: Callable[[], FastAPI],
+        build: Callable[[ExitStack], ConversationService],
+    ) -> None:
+        """Build with ``load`` then ``build`` once ``start`` is called."""
+        self._load = load
+        self._build = build
+        self._stack = ExitStack()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._finished = False
+        self._closing = False
+        self.app: FastAPI | None = None
+        self.service: ConversationService | None = None
+        self.error: StartupError | None = None
+        # Set when the application is loaded (or the start failed before it was).
+        self.loaded = Signal()
+        # Set when the service is ready or the start failed: ``state`` says which.
+        self.done = Signal()
+
+    @property
+    def state(self) -> State:
+        """``starting``, ``ready`` (the service answers) or ``failed`` (``error`` says why)."""
+        if self.error is not None:
+            return "failed"
+        return "ready" if self.service is not None else "starting"
+
+    def start(self) -> None:
+        """Start the build in a daemon thread (once), so a stop never waits for it."""
+        with self._lock:
+            if self._thread is not None:
+                return
+            self._thread = threading.Thread(target=self._run, name="startup", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            app = self._load()
+            self.app = app
+            self.loaded.set()
+            if self._closing:  # stopped while the code was loading: build nothing
+                with self._lock:
+                    self._finished = True
+                self.done.set()
+                return
+            service = self._build(self._stack)
+        except BaseException as error:
+            self._fail(error)
+            return
+        with self._lock:
+            self._finished = True
+            closing = self._closing
+            if not closing:
+                app.state.service = service  # what the routes read (``server.app``)
+                self.service = service
+        if closing:  # the service was stopped while it was being built
+            self._close(service)
+        self.done.set()
+
+    def _fail(self, error: BaseException) -> None:
+        if isinstance(error, StartupError):
+            self.error = error
+        else:
+            log.error("The service failed to start", exc_info=error)
+            self.error = StartupError(f"{type(error).__name__}: {error}")
+        with self._lock:
+            self._finished = True
+        self._stack.close()  # what the build had opened
+        self.loaded.set()
+        self.done.set()
+
+    def close(self) -> None:
+        """Stop the service and close what it was built on (now, or when its build ends)."""
+        with self._lock:
+            if self._closing:
+                return
+            self._closing = True
+            finished = self._finished
+        if finished:
+            self._close(self.service)
+
+    def _close(self, service: ConversationService | None) -> None:
+        try:
+            if service is not None:
+                service.close()
+        finally:
+            self._stack.close()
+
+
+class StartupApp:
+    """The ASGI application ``serve`` listens with: ``startup``'s, once it is there.
+
+    It runs the build with its lifespan, answers the health check itself until the
+    service is ready, and holds each other request until what it needs is built (see the
+    module's docstring). ``wait`` bounds how long a request waits for the assistant.
+    """
+
+    def __init__(self, startup: Startup, wait: float = ASSISTANT_WAIT) -> None:
+        """Serve ``startup``'s application."""
+        self.startup = startup
+        self.wait = wait
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Answer or hold the request, or pass it on to the application."""
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        startup = self.startup
+        http = scope["type"] == "http"
+        if http and scope["path"] == HEALTH_PATH and startup.state != "ready":
+            await _health(send, startup)
+            return
+        app = startup.app
+        if app is None:
+            await startup.loaded.wait_async(self.wait)
+            app = startup.app
+        if app is not None and http and _needs_assistant(scope["path"]):
+            if startup.state == "starting":
+                await startup.done.wait_async(self.wait)
+            if startup.state != "ready":
+                app = None
+        if app is not None:
+            await app(scope, receive, send)
+        elif http:
+            await _refuse(send, startup, self.wait)
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                self.startup.start()
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                # Running turns are cancelled and waited for: off the loop.
+                await asyncio.to_thread(self.startup.close)
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+
+def _needs_assistant(path: str) -> bool:
+    return path.startswith(API_PATHS) and path not in WITHOUT_ASSISTANT
+
+
+async def _health(send: Send, startup: Startup) -> None:
+    if startup.error is not None:
+        await _json(send, 503, {"status": "failed", "detail": startup.error.message})
+    else:
+        await _json(send, 503, {"status": "starting"}, retry=True)
+
+
+async def _refuse(send: Send, startup: Startup, waited: float) -> None:
+    if startup.error is not None:
+        await _json(send, 503, {"detail": START_FAILED}, close=True)
+    else:
+        detail = STILL_STARTING.format(seconds=waited)
+        await _json(send, 503, {"detail": detail}, retry=True, close=True)
+
+
+async def _json(
+    send: Send, status: int, payload: dict[str, str], *, retry: bool = False, close: bool = False
+) -> None:
+    """Answer ``payload`` with the headers every answer of the service carries."""
+    body = json.dumps(payload).encode()
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        (b"x-content-type-options", b"nosniff"),
+        (b"cache-control", b"no-store"),
+    ]
+    if retry:
+        headers.append((b"retry-after", str(RETRY_SECONDS).encode()))
+    if close:  # the request's body may be unread: do not read the next request after it
+        headers.append((b"connection", b"close"))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def serve(app: Any, host: str, port: int, limits: ServerLimits | None = None) -> None:
+    """Run ``app`` with uvicorn under ``limits`` until interrupted (Ctrl-C stops it gracefully)."""
+    import uvicorn
+
+    from server.limits import ServerLimits, uvicorn_options
+
+    # uvicorn.run, not Server.run: it turns the Ctrl-C it re-raises after a graceful stop
+    # into a clean exit.
+    uvicorn.run(
+        app,
+        host=host,
+        port=port,
+        log_level="info",
+        timeout_graceful_shutdown=30,
+        **uvicorn_options(limits or ServerLimits()),
+    )
