@@ -54,7 +54,12 @@ from assistants.inbox import (
     read_responses,
     unreadable,
 )
-from assistants.prompts import DENIED_MESSAGE, NO_DECISION_MESSAGE, REFUSED_MESSAGE
+from assistants.prompts import (
+    CHECK_REFUSED_MESSAGE,
+    DENIED_MESSAGE,
+    NO_DECISION_MESSAGE,
+    REFUSED_MESSAGE,
+)
 from assistants.routing import last_tool_batch
 from assistants.specialists import Member
 from assistants.state import ConfigNode, State
@@ -282,18 +287,33 @@ def hand_over_answer(
 
 
 def denial_answer(
-    call: ToolCall, reason: str | None, shown: Sequence[str] = (), amount: Amount | None = None
+    call: ToolCall,
+    reason: str | None,
+    shown: Sequence[str] = (),
+    amount: Amount | None = None,
+    checked_by: str | None = None,
 ) -> ToolMessage:
-    """Return the answer to a sensitive call the customer declined."""
+    """Return the answer to a sensitive call the customer declined.
+
+    ``checked_by``: the customer said yes, and that member of staff said no at the
+    second approval; ``reason`` is theirs.
+    """
     reason = (reason or "").strip()
     reason_text = f"Their reason: {reason!r}. " if reason else "They gave no reason. "
+    text = (
+        CHECK_REFUSED_MESSAGE.format(staff=checked_by, reason_text=reason_text)
+        if checked_by
+        else DENIED_MESSAGE.format(reason_text=reason_text)
+    )
+    facts: dict[str, Any] = {"checked_by": checked_by} if checked_by else {}
     return not_run_answer(
         call,
-        DENIED_MESSAGE.format(reason_text=reason_text),
+        text,
         "declined",
         reason=reason or None,
         shown=list(shown),
         amount=_amount_data(amount),
+        **facts,
     )
 
 
@@ -480,10 +500,11 @@ def make_sensitive_tools_node(member: Member, db: Database | None = None) -> Con
             elif decision.approved:
                 answers += [_approved_answer(a, decision) for a in run_calls(node, [call], config)]
             else:
-                denied = denial_answer(call, decision.reason, decision.shown, decision.amount)
-                if decision.checked_by:
-                    denied.artifact["checked_by"] = decision.checked_by
-                answers.append(denied)
+                answers.append(
+                    denial_answer(
+                        call, decision.reason, decision.shown, decision.amount, decision.checked_by
+                    )
+                )
         if edits and last is not None:  # the conversation shows the calls as they ran
             edited_calls = [
                 {**c, "args": edits[str(c["id"])]} if str(c["id"]) in edits else c

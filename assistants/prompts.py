@@ -77,6 +77,11 @@ DENIED_MESSAGE = """\
 The customer declined this action, so it was not carried out. {reason_text}Take this \
 into account and continue the conversation."""
 
+CHECK_REFUSED_MESSAGE = """\
+The customer approved this action, but {staff} of the customer-service team refused it \
+at the second approval (required above a set amount), so it was not carried out. \
+{reason_text}Tell the customer, and continue the conversation."""
+
 NO_DECISION_MESSAGE = """\
 Not run: the run was resumed without the customer's decision on this action, and only an \
 explicit approval carries an action out. Ask the customer again if it is still wanted."""

@@ -509,13 +509,25 @@ class Desk:
             raise DeskError(f"Check {check_id} is not waiting any more ({found.status}).")
         return found
 
-    def end_checks(self, thread_id: str, status: Literal["used", "withdrawn"]) -> int:
-        """Close the open checks of ``thread_id``: their actions were decided or dropped."""
+    def end_checks(
+        self,
+        thread_id: str,
+        status: Literal["used", "withdrawn"],
+        only: Sequence[str] | None = None,
+    ) -> int:
+        """Close the open checks of ``thread_id`` (``only`` those of these tool calls).
+
+        Their actions were decided (``used``) or dropped (``withdrawn``).
+        """
         update = (
             CHECKS.update()
             .where(CHECKS.c.thread_id == thread_id, CHECKS.c.status.in_(CHECK_OPEN))
             .values(status=status)
         )
+        if only is not None:
+            if not only:
+                return 0
+            update = update.where(CHECKS.c.tool_call_id.in_(list(only)))
         with self.engine.begin() as connection:
             self._changed(connection, thread_id)
             return int(connection.execute(update).rowcount)

@@ -747,8 +747,11 @@ class Turn:
             )
             self._assistant.append(self._thread, [note])
             owner.desk.bump(self._thread.thread_id)
-        if checked and not self._assistant.pending_actions(self._thread):
-            owner.desk.end_checks(self._thread.thread_id, "used")
+        if checked:
+            # The checked actions are answered now (a new action may be pending already).
+            still = {a.tool_call_id for a in self._assistant.pending_actions(self._thread)}
+            done = [key for key in checked if key not in still]
+            owner.desk.end_checks(self._thread.thread_id, "used", only=done)
 
     def _ask_checks(
         self,
@@ -855,8 +858,8 @@ def _decision(
         return Decision(False, preview.error, (words.refusal_text(preview),), refused=True)
     shown = tuple(preview.lines)
     if check is not None and check.status == "refused":
-        refusal = words.refused_by_staff(check.staff, check.reason)
-        return Decision(False, refusal, shown, amount=preview.amount, checked_by=check.staff)
+        reason = check.reason or None
+        return Decision(False, reason, shown, amount=preview.amount, checked_by=check.staff)
     if answer is not None and answer.approved:
         staff = check.staff if check is not None and check.status == "approved" else None
         return Decision(True, None, shown, amount=preview.amount, checked_by=staff)

@@ -273,12 +273,6 @@ def check_decided(staff: str, title: str, approved: bool, reason: str) -> str:
     return f"{staff} of our customer-service team did not approve {title}.{why}"
 
 
-def refused_by_staff(staff: str, reason: str) -> str:
-    """Return the decline reason the model reads when staff refused the customer's yes."""
-    why = f": {reason}" if reason else " (no reason given)"
-    return f"{staff} of the customer-service team refused it at the second approval{why}"
-
-
 PRESS_ENTER_TO_GO_ON = "Press Enter to go on."
 NOTHING_CHECKED = "No action waits for a check by our customer-service team here."
 CHECK_WAITING = (

@@ -16,9 +16,11 @@ scripted model and a temporary database; ``serve`` runs it with uvicorn.
 from __future__ import annotations
 
 import json
+import threading
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping, Sequence
 from contextlib import asynccontextmanager
+from functools import partial
 from importlib.resources import files
 from pathlib import Path
 from typing import Annotated, Any, cast
@@ -38,7 +40,7 @@ from conversations.assistant import Thread
 from server.access import customer
 from server.auth import Claims, TokenSigner
 from server.handoff import People, PersonIn, PersonOut, staff_router
-from server.limits import BODY_TIMEOUT, ServerLimits, uvicorn_options
+from server.limits import BODY_TIMEOUT
 from server.schemas import (
     CONVERSATION_ID_PATTERN,
     STREAM_EVENT_NAMES,
@@ -152,23 +154,27 @@ async def _message_turn(service: Service, thread: OwnedThread, body: MessageIn) 
     return service.start_message(thread, body.text, cancel)
 
 
-async def _decision_turn(service: Service, thread: OwnedThread, body: DecisionsIn) -> Journaled:
+async def _claimed(
+    service: Service, thread: Thread, check: Callable[[], object]
+) -> threading.Event:
+    """Claim ``thread``, then run ``check`` off the loop; a refused request frees it again."""
     cancel = await anyio.to_thread.run_sync(service.claim, thread)
     try:
-        await anyio.to_thread.run_sync(service.check_decisions, thread, body.decisions)
+        await anyio.to_thread.run_sync(check)
     except BaseException:
         service.release(thread)
         raise
+    return cancel
+
+
+async def _decision_turn(service: Service, thread: OwnedThread, body: DecisionsIn) -> Journaled:
+    check = partial(service.check_decisions, thread, body.decisions)
+    cancel = await _claimed(service, thread, check)
     return service.start_decisions(thread, cancel, body.decisions)
 
 
 async def _resumed_turn(service: Service, thread: OwnedThread) -> Journaled:
-    cancel = await anyio.to_thread.run_sync(service.claim, thread)
-    try:
-        await anyio.to_thread.run_sync(service.check_resume, thread)
-    except BaseException:
-        service.release(thread)
-        raise
+    cancel = await _claimed(service, thread, partial(service.check_resume, thread))
     return service.start_resume(thread, cancel)
 
 
@@ -723,19 +729,3 @@ def create_app(
 
     app.mount("/static", StaticFiles(directory=folder), name="static")
     return app
-
-
-def serve(app: FastAPI, host: str, port: int, limits: ServerLimits | None = None) -> None:
-    """Run ``app`` with uvicorn under ``limits`` until interrupted (Ctrl-C stops it gracefully)."""
-    import uvicorn
-
-    # uvicorn.run, not Server.run: it turns the Ctrl-C it re-raises after a graceful stop
-    # into a clean exit.
-    uvicorn.run(
-        app,
-        host=host,
-        port=port,
-        log_level="info",
-        timeout_graceful_shutdown=30,
-        **uvicorn_options(limits or ServerLimits()),
-    )

@@ -152,4 +152,6 @@ def test_a_live_trial_has_its_large_action_checked_by_the_scripted_staff(
         }
     ]
     told = json.dumps(server.requests[2]["messages"])
-    assert "refused it at the second approval: a refund this large needs a manager" in told
+    assert "The customer approved this action, but Ana Lima" in told
+    assert "refused it at the second approval" in told
+    assert "a refund this large needs a manager" in told
