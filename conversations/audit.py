@@ -17,7 +17,7 @@ import sqlite3
 import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
+from typing import TYPE_CHECKING, Any, Literal, Protocol, cast, get_args
 
 if TYPE_CHECKING:
     from psycopg import Connection
@@ -36,16 +36,7 @@ Looked = Literal[
     "refused",
     "proposed",
 ]
-LOOKS: tuple[Looked, ...] = (
-    "conversations",
-    "conversation",
-    "took",
-    "handed back",
-    "closed",
-    "approved",
-    "refused",
-    "proposed",
-)
+LOOKS: tuple[Looked, ...] = get_args(Looked)
 # One entry per supervisor and thing looked at within this time.
 COALESCE = timedelta(minutes=5)
 

@@ -24,11 +24,13 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import asyncio
+    from collections.abc import Awaitable, Callable
 
     import uvicorn
-    from fastapi import FastAPI
 
-    from server.startup import StartupApp
+    # Any ASGI application: the app, or what ``serve`` listens with while it starts
+    # (``server.startup``, which imports this module).
+    AsgiApp = Callable[[Any, Any, Any], Awaitable[None]]
 
 # A browser or an HTTP library sends its headers in one write; ten seconds is an age.
 HEADER_TIMEOUT = 10.0
@@ -90,7 +92,7 @@ def uvicorn_options(limits: ServerLimits) -> dict[str, Any]:
 
 
 def uvicorn_config(
-    app: FastAPI | StartupApp, limits: ServerLimits = ServerLimits(), **options: Any
+    app: AsgiApp, limits: ServerLimits = ServerLimits(), **options: Any
 ) -> uvicorn.Config:
     """Return uvicorn's configuration of ``app`` under ``limits`` (``options`` pass on).
 
