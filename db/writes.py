@@ -70,7 +70,8 @@ def begin_write(session: Session) -> None:
         return
     dbapi_connection = connection.connection.dbapi_connection
     if dbapi_connection is not None and not getattr(dbapi_connection, "in_transaction", True):
-        session.execute(text("BEGIN IMMEDIATE"))
+        # Straight to the driver: a session statement is compiled and cached first.
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
 def _wait_for_other_deliveries(session: Session, key: tuple[str, str]) -> None:
