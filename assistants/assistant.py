@@ -43,7 +43,7 @@ from assistants.context import (
     cut_off_note,
     estimate_tokens,
     fit,
-    history_tokens,
+    history_fits,
     is_cut_off,
     latest_bookings,
     mark_cut_off,
@@ -262,7 +262,7 @@ class Assistant:
         budget = min(self.budget_for(system + user_info), self.history_tokens)
         history = history_window(
             messages,
-            lambda window: history_tokens(window) <= budget,
+            lambda window: history_fits(window, budget),
             self.history_limit,
         )
         # The bookings in force where the window starts (the window may start after the

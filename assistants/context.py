@@ -30,7 +30,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.messages import (
     AIMessage,
@@ -295,12 +295,43 @@ def history_tokens(messages: Sequence[BaseMessage], bookings: str | None = None)
     return sum(entry.tokens() for entry in _entries(messages, bookings))
 
 
+def history_fits(messages: Sequence[BaseMessage], budget: int, bookings: str | None = None) -> bool:
+    """Tell whether ``history_tokens(messages, bookings) <= budget``.
+
+    Stops as soon as the entries already decided take more than ``budget``: a model call
+    measures several candidate windows, longest first, and the long ones that do not fit
+    are given up after their first ``budget`` tokens instead of measured whole.
+    """
+    entries = _build_entries(messages, bookings, stop_above=budget)
+    return entries is not None and sum(entry.tokens() for entry in entries) <= budget
+
+
 def _entries(messages: Sequence[BaseMessage], bookings: str | None) -> list[_Entry]:
     """Return what ``normalise`` builds, entry by entry."""
+    return cast(list[_Entry], _build_entries(messages, bookings))
+
+
+def _build_entries(
+    messages: Sequence[BaseMessage], bookings: str | None, stop_above: int | None = None
+) -> list[_Entry] | None:
+    """Return what ``normalise`` builds, entry by entry (``_entries``).
+
+    With ``stop_above``, ``None`` as soon as the entries that can no longer change (all
+    but the last: only the last is ever merged into or replaced) take more tokens than
+    that.
+    """
     out: list[_Entry] = []
     first = True
     shown: str | None = None  # the bookings the request has shown so far
+    settled = 0  # how many entries of ``out`` are counted in ``settled_tokens``
+    settled_tokens = 0
     for index, message in enumerate(messages):
+        if stop_above is not None:
+            while settled < len(out) - 1:
+                settled_tokens += out[settled].tokens()
+                settled += 1
+            if settled_tokens > stop_above:
+                return None
         if isinstance(message, HumanMessage):
             text = _TAGS.sub(r"(\1\2", text_of(message).strip())
             if not text:

@@ -74,7 +74,14 @@ USER_INFO_SNAPSHOT_EVERY = 1
 
 def _with_ids(left: Sequence[BaseMessage], batch: Messages) -> list[BaseMessage]:
     """Return ``batch`` as messages, each without an id given a deterministic one."""
-    messages = convert_to_messages(batch if isinstance(batch, list) else [batch])
+    items = batch if isinstance(batch, list) else [batch]
+    # Nodes write messages already; ``convert_to_messages`` would hand each back as it is,
+    # after its checks, and this runs for every step and every routing decision.
+    messages = (
+        cast(list[BaseMessage], items)
+        if all(isinstance(m, BaseMessage) for m in items)
+        else convert_to_messages(items)
+    )
     anchor = str(left[-1].id) if left else ""
     return [
         m if m.id else m.model_copy(update={"id": str(uuid.uuid5(_MESSAGE_IDS, f"{anchor}/{k}"))})

@@ -72,7 +72,7 @@ from conversations.events import (
     cancel_cause,
     is_cancel_note,
 )
-from conversations.remembered_state import THREADS_KEPT, RemembersLastState
+from conversations.remembered_state import THREADS_KEPT, RemembersLastState, StateKey
 from db.engine import Database
 from db.passengers import passenger_exists
 from graph import DEFAULT_RECURSION_LIMIT, ModelsArg, build_graph
@@ -216,14 +216,10 @@ class TravelAssistant:
         saver = self.graph.checkpointer
         if not isinstance(saver, BaseCheckpointSaver):
             return self.graph.get_state(config)
-        latest = saver.get_tuple(config)
         thread_id = str(config["configurable"]["thread_id"])
-        if latest is None:
+        key = _latest_key(saver, config)
+        if key is None:
             return self.graph.get_state(config)
-        key = (
-            latest.config["configurable"].get("checkpoint_id"),
-            tuple((write[0], write[1]) for write in latest.pending_writes or ()),
-        )
         with self._states_lock:
             found = self._states.get(thread_id)
             if found is not None and found[0] == key:
@@ -676,6 +672,25 @@ class TravelAssistant:
         owner = active_assistant(snapshot.values.get("dialog_state"))
         self.graph.update_state(config, {"messages": closing}, as_node=owner)
         yield MessageEvent(apology, owner)
+
+
+def _latest_key(saver: BaseCheckpointSaver[Any], config: RunnableConfig) -> StateKey | None:
+    """Return what identifies the thread's latest saved state (see ``_state``).
+
+    The latest checkpoint's id and the (task, channel) of its pending writes; a saver
+    that can tell them without reading the checkpoint (``latest_key``) is asked for
+    them alone.
+    """
+    latest_key = getattr(saver, "latest_key", None)
+    if callable(latest_key):
+        return cast(StateKey | None, latest_key(config))
+    latest = saver.get_tuple(config)
+    if latest is None:
+        return None
+    return (
+        str(latest.config["configurable"].get("checkpoint_id")),
+        tuple((str(write[0]), str(write[1])) for write in latest.pending_writes or ()),
+    )
 
 
 def _snapshot_of(saved: Mapping[str, Any]) -> StateSnapshot:

@@ -26,6 +26,9 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import DeltaChannelHistory
 from langgraph.checkpoint.sqlite import SqliteSaver
 
+# What identifies a saved state: the latest checkpoint's id and its pending writes.
+StateKey = tuple[str, tuple[tuple[str, str], ...]]
+
 # Threads whose last state is kept (here and in ``TravelAssistant``); the least recently
 # saved is forgotten first.
 THREADS_KEPT = 64
@@ -89,3 +92,38 @@ def _fresh(value: Any) -> Any:
 
 class RememberingSqliteSaver(RemembersLastState, SqliteSaver):
     """LangGraph's ``SqliteSaver`` that remembers its runs' last states."""
+
+    def latest_key(self, config: RunnableConfig) -> StateKey | None:
+        """Return what identifies the thread's latest saved state, ``None`` without one.
+
+        The latest checkpoint's id and the (task, channel) of the writes pending on it:
+        while they are the same, so is the state, whichever process wrote it
+        (``TravelAssistant._state``). Read from the keys alone, in one statement;
+        ``get_tuple`` would also read and decompress the checkpoint and every pending
+        write's value, for nothing, several times a turn.
+        """
+        configurable = config["configurable"]
+        thread_id = str(configurable["thread_id"])
+        namespace = str(configurable.get("checkpoint_ns", ""))
+        with self.cursor(transaction=False) as cursor:
+            rows = cursor.execute(_LATEST_KEY, (thread_id, namespace, thread_id, namespace))
+            found = rows.fetchall()
+        if not found:
+            return None
+        return str(found[0][0]), tuple((task, channel) for _, task, channel in found if task)
+
+
+# The latest checkpoint of a thread and the (task, channel) of the writes pending on it,
+# in their order of saving; one row with NULLs beside the id when none is pending.
+_LATEST_KEY = """
+SELECT latest.checkpoint_id, writes.task_id, writes.channel
+FROM (
+    SELECT checkpoint_id FROM checkpoints
+    WHERE thread_id = ? AND checkpoint_ns = ?
+    ORDER BY checkpoint_id DESC LIMIT 1
+) AS latest
+LEFT JOIN writes
+    ON writes.thread_id = ? AND writes.checkpoint_ns = ?
+    AND writes.checkpoint_id = latest.checkpoint_id
+ORDER BY writes.task_id, writes.idx
+"""

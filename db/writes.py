@@ -28,13 +28,14 @@ saved), so the conversation reports it as done instead of asking again.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import Connection, Select, bindparam, select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -69,7 +70,8 @@ def begin_write(session: Session) -> None:
         return
     dbapi_connection = connection.connection.dbapi_connection
     if dbapi_connection is not None and not getattr(dbapi_connection, "in_transaction", True):
-        session.execute(text("BEGIN IMMEDIATE"))
+        # Straight to the driver: a session statement is compiled and cached first.
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
 def _wait_for_other_deliveries(session: Session, key: tuple[str, str]) -> None:
@@ -161,8 +163,25 @@ def arguments_digest(args: Mapping[str, Any]) -> str:
     return hashlib.sha256(canonical.encode("ascii")).hexdigest()
 
 
+@functools.cache
+def _record_by_key() -> Select[Any]:
+    """Return the look-up of a call's record by its key (built once, on first use).
+
+    A Core statement on the transaction's connection: ``Session.get`` paid for the
+    identity map and for building an ORM object, and ``find_stored_result`` runs for
+    every pending approval, in the caller's questions and in the sensitive-tool node.
+    """
+    records = ToolCallRecord.__table__
+    return select(
+        records.c.tool_name, records.c.passenger_id, records.c.args_sha256, records.c.result_json
+    ).where(
+        records.c.thread_id == bindparam("thread_id"),
+        records.c.tool_call_id == bindparam("tool_call_id"),
+    )
+
+
 def _stored_result(
-    session: Session,
+    connection: Connection,
     key: tuple[str, str],
     *,
     tool_call_id: str,
@@ -175,7 +194,9 @@ def _stored_result(
     Raises:
         RuleViolationError: The key was used by another tool, passenger or arguments.
     """
-    record = session.get(ToolCallRecord, key)
+    record = connection.execute(
+        _record_by_key(), {"thread_id": key[0], "tool_call_id": key[1]}
+    ).first()
     if record is None:
         return None
     if record.tool_name != tool_name or record.passenger_id != passenger_id:
@@ -226,10 +247,10 @@ def find_stored_result(
     if not db.has_table(ToolCallRecord.__tablename__):
         return None
     key = _record_key(thread_id, tool_call_id)
-    with db.session() as session:
+    with db.rows() as connection:
         try:
             return _stored_result(
-                session,
+                connection,
                 key,
                 tool_call_id=tool_call_id,
                 tool_name=tool_name,
@@ -280,7 +301,7 @@ def run_once(
     digest = arguments_digest(args or {})
     _wait_for_other_deliveries(session, key)
     stored = _stored_result(
-        session,
+        session.connection(),
         key,
         tool_call_id=tool_call_id,
         tool_name=tool_name,
@@ -313,7 +334,7 @@ def run_once(
         if sqlite:
             raise  # without a savepoint the session must roll back first
         stored = _stored_result(
-            session,
+            session.connection(),
             key,
             tool_call_id=tool_call_id,
             tool_name=tool_name,
@@ -375,9 +396,9 @@ def run_once_in_transaction(
         # Another delivery of this call committed its record between this one's look-up
         # and its insert; everything this one wrote has been rolled back with it.
         key = _record_key(thread_id, tool_call_id)
-        with db.session() as session:
+        with db.rows() as connection:
             stored = _stored_result(
-                session,
+                connection,
                 key,
                 tool_call_id=tool_call_id,
                 tool_name=tool_name,

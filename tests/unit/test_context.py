@@ -19,6 +19,7 @@ from assistants.context import (
     SENT_AT_KEY,
     estimate_tokens,
     fit,
+    history_fits,
     history_tokens,
     message_tokens,
     normalise,
@@ -300,3 +301,13 @@ def test_a_window_is_measured_as_the_request_it_becomes(
     # the measure must be exactly that of the request built from the same window.
     built = normalise(history, bookings)
     assert history_tokens(history, bookings) == sum(message_tokens(m) for m in built)
+
+
+@settings(max_examples=200, deadline=None)
+@given(history=_histories(), bookings=_BOOKINGS, budget=st.integers(0, 400))
+def test_a_window_fits_exactly_when_its_measure_is_within_the_budget(
+    history: list[BaseMessage], bookings: str | None, budget: int
+) -> None:
+    # ``history_fits`` gives up on a window once what is decided passes the budget; it
+    # must still answer exactly what measuring the whole window would.
+    assert history_fits(history, budget, bookings) == (history_tokens(history, bookings) <= budget)

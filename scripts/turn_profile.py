@@ -1,0 +1,110 @@
+"""Where a turn's CPU goes outside the model: shares of a py-spy profile, by part.
+
+The graph runs in a thread of its own and the tools in worker threads, so a profiler of
+the main thread sees only the queue it waits on. ``py-spy`` samples every thread; with
+``--gil`` only the thread holding the GIL, i.e. the one doing Python work. Record the
+warm conversations of ``scripts/bench_conversation.py`` and read the file here:
+
+    python scripts/bench_conversation.py --play 1 --template /tmp/bench.sqlite  # builds it
+    py-spy record --gil -r 500 --format raw -o /tmp/turns.txt -- \
+        python scripts/bench_conversation.py --play 30 --turns 14 --template /tmp/bench.sqlite
+    python scripts/turn_profile.py /tmp/turns.txt
+
+Only samples taken while conversations play are counted (the main thread inside
+``play``, and every other thread), less the reader's waits for the graph's next event.
+Each sample counts once, for the first part below whose test its stack passes, so the
+order of the parts matters: the tools before the nodes that call them, the model before
+the assistant node around it. ``--top N`` also lists the N functions found in most
+samples (inclusive).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+Test = Callable[[str], bool]
+
+
+def _has(*names: str) -> Test:
+    return lambda stack: any(name in stack for name in names)
+
+
+def _matches(pattern: str) -> Test:
+    compiled = re.compile(pattern)
+    return lambda stack: compiled.search(stack) is not None
+
+
+PARTS: tuple[tuple[str, Test], ...] = (
+    (
+        "the tools: SQLAlchemy and sqlite3 under them",
+        lambda s: "StructuredTool._run" in s and ("sqlalchemy" in s or "sqlite3" in s),
+    ),
+    (
+        "the tools: the rest (arguments, results, ToolNode and its thread)",
+        _has("ToolNode", "StructuredTool._run"),
+    ),
+    (
+        "the model call: LangChain's plumbing and the scripted model's chunks",
+        _has("BaseChatModel.invoke"),
+    ),
+    ("the assistant node's own work (history window, request)", _has("Assistant.__call__")),
+    ("fetch_user_info (the passenger's bookings)", _has("fetch_user_info")),
+    ("the approval node outside its tools", _has("run_sensitive_tools")),
+    ("routing (the state read again with the step's writes)", _has("BranchSpec._route")),
+    (
+        "saving writes and checkpoints (serialise, compress, SQLite, hand-off)",
+        _matches(r"put_writes|_put_checkpoint|FencedSaver|SqliteSaver\.put"),
+    ),
+    (
+        "reading the state when a run starts",
+        lambda s: "play (" not in s and _matches(r"get_tuple|get_delta_channel_history")(s),
+    ),
+    ("the caller's side (send, resolve, pending actions, events)", _has("play (")),
+    ("LangGraph's own step work (tasks, channels, callbacks, threads)", lambda s: True),
+)
+
+
+def samples(path: Path) -> Iterator[tuple[str, int]]:
+    """Yield each counted stack of a py-spy raw file with its sample count."""
+    for line in path.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        frames = stack.split(";")
+        playing = any(f.startswith("play (") for f in frames)
+        if not (playing or frames[0].startswith("Thread._bootstrap")):
+            continue  # the main thread outside the conversations: start-up, set-up
+        if any("_next_event" in f or "_wait_until_handled" in f for f in frames[-3:]):
+            continue  # the reader and the graph waiting for each other
+        yield stack, int(count)
+
+
+def main() -> int:
+    """Print the share of each part, and optionally the top functions."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("profile", type=Path, help="py-spy record --format raw output")
+    parser.add_argument("--top", type=int, default=0, help="also list the top N functions")
+    args = parser.parse_args()
+    parts: Counter[str] = Counter()
+    functions: Counter[str] = Counter()
+    total = 0
+    for stack, count in samples(args.profile):
+        total += count
+        parts[next(name for name, test in PARTS if test(stack))] += count
+        for name in {re.sub(r":\d+\)", ")", frame) for frame in stack.split(";")}:
+            functions[name] += count
+    if not total:
+        raise SystemExit("no sample taken while a conversation played")
+    print(f"{total} samples while conversations played")
+    print("| part | share |\n| --- | ---: |")
+    for name, _ in PARTS:
+        print(f"| {name} | {parts[name] / total * 100:.0f} % |")
+    for name, count in functions.most_common(args.top):
+        print(f"{count / total * 100:5.1f} %  {name}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
