@@ -277,8 +277,12 @@ class TravelAssistant:
         *,
         cancel: threading.Event | None = None,
         cancelled: CutCause = "cancelled",
+        message_id: str | None = None,
     ) -> Iterator[TurnEvent]:
         """Add the customer's message and run until the reply or an approval stop.
+
+        ``message_id`` names the message (as the history will), when the caller has
+        shown it already under that id.
 
         Setting ``cancel`` (from any thread) stops the run soon after: see ``_run``. The
         turn is then closed as cut short for ``cancelled`` (who set it: the customer, or
@@ -295,7 +299,8 @@ class TravelAssistant:
         """
         config = self.config(thread)
         yield from self._settle_recovered(config, self._save_finished_step(config))
-        yield from self._run({"messages": [HumanMessage(content=text)]}, config, cancel, cancelled)
+        message = HumanMessage(content=text, id=message_id)
+        yield from self._run({"messages": [message]}, config, cancel, cancelled)
 
     def resolve(
         self,

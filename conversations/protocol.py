@@ -623,13 +623,15 @@ class Turn:
         cancel: threading.Event | None = None,
         cancelled_by: CancelledBy = "customer",
         if_pending: PendingPolicy = "refuse",
+        message_id: str | None = None,
     ) -> Iterator[Outcome]:
         """Send the customer's ``text`` and yield the turn's outcomes.
 
         A turn cut short before is closed first. An action still waiting for a decision
         (left by another window) is put first: with ``if_pending="refuse"`` the message
         is not sent (``TurnFailure`` ``pending_first``); with ``"supersede"`` it is
-        sent and the action is answered as not done.
+        sent and the action is answered as not done. ``message_id`` is the id the
+        history gives the message (a caller that showed it already under that id).
         """
         notice = self.close_cut_turn()
         if notice is not None:
@@ -647,13 +649,17 @@ class Turn:
         handoff = self.conversation.handoff()
         if handoff is not None:
             # A person has it, or will: the message is kept for them, nobody else answers.
-            self._assistant.append(self._thread, [HumanMessage(content=text)])
+            self._assistant.append(self._thread, [HumanMessage(content=text, id=message_id)])
             self.conversation.owner.desk.bump(self._thread.thread_id)
             yield from self._held(handoff)
             return
         yield from self._run(
             lambda stop: self._assistant.send(
-                self._thread, text, cancel=stop, cancelled=_CUT_BY[cancelled_by]
+                self._thread,
+                text,
+                cancel=stop,
+                cancelled=_CUT_BY[cancelled_by],
+                message_id=message_id,
             ),
             cancel,
             cancelled_by,

@@ -389,13 +389,15 @@ class MessageEvent(BaseModel):
 
 
 class RecordEvent(BaseModel):
-    """A line of the history as it happens: what became of an action, or a notice.
+    """A line of the history as it happens.
 
-    ``item`` is exactly what the history endpoint shows for it afterwards.
+    The customer's message (first, as the turn starts), what became of an action, or a
+    notice; ``item`` is exactly what the history endpoint shows for it afterwards (the
+    same id).
     """
 
     type: Literal["record"] = "record"
-    item: Annotated[ActionItem | NoticeItem, Field(discriminator="type")]
+    item: Annotated[CustomerItem | ActionItem | NoticeItem, Field(discriminator="type")]
 
 
 class PendingEvent(BaseModel):

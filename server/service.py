@@ -26,6 +26,7 @@ import logging
 import secrets
 import threading
 import time
+import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -702,9 +703,19 @@ class ConversationService:
         if cancel is None:
             cancel = self.claim(thread)
         turn = self.runner.turn(thread.thread_id)
+        # The message comes first in the stream, under the id the history gives it: a
+        # client that follows the turn after a reload shows it before it is saved.
+        message_id = str(uuid.uuid4())
         return self._stream(
             thread,
-            lambda: turn.send(text, cancel=cancel, cancelled_by="service", if_pending="supersede"),
+            lambda: turn.send(
+                text,
+                cancel=cancel,
+                cancelled_by="service",
+                if_pending="supersede",
+                message_id=message_id,
+            ),
+            first=[RecordEvent(item=CustomerItem(id=message_id, text=text))],
         )
 
     def check_decisions(self, thread: Thread, given: Sequence[DecisionIn]) -> None:
@@ -751,11 +762,15 @@ class ConversationService:
         )
 
     def _stream(
-        self, thread: Thread, run: Callable[[], Iterator[Outcome]]
+        self,
+        thread: Thread,
+        run: Callable[[], Iterator[Outcome]],
+        first: Sequence[StreamEvent] = (),
     ) -> AsyncIterator[tuple[str, StreamEvent]]:
         thread_id = thread.thread_id
 
         def work() -> Iterator[StreamEvent]:
+            yield from first
             try:
                 for outcome in run():
                     if isinstance(outcome, TurnFailure):

@@ -608,9 +608,17 @@ function handleEvent(event, payload, turn) {
     case "status":
       setStatus(payload.text);
       return;
-    case "record":
-      drawItem(payload.item);
+    case "record": {
+      const item = payload.item;
+      if (item.type === "customer" && turn.text !== null) {
+        // This page sent it and shows it already: give that bubble the history's key.
+        const echo = [...document.querySelectorAll("#log .customer:not([data-key])")].pop();
+        if (echo && item.id) echo.dataset.key = `c:${item.id}`;
+        return;
+      }
+      drawItem(item);
       return;
+    }
     case "pending":
       showPending(payload.actions);
       return;

@@ -502,3 +502,22 @@ def test_approval_takes_the_amount_from_the_preview_numbers(
     out = approval_of(preview, "call-1", "update_flight", "flights")
     assert (out.amount, out.amount_kind) == expected
     assert out.lines == ("Before -> after", last)
+
+
+def test_server_stream_starts_with_the_message_under_the_id_the_history_gives_it(
+    client: TestClient, model: ScriptedChatModel
+) -> None:
+    # A page that reloads while the reply runs follows the turn from its start: the
+    # message is there before the graph has saved it, and no second copy appears after.
+    model.extend(say("Hello! How can I help?"))
+    conversation = new_conversation(client)
+    events = turn(client, f"/api/v1/conversations/{conversation}/messages", {"text": "Hi"})
+    first = events[0]
+    assert (first.name, first.data["item"]["type"], first.data["item"]["text"]) == (
+        "record",
+        "customer",
+        "Hi",
+    )
+    items = client.get(f"/api/v1/conversations/{conversation}/messages").json()["items"]
+    (saved,) = [i for i in items if i["type"] == "customer"]
+    assert saved["id"] == first.data["item"]["id"]
