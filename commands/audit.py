@@ -10,6 +10,10 @@ from terminal import Console
 MAX_ENTRIES = 10_000
 
 
+# How the table says each entry: a look, or an action at the desk (took, handed back, ...).
+_WHAT = {"conversations": "looked at the list", "conversation": "looked at it"}
+
+
 def cmd_audit(args: argparse.Namespace, console: Console) -> int:
     """Print the audit log of the conversation store, newest first, as a table."""
     if not 1 <= args.limit <= MAX_ENTRIES:
@@ -29,12 +33,12 @@ def cmd_audit(args: argparse.Namespace, console: Console) -> int:
         [
             e.at.astimezone().strftime("%Y-%m-%d %H:%M:%S"),
             e.supervisor,
-            "the list of conversations" if e.looked_at == "conversations" else "conversation",
+            _WHAT.get(e.looked_at, e.looked_at),
             e.passenger_id,
             e.conversation_id,
         ]
         for e in entries
     ]
-    headers = ["when (local time)", "supervisor", "looked at", "passenger", "conversation"]
+    headers = ["when (local time)", "supervisor", "what", "passenger", "conversation"]
     console.table(headers, rows, err=False, wrap=1)
     return EXIT_OK

@@ -51,7 +51,10 @@ def cmd_desk(args: argparse.Namespace, console: Console, overrides: Overrides) -
             # The desk never calls the model: the assistant is built to read and preview.
             assistant = TravelAssistant.build(drawing_model(), store.saver, db=database)
             conversations = Conversations(assistant, store.registry, store.locks, store.desk)
-            return DeskSession(conversations, agent, console, _prompter(overrides)).run()
+            session = DeskSession(
+                conversations, agent, console, _prompter(overrides), audit=store.audit
+            )
+            return session.run()
         finally:
             database.dispose()
 

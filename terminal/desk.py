@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -33,6 +33,7 @@ from terminal.prompter import EXIT_WORDS, Prompter, clean_input
 from terminal.render import DETAIL_CHARS, GLYPHS
 
 if TYPE_CHECKING:
+    from conversations.audit import AuditLog, Looked
     from conversations.protocol import Conversation, Conversations
     from terminal.console import Console
 
@@ -107,9 +108,19 @@ class DeskSession:
     """One member of staff at the desk."""
 
     def __init__(
-        self, conversations: Conversations, agent: str, console: Console, prompter: Prompter
+        self,
+        conversations: Conversations,
+        agent: str,
+        console: Console,
+        prompter: Prompter,
+        audit: AuditLog | None = None,
     ) -> None:
-        """Work as ``agent`` (the name customers see) on ``conversations``' desk."""
+        """Work as ``agent`` (the name customers see) on ``conversations``' desk.
+
+        Each action (take, hand back, close, propose, approve, refuse) is recorded in
+        ``audit`` (the store's audit log), as the supervisor's page records them.
+        """
+        self.audit = audit
         self.conversations = conversations
         self.desk = conversations.desk
         self.agent = " ".join(agent.split())
@@ -222,6 +233,7 @@ class DeskSession:
             approval = self.holding.person_proposes(self.agent, action, args)
         except TurnRefusedError as refused:
             raise DeskError(f"{refused.failure.text} Nothing was proposed.") from None
+        self._record("proposed", self.holding.thread)
         self.console.status(f"Proposed to the customer: {approval.title}")
         for line in approval.lines:
             self.console.status(f"  {line}")
@@ -258,6 +270,7 @@ class DeskSession:
             raise DeskError("Say why (/refuse N WHY): the customer and the assistant are told.")
         conversation = self.conversations.get(Thread(check.thread_id, check.passenger_id))
         conversation.decide_check(self.agent, check.id, approved=approved, reason=reason)
+        self._record("approved" if approved else "refused", conversation.thread)
         self.checks = []
         self.console.status(
             f"{'Approved' if approved else 'Refused'}: {check.title}, {check.amount}. "
@@ -293,6 +306,7 @@ class DeskSession:
             raise DeskError(f"Conversation {chosen} is not waiting for a person.")
         conversation = self._conversation(current)
         handoff = conversation.take(self.agent)
+        self._record("took", conversation.thread)
         self.listed = []
         self.hold(handoff)
 
@@ -343,6 +357,7 @@ class DeskSession:
             self.console.error("You hold no conversation.")
             return
         self.holding.hand_back(self.agent, note, close=close)
+        self._record("closed" if close else "handed back", self.holding.thread)
         self.stop_watching()
         self.console.status(
             "Closed; the assistant answers the customer's next message."
@@ -355,6 +370,17 @@ class DeskSession:
             self.hold(held[0])
         else:
             self.show_queue()
+
+    def _record(self, what: Looked, thread: Thread) -> None:
+        if self.audit is not None:
+            self.audit.record(
+                self.agent,
+                what,
+                datetime.now(UTC),
+                conversation_id=thread.thread_id,
+                passenger_id=thread.passenger_id,
+                within=timedelta(0),
+            )
 
     def _conversation(self, handoff: Handoff) -> Conversation:
         return self.conversations.get(Thread(handoff.thread_id, handoff.passenger_id))

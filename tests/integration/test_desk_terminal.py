@@ -111,6 +111,19 @@ def test_desk_customer_and_person_talk_across_two_terminals(files: tuple[Path, P
     assert NOTE in sent
     assert "I am sorry about your bag" in sent and "blue suitcase" in sent
     assert thread_id in seen.text  # the customer's conversation is the one queued
+    # Each action at the desk is in the store's audit log, with Ana's name.
+    audit = subprocess.run(
+        [str(PROGRAM), "audit", "--home", str(home), "--conversation", thread_id],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    for action in ("took", "proposed", "handed back"):
+        assert any("Ana Lima" in line and action in line for line in audit.stdout.splitlines()), (
+            action,
+            audit.stdout,
+        )
 
 
 def test_desk_a_large_change_waits_for_the_staff_check_then_runs_once(
