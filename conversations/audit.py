@@ -80,6 +80,23 @@ class AuditEntry:
     passenger_id: str
 
 
+def record_action(
+    audit: AuditLog, staff: str, what: Looked, thread_id: str, passenger_id: str
+) -> None:
+    """Record what ``staff`` did to a conversation at the desk, now.
+
+    Every action is kept, however close to the last (looks are coalesced, actions not).
+    """
+    audit.record(
+        staff,
+        what,
+        datetime.now(UTC),
+        conversation_id=thread_id,
+        passenger_id=passenger_id,
+        within=timedelta(0),
+    )
+
+
 class AuditLog(Protocol):
     """The supervisors' audit log, wherever it is kept."""
 

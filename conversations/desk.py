@@ -561,11 +561,7 @@ class Listener:
 
 
 def _check(row: Any) -> Check:
-    values = dict(row)
-    for name in ("asked_at", "decided_at"):
-        if values[name] is not None:
-            values[name] = _utc(values[name])
-    return Check(**cast("dict[str, Any]", values))
+    return Check(**_with_utc(row, ("asked_at", "decided_at")))
 
 
 def _agent(agent: str) -> str:
@@ -586,11 +582,16 @@ def _sqlite_pragmas(connection: Any, _record: Any) -> None:
 
 
 def _handoff(row: Any) -> Handoff:
+    return Handoff(**_with_utc(row, ("requested_at", "taken_at", "ended_at")))
+
+
+def _with_utc(row: Any, moments: Sequence[str]) -> dict[str, Any]:
+    """Return a row's values with its ``moments`` in UTC (SQLite gives them naive)."""
     values = dict(row)
-    for name in ("requested_at", "taken_at", "ended_at"):
+    for name in moments:
         if values[name] is not None:
             values[name] = _utc(values[name])
-    return Handoff(**cast("dict[str, Any]", values))
+    return cast("dict[str, Any]", values)
 
 
 def describe_queue(queue: Sequence[Handoff], now: datetime) -> list[str]:

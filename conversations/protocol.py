@@ -710,7 +710,7 @@ class Turn:
         """
         previews = list(self.conversation.previews())
         owner = self.conversation.owner
-        checked = {c.tool_call_id: c for c in owner.desk.checks_of(self._thread.thread_id)}
+        checked = {c.tool_call_id: c for c in self.conversation.checks()}
         needed = [
             (action, preview)
             for action, preview in previews
@@ -787,6 +787,19 @@ class Turn:
             name, self.conversation.describer.label(name), tuple(self.conversation.approvals())
         )
 
+    def check_checked(self) -> list[Check]:
+        """Return the checks to go on with, once staff decided every one of them.
+
+        Raises:
+            DecisionsError: Nothing waits for a check here, or a check is still waiting.
+        """
+        checks = self.conversation.checks()
+        if not checks:
+            raise DecisionsError(words.NOTHING_CHECKED)
+        if not all(c.decided for c in checks):
+            raise DecisionsError(words.CHECK_WAITING)
+        return checks
+
     def resume_checked(
         self,
         *,
@@ -796,13 +809,9 @@ class Turn:
         """Go on with the customer's kept answers once staff decided every check.
 
         Raises:
-            DecisionsError: Nothing waits for a check here, or a check is still waiting.
+            DecisionsError: As ``check_checked`` says.
         """
-        checks = self.conversation.checks()
-        if not checks:
-            raise DecisionsError(words.NOTHING_CHECKED)
-        if not all(c.decided for c in checks):
-            raise DecisionsError(words.WAITING_FOR_CHECK)
+        checks = self.check_checked()
         kept = json.loads(checks[0].answers or "{}")
         answers = {
             key: Answer(bool(v.get("approved")), v.get("reason"))
@@ -811,9 +820,7 @@ class Turn:
         }
         for check in checks:
             yield Notice(
-                words.check_decided(
-                    check.staff, check.title, check.status == "approved", check.reason
-                )
+                words.check_decided(check.staff, check.title, check.approved, check.reason)
             )
         yield from self.resolve(answers, cancel=cancel, cancelled_by=cancelled_by)
 

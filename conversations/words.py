@@ -246,6 +246,9 @@ def with_person(agent: str) -> str:
     return f"{agent} from our customer-service team has your conversation and will answer here."
 
 
+ASSISTANT_ANSWERS = "The assistant answers your messages."
+
+
 def back_with_assistant(agent: str) -> str:
     """Return what the customer is told when the person hands the conversation back."""
     return f"{agent} handed the conversation back to the assistant; it answers your next message."

@@ -16,14 +16,17 @@ Every staff action is recorded in the audit log, as a supervisor's looks are.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
 from typing import Annotated, Any, Literal, cast
 
 from fastapi import APIRouter, Depends, Request
 from fastapi import Path as PathParam
 from pydantic import BaseModel, Field, StrictBool, field_validator
 
-from conversations.audit import Looked
+from conversations import words
+from conversations.audit import Looked, record_action
 from conversations.desk import NOTE_CHARS, REASON_CHARS, Check, DeskError, Handoff
 from conversations.events import Thread
 from conversations.locks import ConversationStoreError
@@ -261,7 +264,10 @@ class PersonDesk:
                 status="assistant",
                 place=None,
                 agent=None,
-                text="The assistant answers your messages.",
+                # After a hand-back, what the terminal says then too.
+                text=words.back_with_assistant(latest.agent or "A person")
+                if latest is not None
+                else words.ASSISTANT_ANSWERS,
                 messages=latest.messages if latest is not None else 0,
             )
         notice = conversation.person_notice(handoff)
@@ -288,12 +294,8 @@ class PersonDesk:
                 "a person."
             )
         conversation = self.conversations.get(thread)
-        try:
+        with _refusals():
             conversation.ask_for_person(reason.strip(BLANKS))
-        except DeskError as error:
-            raise ConflictError(str(error)) from error
-        except TurnRefusedError as error:
-            raise ConflictError(error.failure.text) from error
         return self.person(thread)
 
     # The staff's side ----------------------------------------------------------------------
@@ -313,15 +315,8 @@ class PersonDesk:
         return self.conversations.get(Thread(handoff.thread_id, handoff.passenger_id))
 
     def _record(self, agent: str, conversation: Conversation, what: Looked) -> None:
-        # Every action, however close to the last (looks are coalesced, actions not).
-        self.service.audit.record(
-            agent,
-            what,
-            datetime.now(UTC),
-            conversation_id=conversation.thread_id,
-            passenger_id=conversation.thread.passenger_id,
-            within=timedelta(0),
-        )
+        thread = conversation.thread
+        record_action(self.service.audit, agent, what, thread.thread_id, thread.passenger_id)
 
     def take(self, agent: str, conversation_id: str) -> HandoffOut:
         """Give the waiting ``conversation_id`` to ``agent``.
@@ -331,10 +326,8 @@ class PersonDesk:
             ConflictError: It is not waiting, or someone else holds it.
         """
         conversation = self._handed(conversation_id)
-        try:
+        with _refusals():
             handoff = conversation.take(agent)
-        except DeskError as error:
-            raise ConflictError(str(error)) from error
         self._record(agent, conversation, "took")
         return handoff_out(handoff)
 
@@ -347,16 +340,8 @@ class PersonDesk:
             UnavailableError: The conversations database cannot be reached.
         """
         conversation = self._handed(conversation_id)
-        try:
+        with _refusals():
             conversation.person_says(agent, text, wait=WRITE_WAIT)
-        except DeskError as error:
-            raise ConflictError(str(error)) from error
-        except TurnRefusedError as error:
-            if error.failure.kind == "unavailable":
-                raise UnavailableError(error.failure.text) from error
-            raise ConflictError(error.failure.text) from error
-        except ConversationStoreError as error:
-            raise UnavailableError(str(error)) from error
         handoff = conversation.handoff()
         assert handoff is not None  # held by ``agent``, who alone can end it
         return handoff_out(handoff)
@@ -372,12 +357,8 @@ class PersonDesk:
                 possible (the preview says why), or one already waits for the customer.
         """
         conversation = self._handed(conversation_id)
-        try:
+        with _refusals():
             approval = conversation.person_proposes(agent, action, args)
-        except DeskError as error:
-            raise ConflictError(str(error)) from error
-        except TurnRefusedError as error:
-            raise ConflictError(error.failure.text) from error
         self._record(agent, conversation, "proposed")
         return approval_out(approval)
 
@@ -396,12 +377,10 @@ class PersonDesk:
         if found is None:
             raise NotFoundError(f"There is no check {check_id}.")
         conversation = self.conversations.get(Thread(found.thread_id, found.passenger_id))
-        try:
+        with _refusals():
             decided = conversation.decide_check(
                 staff, check_id, approved=approved, reason=reason.strip(BLANKS)
             )
-        except DeskError as error:
-            raise ConflictError(str(error)) from error
         self._record(staff, conversation, "approved" if approved else "refused")
         return staff_check_out(decided)
 
@@ -413,14 +392,29 @@ class PersonDesk:
             ConflictError: ``agent`` does not hold it, or a turn of it is running.
         """
         conversation = self._handed(conversation_id)
-        try:
+        with _refusals():
             handoff = conversation.hand_back(agent, note, close=close)
-        except DeskError as error:
-            raise ConflictError(str(error)) from error
-        except TurnRefusedError as error:
-            raise ConflictError(error.failure.text) from error
         self._record(agent, conversation, "closed" if close else "handed back")
         return handoff_out(handoff)
+
+
+@contextmanager
+def _refusals() -> Iterator[None]:
+    """Answer what the desk or the conversation refuses as the API documents it.
+
+    409 for a refusal of the desk (not waiting, held by another, not an action) or a
+    turn running; 503 when the conversations database cannot be reached.
+    """
+    try:
+        yield
+    except DeskError as error:
+        raise ConflictError(str(error)) from error
+    except TurnRefusedError as error:
+        if error.failure.kind == "unavailable":
+            raise UnavailableError(error.failure.text) from error
+        raise ConflictError(error.failure.text) from error
+    except ConversationStoreError as error:
+        raise UnavailableError(str(error)) from error
 
 
 # --- the routes -----------------------------------------------------------------------------

@@ -746,11 +746,10 @@ class ConversationService:
         Raises:
             ConflictError: Nothing waits for a check, or a check is still waiting.
         """
-        checks = self.conversations.get(thread).checks()
-        if not checks:
-            raise ConflictError(words.NOTHING_CHECKED)
-        if not all(c.decided for c in checks):
-            raise ConflictError(words.CHECK_WAITING)
+        try:
+            self.runner.turn(thread.thread_id).check_checked()
+        except DecisionsError as error:
+            raise ConflictError(error.text) from error
 
     def start_resume(
         self, thread: Thread, cancel: threading.Event

@@ -350,24 +350,21 @@ class ChatSession:
 
     # A second approval: staff check the customer's yes ------------------------------------------
 
-    def wait_for_check(self) -> bool:
-        """Go on with the checks staff decided, or say the action waits and watch for them.
-
-        Returns whether the conversation went on (a turn ran).
-        """
+    def wait_for_check(self) -> None:
+        """Go on with the checks staff decided, or say the action waits and watch for them."""
         conversation = self.conversation
         if conversation.checks_decided():
             turn = self.claim(BUSY_DECISION_NOT_SENT)
             if turn is None:
-                return False
+                return
             with turn:
                 try:
                     ended = self.play(partial(_resume_checked, turn))
                 except DecisionsError:
-                    return False  # another window went on with it first
+                    return  # another window went on with it first
             if ended is not None and ended.approvals:
                 self.ask_pending_approvals(ended.approvals)
-            return True
+            return
         if self.check_watch is None or not self.check_watch.watching:
             self.console.status(words.CHECK_WAITING)
 
@@ -385,7 +382,6 @@ class ChatSession:
                 return True
 
             self.check_watch = Watch(look, conversation.owner.desk, name="check-watch")
-        return False
 
     def _show_checked(self, told: Sequence[str]) -> None:
         for text in told:

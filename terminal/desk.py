@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from functools import partial
 from typing import TYPE_CHECKING
 
 from conversations import words
+from conversations.audit import record_action
 from conversations.desk import Check, DeskError, Handoff
 from conversations.events import Thread
 from conversations.protocol import (
@@ -373,14 +374,7 @@ class DeskSession:
 
     def _record(self, what: Looked, thread: Thread) -> None:
         if self.audit is not None:
-            self.audit.record(
-                self.agent,
-                what,
-                datetime.now(UTC),
-                conversation_id=thread.thread_id,
-                passenger_id=thread.passenger_id,
-                within=timedelta(0),
-            )
+            record_action(self.audit, self.agent, what, thread.thread_id, thread.passenger_id)
 
     def _conversation(self, handoff: Handoff) -> Conversation:
         return self.conversations.get(Thread(handoff.thread_id, handoff.passenger_id))

@@ -1103,11 +1103,8 @@ async function watchPerson(id, visit, known) {
       if (visit !== state.visit) return;
       if (now.status === "assistant") {
         showPerson(null);
-        const back = person.agent
-          ? `${person.agent} handed the conversation back to the assistant; it answers your next message.`
-          : now.text;
-        addToLog(el("li", { class: "notice" }, back), null);
-        announce(back);
+        addToLog(el("li", { class: "notice" }, now.text), null); // the service's words
+        announce(now.text);
         return;
       }
       if (now.status !== person.status) announce(now.text);

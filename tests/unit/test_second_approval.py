@@ -88,7 +88,7 @@ def test_second_approval_staff_yes_runs_the_action_once_and_both_yeses_are_recor
     assert isinstance(waiting, TurnEnd)
     (still,) = waiting.approvals
     assert still.check is not None and still.check.status == "waiting"
-    with pytest.raises(DecisionsError, match="waits for a member"):
+    with pytest.raises(DecisionsError, match="checks it too before it is done"):
         resume(conversation)  # too early: staff have not decided
     with conversation.claim() as turn:
         refused = list(turn.send("Hello?", if_pending="refuse"))
