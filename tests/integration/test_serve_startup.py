@@ -24,6 +24,7 @@ from server.startup import START_FAILED
 from tests.support.fake_openai import FakeOpenAI, Reply
 from tests.support.terminal import PROGRAM
 from tests.support.web import SECRET, free_port, parse_sse
+from tests.support.workers import token
 
 
 def environment(base_url: str, home: Path, db_path: Path) -> dict[str, str]:
@@ -83,17 +84,6 @@ def wait_for(condition: Callable[[], bool], seconds: float = 60) -> None:
         time.sleep(0.02)
 
 
-def token(env: dict[str, str]) -> str:
-    return subprocess.run(
-        [str(PROGRAM), "token", "--passenger-id", FIXTURE_PASSENGER_ID],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    ).stdout.strip()
-
-
 def test_serve_says_starting_then_ok_and_holds_a_request_until_the_assistant_is_ready(
     serve: Callable[[dict[str, str]], tuple[subprocess.Popen[str], str]],
     db_path: Path,
@@ -107,7 +97,7 @@ def test_serve_says_starting_then_ok_and_holds_a_request_until_the_assistant_is_
             health = first_health(process, url)
             assert (health.status_code, health.json()) == (503, {"status": "starting"})
             assert "retry-after" in health.headers
-            headers = {"Authorization": f"Bearer {token(env)}"}
+            headers = {"Authorization": f"Bearer {token(env, FIXTURE_PASSENGER_ID)}"}
             # The build has reached the endpoint check, which the model server holds.
             wait_for(lambda: fake.models_asked > 0)
             with httpx.Client(base_url=url, headers=headers, timeout=30) as client:
