@@ -14,6 +14,12 @@
   chunks while watching the caller's cancel event
   (``conversations.TravelAssistant.send(cancel=…)``). On a cancel, or a time limit, the
   task is cancelled, and a cancelled request closes its connection.
+- A request's body goes to the server as LangChain wrote it. The OpenAI SDK's
+  ``chat.completions.create`` first walks every message and tool schema of the body
+  against its type annotations, to rename and reformat fields; no field of a chat
+  completion request has another name or format on the wire, so for chat completions the
+  walk changes nothing, yet it was half of the client's CPU per request and grows with the
+  conversation (``_LeanCompletions``; BENCHMARKS.md).
 - A reply the server stopped at the output limit (``finish_reason == "length"``) ends with
   a note the customer sees as it streams (``assistants.context.cut_off_note``); the
   assistant node then drops the tool calls of such a reply, whose arguments are cut.
@@ -30,7 +36,7 @@ import os
 import queue
 import threading
 from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from typing import Any, Self
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import LanguageModelInput
@@ -38,6 +44,11 @@ from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.outputs import ChatGenerationChunk
 from langchain_core.runnables import RunnableConfig
 from langchain_openai import ChatOpenAI
+from openai import AsyncStream, Stream
+from openai._base_client import make_request_options
+from openai.resources.chat.completions import AsyncCompletions
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
+from pydantic import model_validator
 
 from assistants.context import CUT_OFF_KEY, cut_off_note
 from assistants.providers import ReplyTimer, TurnCancelledError
@@ -52,6 +63,15 @@ class BoundedChatOpenAI(ChatOpenAI):
     """The total time one reply may take (``None``: no limit beyond the run's)."""
     legacy_max_tokens: bool = False
     """Send the reply limit as ``max_tokens`` (servers other than OpenAI's own)."""
+
+    @model_validator(mode="after")
+    def _send_bodies_as_written(self) -> Self:
+        # Named apart from ChatOpenAI's validators, which pydantic would otherwise replace.
+        if self.client is not None:
+            self.client = _LeanCompletions(self.client)
+        if self.async_client is not None:
+            self.async_client = _LeanCompletions(self.async_client)
+        return self
 
     def _get_request_payload(
         self,
@@ -233,3 +253,39 @@ def _watched(
             # The connection is closed as the task unwinds, on the loop: wait for it, so
             # the server is free before the next request of the conversation.
             finished.wait(_CLOSE_SECONDS)
+
+
+# What ``create`` takes beside the body: they become the request's options.
+_REQUEST_OPTIONS = ("extra_headers", "extra_query", "extra_body", "timeout")
+
+
+class _LeanCompletions:
+    """``chat.completions`` of an OpenAI client whose ``create`` sends the body as given.
+
+    It makes the request ``create`` makes (the same path, options, authentication and
+    response types) from the body without the SDK's walk of it
+    (``openai._utils._transform``): LangChain's payload is already in the API's own
+    form. ``tests/unit/test_openai_chat.py`` checks that the server receives the same
+    request both ways. Everything else is the wrapped resource's.
+    """
+
+    def __init__(self, completions: Any) -> None:
+        """Wrap ``completions`` (``client.chat.completions``, sync or async)."""
+        self._completions = completions
+        self._async = isinstance(completions, AsyncCompletions)
+
+    def create(self, **payload: Any) -> Any:
+        """Post ``payload`` to ``/chat/completions``, as ``create(**payload)`` would."""
+        given = {k: payload.pop(k) for k in _REQUEST_OPTIONS if k in payload}
+        stream = bool(payload.get("stream"))
+        return self._completions._post(
+            "/chat/completions",
+            body=payload,
+            options=make_request_options(**given, security={"bearer_auth": True}),
+            cast_to=ChatCompletion,
+            stream=stream,
+            stream_cls=(AsyncStream if self._async else Stream)[ChatCompletionChunk],
+        )
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._completions, name)

@@ -27,6 +27,12 @@ it stays flat (issue 28: 5,000 turns over 500 conversations):
     python scripts/bench_load.py --customers 20        # 20 concurrent customers
     python scripts/bench_load.py --db postgresql+psycopg://postgres@127.0.0.1:5432/bench \\
         --conversations postgresql+psycopg://postgres@127.0.0.1:5432/bench --workers 2
+
+``--tree DIR`` runs the workers as ``python -m cli`` from another source tree (another
+commit, unpacked with ``git archive``), to pair two commits in one session, taking turns:
+
+    for i in 1 2 3; do python scripts/bench_load.py --customers 20 --tree ../base
+        python scripts/bench_load.py --customers 20; done
 """
 
 from __future__ import annotations
@@ -315,6 +321,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--memory-every", type=int, metavar="N", help="read the workers' memory every N turns"
     )
+    parser.add_argument(
+        "--tree",
+        type=Path,
+        help="run the program from this source tree (python -m cli), e.g. another commit's",
+    )
     args = parser.parse_args(argv)
 
     folder = Path(tempfile.mkdtemp(prefix="bench-load-"))
@@ -323,14 +334,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     executable = shutil.which("travel-assistant")
     if executable is None:
         raise SystemExit("travel-assistant is not installed (pip install -e .)")
+    program = [executable]
+    tree: dict[str, str] = {}
+    if args.tree is not None:
+        program = [sys.executable, "-m", "cli"]
+        tree = {"PYTHONPATH": str(args.tree.resolve())}
     env = {
         **os.environ,
+        **tree,
         "TRAVEL_ASSISTANT_HOME": str(home),
         "TRAVEL_ASSISTANT_SECRET": secrets.token_hex(32),
         "OPENAI_API_KEY": "bench",
         "TRAVEL_ASSISTANT_MODEL": "scripted",
     }
-    common = [executable, "--home", str(home), "--db", db_url]
+    common = [*program, "--home", str(home), "--db", db_url]
     if args.conversations:
         common += ["--conversations", args.conversations]
     subprocess.run([*common, "db", "init", "--force"], env=env, check=True, capture_output=True)

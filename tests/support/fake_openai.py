@@ -164,6 +164,8 @@ class FakeOpenAI:
         self.chunk_delay = chunk_delay
         self.strict = strict
         self.requests: list[dict[str, Any]] = []
+        # The headers of every chat request, in the order of ``requests``.
+        self.request_headers: list[dict[str, str]] = []
         # Requests refused for their roles, with the problems found.
         self.rejected: list[tuple[dict[str, Any], list[str]]] = []
         # Streams the client closed before their end (Endless, a cancelled turn).
@@ -239,6 +241,8 @@ class FakeOpenAI:
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", "0"))
                 body = json.loads(self.rfile.read(length) or b"{}")
+                with fake._lock:
+                    fake.request_headers.append(dict(self.headers.items()))
                 item = fake._next_item(body)
                 if item is None:
                     item = Fail(500, "script exhausted")
