@@ -47,7 +47,7 @@ from langchain_openai import ChatOpenAI
 from openai import AsyncStream, Stream
 from openai._base_client import make_request_options
 from openai.resources.chat.completions import AsyncCompletions
-from openai.types.chat import ChatCompletion, ChatCompletionChunk
+from openai.types.chat import ChatCompletion
 from pydantic import model_validator
 
 from assistants.context import CUT_OFF_KEY, cut_off_note
@@ -284,8 +284,38 @@ class _LeanCompletions:
             options=make_request_options(**given, security={"bearer_auth": True}),
             cast_to=ChatCompletion,
             stream=stream,
-            stream_cls=(AsyncStream if self._async else Stream)[ChatCompletionChunk],
+            stream_cls=(AsyncStream if self._async else Stream)[_ChunkDict],
         )
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._completions, name)
+
+
+class _ChunkDict:
+    """A streamed chunk as the JSON object it came as, for LangChain, which reads dicts.
+
+    The SDK would build its model of each chunk, which LangChain turns back into a dict
+    (``model_dump``): most of the client's remaining CPU per chunk. The fields LangChain
+    reads by key are set to ``None`` where the server left them out, as ``model_dump``
+    would have them, so a server that omits one is read as before. The SDK calls
+    ``build`` (its ``ModelBuilderProtocol``) for every chunk.
+    """
+
+    @classmethod
+    def build(cls, *, response: Any, data: object) -> Any:
+        """Return ``data``, the chunk, with the fields LangChain reads by key present."""
+        choices = data.get("choices") if isinstance(data, dict) else None
+        for choice in choices if isinstance(choices, list) else ():
+            if not isinstance(choice, dict):
+                continue
+            delta = choice.setdefault("delta", None)
+            calls = delta.get("tool_calls") if isinstance(delta, dict) else None
+            for call in calls if isinstance(calls, list) else ():
+                if isinstance(call, dict):
+                    call.setdefault("index", None)
+                    call.setdefault("id", None)
+                    function = call.setdefault("function", None)
+                    if isinstance(function, dict):
+                        function.setdefault("name", None)
+                        function.setdefault("arguments", None)
+        return data

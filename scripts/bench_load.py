@@ -336,9 +336,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise SystemExit("travel-assistant is not installed (pip install -e .)")
     program = [executable]
     tree: dict[str, str] = {}
+    cwd = None  # python -m puts the working folder first on the path: the tree's own
     if args.tree is not None:
         program = [sys.executable, "-m", "cli"]
-        tree = {"PYTHONPATH": str(args.tree.resolve())}
+        cwd = args.tree.resolve()
+        tree = {"PYTHONPATH": str(cwd)}
     env = {
         **os.environ,
         **tree,
@@ -350,7 +352,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     common = [*program, "--home", str(home), "--db", db_url]
     if args.conversations:
         common += ["--conversations", args.conversations]
-    subprocess.run([*common, "db", "init", "--force"], env=env, check=True, capture_output=True)
+    subprocess.run(
+        [*common, "db", "init", "--force"], env=env, check=True, capture_output=True, cwd=cwd
+    )
     db = Database.from_url(db_url)
     passengers, stays = plan_stays(db, args.customers)
     signer = TokenSigner(env["TRAVEL_ASSISTANT_SECRET"])
@@ -369,6 +373,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     subprocess.Popen(
                         [*common, "serve", "--port", str(port), "--no-check"],
                         env=env,
+                        cwd=cwd,
                         stdout=log,
                         stderr=subprocess.STDOUT,
                     )

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import tool
+from openai._models import construct_type
+from openai.types.chat import ChatCompletionChunk
 
 from assistants.models import ModelSettings, build_chat_models
-from assistants.openai_chat import BoundedChatOpenAI
+from assistants.openai_chat import BoundedChatOpenAI, _ChunkDict
 from tests.support.fake_openai import FakeOpenAI, Reply
 
 
@@ -104,3 +107,64 @@ def test_the_model_answers_through_the_lean_path(stream: bool) -> None:
         reply = model.invoke(CONVERSATION)
         assert fake.requests[0].get("stream", False) is stream
     assert reply.content == "Here you are."
+
+
+REPLIES = [
+    Reply(text="LX0112 leaves at 09:00 from Zurich."),
+    Reply(text="Let me look.", tool_calls=[("search_flights", {"departure_airport": "ZRH"})]),
+    Reply(
+        tool_calls=[
+            ("search_flights", {"departure_airport": "ZRH", "limit": 3}),
+            ("search_flights", {"departure_airport": "BSL"}),
+        ],
+        argument_pieces=5,
+    ),
+    Reply(text="A reply cut off by the output limit", finish_reason="length"),
+    Reply(tool_calls=[("search_flights", {"departure_airport": "GVA"})], cut_arguments=12),
+]
+
+
+@pytest.mark.parametrize("reply", REPLIES, ids=["text", "text+call", "calls", "length", "cut"])
+def test_the_model_reads_a_reply_as_it_did_through_the_sdk(reply: Reply) -> None:
+    with FakeOpenAI([reply, reply]) as fake:
+        lean = _model(fake.base_url).bind_tools([search_flights])
+        model = _model(fake.base_url)
+        model.client = model.client._completions  # the SDK's own create and chunk models
+        stock = model.bind_tools([search_flights])
+        ours, theirs = lean.invoke(CONVERSATION), stock.invoke(CONVERSATION)
+    assert isinstance(ours, AIMessage) and isinstance(theirs, AIMessage)
+    for name in ("content", "tool_calls", "invalid_tool_calls", "usage_metadata"):
+        assert getattr(ours, name) == getattr(theirs, name), name
+    assert ours.response_metadata == theirs.response_metadata
+    assert ours.content or ours.tool_calls or ours.invalid_tool_calls
+
+
+# Chunks as some servers send them: fields missing that the SDK's models would fill in.
+SPARSE_CHUNKS = [
+    {"id": "x", "choices": [{"index": 0, "finish_reason": "stop"}]},
+    {"id": "x", "choices": [{"index": 0, "delta": {"tool_calls": [{"function": {}}]}}]},
+    {"id": "x", "choices": [{"delta": {"tool_calls": [{"index": 0}]}}]},
+    {"id": "x", "choices": [{"index": 0, "delta": {"content": "hi"}}], "usage": None},
+    {"id": "x", "choices": []},
+]
+
+
+@pytest.mark.parametrize("raw", SPARSE_CHUNKS)
+def test_a_sparse_chunk_reads_as_the_sdks_model_of_it(raw: dict[str, Any]) -> None:
+    stock = construct_type(type_=ChatCompletionChunk, value=copy.deepcopy(raw)).model_dump()
+    ours = _ChunkDict.build(response=None, data=copy.deepcopy(raw))
+    # What LangChain reads by key, each as the SDK's dump has it.
+    for mine, theirs in zip(ours["choices"], stock["choices"], strict=True):
+        assert (mine["delta"] is None) == (theirs["delta"] is None)
+        if mine["delta"] is None:
+            continue
+        assert mine["delta"].get("content") == theirs["delta"]["content"]
+        calls = mine["delta"].get("tool_calls") or []
+        their_calls = theirs["delta"]["tool_calls"] or []
+        for call, their_call in zip(calls, their_calls, strict=True):
+            for key in ("index", "id"):
+                assert call[key] == their_call[key]
+            function, their_function = call["function"], their_call["function"]
+            assert (function is None) == (their_function is None)
+            for key in ("name", "arguments") if function is not None else ():
+                assert function[key] == their_function[key]
