@@ -28,6 +28,12 @@ it stays flat (issue 28: 5,000 turns over 500 conversations):
     python scripts/bench_load.py --db postgresql+psycopg://postgres@127.0.0.1:5432/bench \\
         --conversations postgresql+psycopg://postgres@127.0.0.1:5432/bench --workers 2
 
+``--in-process`` plays the same customers through ``conversations.protocol`` in one
+worker process without HTTP (as the terminal drives it), for the service's CPU per turn
+over the in-process figure:
+
+    python scripts/bench_load.py --customers 20 --in-process
+
 ``--tree DIR`` runs the workers as ``python -m cli`` from another source tree (another
 commit, unpacked with ``git archive``), to pair two commits in one session, taking turns:
 
@@ -49,7 +55,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import date, timedelta
@@ -222,6 +230,73 @@ async def _converse(
             on_turn()
 
 
+def play_in_process(spec_file: Path) -> int:
+    """Play the customers of ``spec_file`` through ``conversations.protocol``, no HTTP.
+
+    The worker of ``--in-process``: the same assistant, stores and model client as
+    ``serve`` builds (``commands.serve``), driven as the terminal drives it, one thread
+    per customer talking, ``concurrency`` at once. It prints ``ready`` once built, plays
+    when a line comes on its standard input, and then prints the figures as JSON.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    from assistants.models import ModelSettings, build_chat_models
+    from commands.common import prepared
+    from conversations.assistant import TravelAssistant
+    from conversations.events import Thread
+    from conversations.protocol import Answer, Conversations
+    from conversations.records import TurnEnd, TurnFailure
+    from conversations.store import ConversationStore
+
+    spec = json.loads(spec_file.read_text())
+    db = Database.from_url(spec["db"])
+    settings = ModelSettings(model="scripted", base_url=spec["base_url"], api_key="bench")
+    store = ConversationStore.open(spec["conversations"])
+    assistant = prepared(TravelAssistant.build(build_chat_models(settings), store.saver, db=db))
+    conversations = Conversations(assistant, store.registry, store.locks, store.desk)
+    figures = Figures()
+    lock = threading.Lock()
+
+    def converse(index: int) -> None:
+        stay = spec["stays"][index]
+        texts = customer_turns(
+            Stay(
+                stay["hotel_id"],
+                stay["location"],
+                date.fromisoformat(stay["checkin"]),
+                date.fromisoformat(stay["checkout"]),
+            )
+        )
+        thread = Thread(str(uuid.uuid4()), spec["passengers"][index])
+        conversations.register(thread)
+        conversation = conversations.get(thread)
+        for turn in range(spec["turns"]):
+            started = time.perf_counter()
+            failed: list[str] = []
+            with conversation.claim(wait=60) as claimed:
+                outcomes = list(claimed.send(texts[turn % 10]))
+                ends = [o for o in outcomes if isinstance(o, TurnEnd)]
+                if ends and ends[-1].approvals:
+                    answers = {a.tool_call_id: Answer(True) for a in ends[-1].approvals}
+                    outcomes += claimed.resolve(answers)
+                failed = [o.text for o in outcomes if isinstance(o, TurnFailure)]
+            with lock:
+                if failed:
+                    figures.errors.append(f"customer {index} turn {turn}: {failed[0]}")
+                    continue
+                figures.latencies.append(time.perf_counter() - started)
+                figures.turns += 1
+
+    print("ready", flush=True)
+    sys.stdin.readline()
+    with ThreadPoolExecutor(spec["concurrency"]) as pool:
+        list(pool.map(converse, range(len(spec["passengers"]))))
+    print(json.dumps({"latencies": figures.latencies, "errors": figures.errors}), flush=True)
+    store.close()
+    db.dispose()
+    return 0
+
+
 def rss_kib(pid: int) -> int:
     """Return the resident memory of process ``pid`` in KiB (Linux ``/proc``)."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -307,6 +382,112 @@ def check_writes(
     return problems
 
 
+Played = tuple[Figures, float, float, list[tuple[int, list[int]]]]
+
+
+def with_workers(
+    args: argparse.Namespace,
+    common: list[str],
+    env: dict[str, str],
+    cwd: Path | None,
+    folder: Path,
+    tokens: list[str],
+    stays: list[Stay],
+) -> Played:
+    """Play the customers over HTTP against ``serve`` workers; return the figures.
+
+    Returns the customers' figures, the seconds they took, the workers' CPU seconds, and
+    the workers' memory read every ``--memory-every`` turns.
+    """
+    processes: list[subprocess.Popen[bytes]] = []
+    urls = []
+    try:
+        for _ in range(args.workers):
+            port = free_port()
+            log = (folder / f"worker-{port}.log").open("wb")
+            processes.append(
+                subprocess.Popen(
+                    [*common, "serve", "--port", str(port), "--no-check"],
+                    env=env,
+                    cwd=cwd,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                )
+            )
+            urls.append(f"http://127.0.0.1:{port}")
+        for url, process in zip(urls, processes, strict=True):
+            wait_until_up(url, process)
+
+        figures = Figures()
+        pids = [process.pid for process in processes]
+        memory: list[tuple[int, list[int]]] = [(0, [rss_kib(pid) for pid in pids])]
+
+        def on_turn() -> None:
+            if args.memory_every and figures.turns % args.memory_every == 0:
+                memory.append((figures.turns, [rss_kib(pid) for pid in pids]))
+
+        async def run_all() -> None:
+            crowd = asyncio.Semaphore(args.concurrency or args.customers)
+            await asyncio.gather(
+                *(
+                    customer(i, tokens[i], stays[i], urls, args.turns, figures, crowd, on_turn)
+                    for i in range(len(tokens))
+                )
+            )
+
+        cpu_before = sum(cpu_seconds(pid) for pid in pids)
+        started = time.perf_counter()
+        asyncio.run(run_all())
+        elapsed = time.perf_counter() - started
+        cpu_used = sum(cpu_seconds(pid) for pid in pids) - cpu_before
+    finally:
+        for process in processes:
+            process.send_signal(signal.SIGINT)
+        for process in processes:
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+    return figures, elapsed, cpu_used, memory
+
+
+def in_process(
+    folder: Path, spec: dict[str, Any], env: dict[str, str], memory_every: int | None
+) -> Played:
+    """Play the customers in a worker process without HTTP (``play_in_process``).
+
+    Its CPU is counted from the moment it is built, as a ``serve`` worker's is.
+    """
+    if memory_every:
+        raise SystemExit("--memory-every reads serve workers; not with --in-process")
+    spec_file = folder / "in-process.json"
+    spec_file.write_text(json.dumps(spec))
+    worker = subprocess.Popen(
+        [sys.executable, str(Path(__file__).resolve()), "--play-in-process", str(spec_file)],
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert worker.stdin is not None and worker.stdout is not None
+    try:
+        if worker.stdout.readline().strip() != "ready":
+            raise SystemExit("the in-process worker did not start")
+        cpu_before = cpu_seconds(worker.pid)
+        started = time.perf_counter()
+        worker.stdin.write("go\n")
+        worker.stdin.flush()
+        played = json.loads(worker.stdout.readline())
+        elapsed = time.perf_counter() - started
+        cpu_used = cpu_seconds(worker.pid) - cpu_before
+    finally:
+        worker.stdin.close()
+        if worker.wait(60) != 0:
+            raise SystemExit(f"the in-process worker exited with {worker.returncode}")
+    figures = Figures(played["latencies"], played["errors"], len(played["latencies"]))
+    return figures, elapsed, cpu_used, []
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--customers", type=int, default=50)
@@ -326,7 +507,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         type=Path,
         help="run the program from this source tree (python -m cli), e.g. another commit's",
     )
+    parser.add_argument(
+        "--in-process",
+        action="store_true",
+        help="play the customers through the conversation protocol in one process, no HTTP",
+    )
+    parser.add_argument("--play-in-process", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.play_in_process is not None:
+        return play_in_process(args.play_in_process)
+    if args.in_process and (args.tree is not None or args.workers != 1):
+        parser.error("--in-process plays in one process of this tree")
 
     folder = Path(tempfile.mkdtemp(prefix="bench-load-"))
     home = folder / "home"
@@ -361,57 +552,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     tokens = [signer.issue(passenger) for passenger in passengers]
     charged_before = charges(db, passengers)
 
-    processes: list[subprocess.Popen[bytes]] = []
     with FakeOpenAI(strict=True, responder=respond) as fake:
         env["OPENAI_BASE_URL"] = fake.base_url
-        urls = []
-        try:
-            for _ in range(args.workers):
-                port = free_port()
-                log = (folder / f"worker-{port}.log").open("wb")
-                processes.append(
-                    subprocess.Popen(
-                        [*common, "serve", "--port", str(port), "--no-check"],
-                        env=env,
-                        cwd=cwd,
-                        stdout=log,
-                        stderr=subprocess.STDOUT,
-                    )
-                )
-                urls.append(f"http://127.0.0.1:{port}")
-            for url, process in zip(urls, processes, strict=True):
-                wait_until_up(url, process)
-
-            figures = Figures()
-            pids = [process.pid for process in processes]
-            memory: list[tuple[int, list[int]]] = [(0, [rss_kib(pid) for pid in pids])]
-
-            def on_turn() -> None:
-                if args.memory_every and figures.turns % args.memory_every == 0:
-                    memory.append((figures.turns, [rss_kib(pid) for pid in pids]))
-
-            async def run_all() -> None:
-                crowd = asyncio.Semaphore(args.concurrency or args.customers)
-                await asyncio.gather(
-                    *(
-                        customer(i, tokens[i], stays[i], urls, args.turns, figures, crowd, on_turn)
-                        for i in range(args.customers)
-                    )
-                )
-
-            cpu_before = sum(cpu_seconds(pid) for pid in pids)
-            started = time.perf_counter()
-            asyncio.run(run_all())
-            elapsed = time.perf_counter() - started
-            cpu_used = sum(cpu_seconds(pid) for pid in pids) - cpu_before
-        finally:
-            for process in processes:
-                process.send_signal(signal.SIGINT)
-            for process in processes:
-                try:
-                    process.wait(30)
-                except subprocess.TimeoutExpired:
-                    process.kill()
+        if args.in_process:
+            spec = {
+                "db": db_url,
+                "conversations": args.conversations or str(folder / "conversations.sqlite"),
+                "base_url": fake.base_url,
+                "passengers": passengers,
+                "stays": [
+                    {
+                        "hotel_id": stay.hotel_id,
+                        "location": stay.location,
+                        "checkin": stay.checkin.isoformat(),
+                        "checkout": stay.checkout.isoformat(),
+                    }
+                    for stay in stays
+                ],
+                "turns": args.turns,
+                "concurrency": args.concurrency or args.customers,
+            }
+            figures, elapsed, cpu_used, memory = in_process(folder, spec, env, args.memory_every)
+        else:
+            figures, elapsed, cpu_used, memory = with_workers(
+                args, common, env, cwd, folder, tokens, stays
+            )
         requests = len(fake.requests)
         rejected = len(fake.rejected)
 
@@ -420,7 +585,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     result = {
         "customers": args.customers,
         "turns_per_customer": args.turns,
-        "workers": args.workers,
+        "workers": "in-process" if args.in_process else args.workers,
         "engine": db.engine.dialect.name,
         "turns": figures.turns,
         "seconds": round(elapsed, 2),
