@@ -164,6 +164,7 @@ class Figures:
     latencies: list[float] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     turns: int = 0
+    events: int = 0  # server-sent events received (over HTTP)
 
 
 async def stream(client: httpx.AsyncClient, url: str, body: dict[str, Any]) -> list[Any]:
@@ -227,6 +228,7 @@ async def _converse(
                 continue
             figures.latencies.append(time.perf_counter() - started)
             figures.turns += 1
+            figures.events += len(events)
             on_turn()
 
 
@@ -594,6 +596,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "turn_p95_ms": round(percentile(figures.latencies, 0.95) * 1000),
         "turn_max_ms": round(max(figures.latencies) * 1000),
         "worker_cpu_ms_per_turn": round(cpu_used / max(figures.turns, 1) * 1000, 1),
+        "events_per_turn": round(figures.events / max(figures.turns, 1), 1),
         "load_average_1min_at_end": round(os.getloadavg()[0], 2),
         "model_requests": requests,
         "model_requests_refused_by_template": rejected,
