@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import inspect
 import os
 import queue
 import threading
@@ -45,13 +46,17 @@ from langchain_core.outputs import ChatGenerationChunk
 from langchain_core.runnables import RunnableConfig
 from langchain_openai import ChatOpenAI
 from openai import AsyncStream, Stream
-from openai._base_client import make_request_options
 from openai.resources.chat.completions import AsyncCompletions
 from openai.types.chat import ChatCompletion
 from pydantic import model_validator
 
 from assistants.context import CUT_OFF_KEY, cut_off_note
 from assistants.providers import ReplyTimer, TurnCancelledError
+
+try:  # the SDK's own helper for a request's options, which create uses too
+    from openai._base_client import make_request_options
+except ImportError:  # another SDK layout: requests go through create, as LangChain sends them
+    make_request_options = None  # type: ignore[assignment]
 
 
 class BoundedChatOpenAI(ChatOpenAI):
@@ -67,9 +72,9 @@ class BoundedChatOpenAI(ChatOpenAI):
     @model_validator(mode="after")
     def _send_bodies_as_written(self) -> Self:
         # Named apart from ChatOpenAI's validators, which pydantic would otherwise replace.
-        if self.client is not None:
+        if _LeanCompletions.fits(self.client):
             self.client = _LeanCompletions(self.client)
-        if self.async_client is not None:
+        if _LeanCompletions.fits(self.async_client):
             self.async_client = _LeanCompletions(self.async_client)
         return self
 
@@ -257,6 +262,10 @@ def _watched(
 
 # What ``create`` takes beside the body: they become the request's options.
 _REQUEST_OPTIONS = ("extra_headers", "extra_query", "extra_body", "timeout")
+# Newer SDKs name the authentication a request needs; older ones always send the key.
+_SDK_HAS_SECURITY = make_request_options is not None and "security" in (
+    inspect.signature(make_request_options).parameters
+)
 
 
 class _LeanCompletions:
@@ -274,14 +283,30 @@ class _LeanCompletions:
         self._completions = completions
         self._async = isinstance(completions, AsyncCompletions)
 
+    @staticmethod
+    def fits(completions: Any) -> bool:
+        """Tell whether the installed SDK has what ``create`` here relies on.
+
+        Where it does not (another major version), requests go through the SDK's own
+        ``create``: slower, never wrong.
+        """
+        return (
+            completions is not None
+            and make_request_options is not None
+            and hasattr(completions, "_post")
+        )
+
     def create(self, **payload: Any) -> Any:
         """Post ``payload`` to ``/chat/completions``, as ``create(**payload)`` would."""
+        assert make_request_options is not None  # fits() said so
         given = {k: payload.pop(k) for k in _REQUEST_OPTIONS if k in payload}
+        if _SDK_HAS_SECURITY:
+            given["security"] = {"bearer_auth": True}  # as create asks for the API key
         stream = bool(payload.get("stream"))
         return self._completions._post(
             "/chat/completions",
             body=payload,
-            options=make_request_options(**given, security={"bearer_auth": True}),
+            options=make_request_options(**given),
             cast_to=ChatCompletion,
             stream=stream,
             stream_cls=(AsyncStream if self._async else Stream)[_ChunkDict],

@@ -168,3 +168,14 @@ def test_a_sparse_chunk_reads_as_the_sdks_model_of_it(raw: dict[str, Any]) -> No
             assert (function is None) == (their_function is None)
             for key in ("name", "arguments") if function is not None else ():
                 assert function[key] == their_function[key]
+
+
+def test_another_sdk_layout_falls_back_to_the_sdks_create(monkeypatch: pytest.MonkeyPatch) -> None:
+    import assistants.openai_chat as openai_chat
+
+    monkeypatch.setattr(openai_chat, "make_request_options", None)
+    with FakeOpenAI([Reply(text="Still here.")]) as fake:
+        model = _model(fake.base_url)
+        assert not isinstance(model.client, openai_chat._LeanCompletions)
+        assert not isinstance(model.async_client, openai_chat._LeanCompletions)
+        assert model.invoke(CONVERSATION).content == "Still here."
