@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import signal
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -32,6 +31,7 @@ from tests.support.conversation_stores import scratch_conversations
 from tests.support.fake_openai import FakeOpenAI, Reply
 from tests.support.flights import ticket_flight
 from tests.support.terminal import PASSENGER_ID, change_script, spawn
+from tests.support.waiting import wait_until
 
 pexpect = pytest.importorskip("pexpect")
 
@@ -61,13 +61,6 @@ def held_reply(gate: threading.Event, text: str) -> Callable[[dict[str, Any]], R
     return reply
 
 
-def wait_for(condition: Callable[[], bool], seconds: float = 20) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
-
-
 def customer_words(request: dict[str, Any]) -> list[str]:
     return [str(m["content"]) for m in request["messages"] if m["role"] == "user"]
 
@@ -93,7 +86,7 @@ def test_busy_conversation_second_terminal_waits_its_turn_and_survives_a_sigkill
             thread = first.match.group(1)
             first.expect("you>")
             first.send("first question\r")
-            wait_for(lambda: len(server.requests) == 1)  # its turn is running
+            wait_until(lambda: len(server.requests) == 1)  # its turn is running
 
             second.expect("you>")
             second.send(f"/switch {thread}\r")
@@ -119,7 +112,7 @@ def test_busy_conversation_second_terminal_waits_its_turn_and_survives_a_sigkill
 
             # The first terminal dies mid-turn, holding the lock; the second gets in.
             first.send("third question\r")
-            wait_for(lambda: len(server.requests) == 3)
+            wait_until(lambda: len(server.requests) == 3)
             first.kill(signal.SIGKILL)
             first.expect(pexpect.EOF)
             second.send("fourth question\r")

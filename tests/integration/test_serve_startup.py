@@ -23,6 +23,7 @@ from db.fixtures import FIXTURE_PASSENGER_ID
 from server.startup import START_FAILED
 from tests.support.fake_openai import FakeOpenAI, Reply
 from tests.support.terminal import PROGRAM
+from tests.support.waiting import wait_until
 from tests.support.web import SECRET, free_port, parse_sse
 from tests.support.workers import token
 
@@ -77,13 +78,6 @@ def first_health(process: subprocess.Popen[str], url: str) -> httpx.Response:
         time.sleep(0.02)
 
 
-def wait_for(condition: Callable[[], bool], seconds: float = 60) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)
-
-
 def test_serve_says_starting_then_ok_and_holds_a_request_until_the_assistant_is_ready(
     serve: Callable[[dict[str, str]], tuple[subprocess.Popen[str], str]],
     db_path: Path,
@@ -99,7 +93,7 @@ def test_serve_says_starting_then_ok_and_holds_a_request_until_the_assistant_is_
             assert "retry-after" in health.headers
             headers = {"Authorization": f"Bearer {token(env, FIXTURE_PASSENGER_ID)}"}
             # The build has reached the endpoint check, which the model server holds.
-            wait_for(lambda: fake.models_asked > 0)
+            wait_until(lambda: fake.models_asked > 0, seconds=60)
             with httpx.Client(base_url=url, headers=headers, timeout=30) as client:
                 assert client.get("/api/v1/health").json() == {"status": "starting"}
                 # What needs no assistant answers meanwhile.
@@ -144,7 +138,7 @@ def test_serve_whose_model_endpoint_is_missing_says_so_and_keeps_answering(
     def failed() -> bool:
         return httpx.get(f"{url}/api/v1/health", timeout=5).json()["status"] == "failed"
 
-    wait_for(failed)
+    wait_until(failed, seconds=60)
     health = httpx.get(f"{url}/api/v1/health", timeout=5)
     assert health.status_code == 503
     said = (

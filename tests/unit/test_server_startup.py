@@ -36,6 +36,7 @@ from server.startup import (
 )
 from tests.support.cli import run
 from tests.support.scripted import ScriptedChatModel, say
+from tests.support.waiting import wait_until
 from tests.support.web import SECRET, LiveServer, auth, build_service, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,13 +81,6 @@ def build(travel_db: Database, model: ScriptedChatModel, tmp_path: Path) -> Iter
 
 def application(signer: TokenSigner) -> Callable[[], FastAPI]:
     return lambda: create_app(None, signer)
-
-
-def wait_until(condition: Callable[[], bool], seconds: float = 20) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
 
 
 def test_server_startup_health_says_starting_until_the_assistant_is_built(
