@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import shutil
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -113,6 +114,28 @@ def check(page: Any, name: str) -> None:
     page.set_viewport_size(size)
 
 
+@contextmanager
+def supervisor_site(
+    travel_db: Database, model: ScriptedChatModel, tmp_path: Path, **options: Any
+) -> Iterator[tuple[str, httpx.Client, ConversationStore, TokenSigner]]:
+    """Serve the service over ``model`` (``options`` for it); yield its address, a
+    client with the fixture passenger's token, the conversation store and the signer."""
+    with ConversationStore.open(tmp_path / "sessions.sqlite") as store:
+        service = ConversationService.over_store(
+            build_assistant(travel_db, model, store.saver, retry_policy=None), store, **options
+        )
+        signer = TokenSigner(SECRET)
+        with (
+            LiveServer(create_app(service, signer)) as server,
+            httpx.Client(
+                base_url=server.url,
+                headers={"Authorization": f"Bearer {signer.issue(FIXTURE_PASSENGER_ID)}"},
+                timeout=30,
+            ) as customer,
+        ):
+            yield server.url, customer, store, signer
+
+
 def test_supervisor_page_desktop_and_phone(
     browser: Any, travel_db: Database, tmp_path: Path
 ) -> None:
@@ -120,119 +143,103 @@ def test_supervisor_page_desktop_and_phone(
 
     trip = plan_trip(travel_db)
     model = ScriptedChatModel(script=flight_then_hotel_script(trip))
-    with ConversationStore.open(tmp_path / "sessions.sqlite") as store:
-        service = ConversationService.over_store(
-            build_assistant(travel_db, model, store.saver, retry_policy=None), store
-        )
-        signer = TokenSigner(SECRET)
+    with supervisor_site(travel_db, model, tmp_path) as (url, customer, store, signer):
         customer_token = signer.issue(FIXTURE_PASSENGER_ID)
         supervisor_token = signer.issue(SUPERVISOR_NAME, role=SUPERVISOR)
-        with (
-            LiveServer(create_app(service, signer)) as server,
-            httpx.Client(
-                base_url=server.url,
-                headers={"Authorization": f"Bearer {customer_token}"},
-                timeout=30,
-            ) as customer,
-        ):
-            conversation = customer.post("/api/v1/conversations").json()["conversation_id"]
-            base = f"/api/v1/conversations/{conversation}"
-            stream(customer, f"{base}/messages", {"text": FLIGHT_REQUEST})
-            (flight,) = customer.get(f"{base}/pending").json()["actions"]
-            decision = {"tool_call_id": flight["tool_call_id"], "approved": True}
-            stream(customer, f"{base}/decisions", {"decisions": [decision]})
-            stream(customer, f"{base}/messages", {"text": HOTEL_REQUEST})
-            (hotel,) = customer.get(f"{base}/pending").json()["actions"]
+        conversation = customer.post("/api/v1/conversations").json()["conversation_id"]
+        base = f"/api/v1/conversations/{conversation}"
+        stream(customer, f"{base}/messages", {"text": FLIGHT_REQUEST})
+        (flight,) = customer.get(f"{base}/pending").json()["actions"]
+        decision = {"tool_call_id": flight["tool_call_id"], "approved": True}
+        stream(customer, f"{base}/decisions", {"decisions": [decision]})
+        stream(customer, f"{base}/messages", {"text": HOTEL_REQUEST})
+        (hotel,) = customer.get(f"{base}/pending").json()["actions"]
 
-            # Desktop: sign in, first with a passenger's token, which is refused.
-            page = browser.new_page(viewport=DESKTOP)
-            watch = Watch(page)
-            page.goto(f"{server.url}/supervisor")
-            field = page.get_by_label("Supervisor token")
-            expect(field).to_be_focused()
-            expect(page.get_by_role("navigation")).to_be_hidden()
-            check(page, "sign-in")
-            field.fill(customer_token)
-            field.press("Enter")
-            expect(page.get_by_role("alert")).to_contain_text("Only a supervisor's token")
-            expect(field).to_be_focused()
-            page.goto(f"{server.url}/supervisor#token={supervisor_token}")
-            expect(page.get_by_text(f"Supervisor {SUPERVISOR_NAME}")).to_be_visible()
-            assert "token" not in page.url
+        # Desktop: sign in, first with a passenger's token, which is refused.
+        page = browser.new_page(viewport=DESKTOP)
+        watch = Watch(page)
+        page.goto(f"{url}/supervisor")
+        field = page.get_by_label("Supervisor token")
+        expect(field).to_be_focused()
+        expect(page.get_by_role("navigation")).to_be_hidden()
+        check(page, "sign-in")
+        field.fill(customer_token)
+        field.press("Enter")
+        expect(page.get_by_role("alert")).to_contain_text("Only a supervisor's token")
+        expect(field).to_be_focused()
+        page.goto(f"{url}/supervisor#token={supervisor_token}")
+        expect(page.get_by_text(f"Supervisor {SUPERVISOR_NAME}")).to_be_visible()
+        assert "token" not in page.url
 
-            entry = page.get_by_role("button", name=re.compile(re.escape(FLIGHT_REQUEST[:30])))
-            expect(entry).to_contain_text(f"Passenger {FIXTURE_PASSENGER_ID}")
-            expect(entry).to_contain_text("hotel specialist")
-            expect(entry).to_contain_text("1 waiting")
-            entry.click()
-            heading = page.get_by_role("heading", name=FLIGHT_REQUEST)
-            expect(heading).to_be_focused()
-            assert f"conversation={conversation}" in page.url  # a link to come back to
-            main = page.get_by_role("main")
-            timeline = page.locator("#timeline")
-            expect(timeline).to_contain_text("primary assistant → flights specialist")
-            expect(timeline).to_contain_text("flights specialist → primary assistant")
-            expect(timeline).to_contain_text("update_ticket_to_new_flight")
-            expect(timeline).to_contain_text(str(trip.new_flight_id))  # its arguments
-            approval = timeline.locator(".step-approval")
-            expect(approval).to_contain_text("Change flight")
-            expect(approval).to_contain_text("approved, done")
-            expect(approval.locator(".preview-lines li")).to_have_text(
-                flight["preview"]["lines"][:-1]
-            )
-            expect(approval.locator(".amount")).to_have_text(
-                f"{flight['preview']['amount']} charged"
-            )
-            charged = flight["preview"]["amount"].removeprefix("To pay: ")
-            expect(page.locator("#facts")).to_contain_text(f"Charged{charged}")
-            waiting = main.get_by_role("article", name="Waiting: Book hotel")
-            expect(waiting.locator(".amount")).to_have_text(hotel["preview"]["amount"])
-            expect(page.locator("#crew .active")).to_contain_text("hotel specialist")
-            check(page, "desktop")
+        entry = page.get_by_role("button", name=re.compile(re.escape(FLIGHT_REQUEST[:30])))
+        expect(entry).to_contain_text(f"Passenger {FIXTURE_PASSENGER_ID}")
+        expect(entry).to_contain_text("hotel specialist")
+        expect(entry).to_contain_text("1 waiting")
+        entry.click()
+        heading = page.get_by_role("heading", name=FLIGHT_REQUEST)
+        expect(heading).to_be_focused()
+        assert f"conversation={conversation}" in page.url  # a link to come back to
+        main = page.get_by_role("main")
+        timeline = page.locator("#timeline")
+        expect(timeline).to_contain_text("primary assistant → flights specialist")
+        expect(timeline).to_contain_text("flights specialist → primary assistant")
+        expect(timeline).to_contain_text("update_ticket_to_new_flight")
+        expect(timeline).to_contain_text(str(trip.new_flight_id))  # its arguments
+        approval = timeline.locator(".step-approval")
+        expect(approval).to_contain_text("Change flight")
+        expect(approval).to_contain_text("approved, done")
+        expect(approval.locator(".preview-lines li")).to_have_text(flight["preview"]["lines"][:-1])
+        expect(approval.locator(".amount")).to_have_text(f"{flight['preview']['amount']} charged")
+        charged = flight["preview"]["amount"].removeprefix("To pay: ")
+        expect(page.locator("#facts")).to_contain_text(f"Charged{charged}")
+        waiting = main.get_by_role("article", name="Waiting: Book hotel")
+        expect(waiting.locator(".amount")).to_have_text(hotel["preview"]["amount"])
+        expect(page.locator("#crew .active")).to_contain_text("hotel specialist")
+        check(page, "desktop")
 
-            # Live: the customer declines; the page shows it without a reload.
-            stream(
-                customer,
-                f"{base}/decisions",
-                {
-                    "decisions": [
-                        {
-                            "tool_call_id": hotel["tool_call_id"],
-                            "approved": False,
-                            "reason": DECLINE_REASON,
-                        }
-                    ]
-                },
-            )
-            expect(timeline).to_contain_text(f"Reason: {DECLINE_REASON}", timeout=15_000)
-            expect(main.get_by_role("article")).to_have_count(0)
-            expect(timeline.locator(".step-approval").nth(1)).to_contain_text("declined")
-            expect(timeline.locator(".step-approval").nth(1).locator(".amount")).to_contain_text(
-                "not moved"
-            )
-            check(page, "desktop-after-decline")
-            page.close()
+        # Live: the customer declines; the page shows it without a reload.
+        stream(
+            customer,
+            f"{base}/decisions",
+            {
+                "decisions": [
+                    {
+                        "tool_call_id": hotel["tool_call_id"],
+                        "approved": False,
+                        "reason": DECLINE_REASON,
+                    }
+                ]
+            },
+        )
+        expect(timeline).to_contain_text(f"Reason: {DECLINE_REASON}", timeout=15_000)
+        expect(main.get_by_role("article")).to_have_count(0)
+        expect(timeline.locator(".step-approval").nth(1)).to_contain_text("declined")
+        expect(timeline.locator(".step-approval").nth(1).locator(".amount")).to_contain_text(
+            "not moved"
+        )
+        check(page, "desktop-after-decline")
+        page.close()
 
-            # A phone: the list first, then the conversation, and back.
-            phone = browser.new_page(viewport=PHONE, is_mobile=True, has_touch=True)
-            phone_watch = Watch(phone)
-            phone.goto(f"{server.url}/supervisor#token={supervisor_token}")
-            entry = phone.get_by_role("button", name=re.compile(re.escape(FLIGHT_REQUEST[:30])))
-            expect(entry).to_be_visible()
-            expect(phone.get_by_role("main")).to_be_hidden()
-            check(phone, "phone-list")
-            entry.tap()
-            expect(phone.get_by_role("heading", name=FLIGHT_REQUEST)).to_be_focused()
-            expect(phone.get_by_role("navigation")).to_be_hidden()
-            expect(phone.locator("#timeline")).to_contain_text("update_ticket_to_new_flight")
-            check(phone, "phone-detail")
-            phone.get_by_role("button", name="Back to the list").tap()
-            expect(entry).to_be_focused()
-            phone.close()
+        # A phone: the list first, then the conversation, and back.
+        phone = browser.new_page(viewport=PHONE, is_mobile=True, has_touch=True)
+        phone_watch = Watch(phone)
+        phone.goto(f"{url}/supervisor#token={supervisor_token}")
+        entry = phone.get_by_role("button", name=re.compile(re.escape(FLIGHT_REQUEST[:30])))
+        expect(entry).to_be_visible()
+        expect(phone.get_by_role("main")).to_be_hidden()
+        check(phone, "phone-list")
+        entry.tap()
+        expect(phone.get_by_role("heading", name=FLIGHT_REQUEST)).to_be_focused()
+        expect(phone.get_by_role("navigation")).to_be_hidden()
+        expect(phone.locator("#timeline")).to_contain_text("update_ticket_to_new_flight")
+        check(phone, "phone-detail")
+        phone.get_by_role("button", name="Back to the list").tap()
+        expect(entry).to_be_focused()
+        phone.close()
 
-            # Every look was recorded with the supervisor's name.
-            looks = store.audit.entries(supervisor=SUPERVISOR_NAME)
-            assert {e.looked_at for e in looks} == {"conversations", "conversation"}
+        # Every look was recorded with the supervisor's name.
+        looks = store.audit.entries(supervisor=SUPERVISOR_NAME)
+        assert {e.looked_at for e in looks} == {"conversations", "conversation"}
     assert watch.problems == [] and phone_watch.problems == []
 
 
@@ -243,60 +250,43 @@ def test_supervisor_page_takes_a_waiting_customer_writes_and_hands_back(
     from playwright.sync_api import expect
 
     model = ScriptedChatModel(script=[])
-    with ConversationStore.open(tmp_path / "sessions.sqlite") as store:
-        service = ConversationService.over_store(
-            build_assistant(travel_db, model, store.saver, retry_policy=None), store
-        )
-        signer = TokenSigner(SECRET)
-        customer_token = signer.issue(FIXTURE_PASSENGER_ID)
-        with (
-            LiveServer(create_app(service, signer)) as server,
-            httpx.Client(
-                base_url=server.url,
-                headers={"Authorization": f"Bearer {customer_token}"},
-                timeout=30,
-            ) as customer,
-        ):
-            conversation = customer.post("/api/v1/conversations").json()["conversation_id"]
-            base = f"/api/v1/conversations/{conversation}"
-            customer.post(f"{base}/person", json={"reason": "lost luggage"})
+    with supervisor_site(travel_db, model, tmp_path) as (url, customer, store, signer):
+        conversation = customer.post("/api/v1/conversations").json()["conversation_id"]
+        base = f"/api/v1/conversations/{conversation}"
+        customer.post(f"{base}/person", json={"reason": "lost luggage"})
 
-            page = browser.new_page(viewport=DESKTOP)
-            page.goto(
-                f"{server.url}/supervisor#token={signer.issue(SUPERVISOR_NAME, role=SUPERVISOR)}"
-            )
-            queue = page.locator("#queue")
-            entry = queue.get_by_role("button", name=re.compile("lost luggage"))
-            expect(entry).to_contain_text(f"1. Passenger {FIXTURE_PASSENGER_ID}")
-            expect(entry).to_contain_text("asked by the customer")
-            entry.click()
-            panel = page.locator("#person-section")
-            expect(panel).to_contain_text("Waiting for a person since")
-            check(page, "desk-waiting")
-            page.get_by_role("button", name="Take this conversation").click()
-            expect(page.get_by_label(re.compile("Your message to the customer"))).to_be_focused()
-            expect(queue.get_by_role("button")).to_have_count(0)
-            expect(page.locator("#yours")).to_contain_text("lost luggage")
-            assert customer.get(f"{base}/person").json()["agent"] == SUPERVISOR_NAME
+        page = browser.new_page(viewport=DESKTOP)
+        page.goto(f"{url}/supervisor#token={signer.issue(SUPERVISOR_NAME, role=SUPERVISOR)}")
+        queue = page.locator("#queue")
+        entry = queue.get_by_role("button", name=re.compile("lost luggage"))
+        expect(entry).to_contain_text(f"1. Passenger {FIXTURE_PASSENGER_ID}")
+        expect(entry).to_contain_text("asked by the customer")
+        entry.click()
+        panel = page.locator("#person-section")
+        expect(panel).to_contain_text("Waiting for a person since")
+        check(page, "desk-waiting")
+        page.get_by_role("button", name="Take this conversation").click()
+        expect(page.get_by_label(re.compile("Your message to the customer"))).to_be_focused()
+        expect(queue.get_by_role("button")).to_have_count(0)
+        expect(page.locator("#yours")).to_contain_text("lost luggage")
+        assert customer.get(f"{base}/person").json()["agent"] == SUPERVISOR_NAME
 
-            page.get_by_label(re.compile("Your message to the customer")).fill("Hello, I am on it.")
-            page.get_by_role("button", name="Send to the customer").click()
-            expect(page.locator("#timeline")).to_contain_text(
-                f"{SUPERVISOR_NAME} (customer service)"
-            )
-            said = customer.get(f"{base}/messages").json()["items"]
-            assert (said[-1]["person"], said[-1]["text"]) == (SUPERVISOR_NAME, "Hello, I am on it.")
-            check(page, "desk-held")
+        page.get_by_label(re.compile("Your message to the customer")).fill("Hello, I am on it.")
+        page.get_by_role("button", name="Send to the customer").click()
+        expect(page.locator("#timeline")).to_contain_text(f"{SUPERVISOR_NAME} (customer service)")
+        said = customer.get(f"{base}/messages").json()["items"]
+        assert (said[-1]["person"], said[-1]["text"]) == (SUPERVISOR_NAME, "Hello, I am on it.")
+        check(page, "desk-held")
 
-            page.get_by_label(re.compile("Note for the assistant")).fill("Claim 4411 opened.")
-            page.get_by_role("button", name="Hand back to the assistant").click()
-            expect(panel).to_be_hidden()
-            expect(page.locator("#yours")).to_be_empty()
-            assert customer.get(f"{base}/person").json()["status"] == "assistant"
-            assert model.received == []
-            acted = {e.looked_at for e in store.audit.entries(supervisor=SUPERVISOR_NAME)}
-            assert {"took", "handed back"} <= acted
-            page.close()
+        page.get_by_label(re.compile("Note for the assistant")).fill("Claim 4411 opened.")
+        page.get_by_role("button", name="Hand back to the assistant").click()
+        expect(panel).to_be_hidden()
+        expect(page.locator("#yours")).to_be_empty()
+        assert customer.get(f"{base}/person").json()["status"] == "assistant"
+        assert model.received == []
+        acted = {e.looked_at for e in store.audit.entries(supervisor=SUPERVISOR_NAME)}
+        assert {"took", "handed back"} <= acted
+        page.close()
 
 
 def test_supervisor_page_refuses_a_large_change_with_a_reason(
@@ -314,47 +304,36 @@ def test_supervisor_page_refuses_a_large_change_with_a_reason(
         script=[*flight_then_hotel_script(trip)[:2], say("Our team could not approve it.")]
     )
     before = ticket_flight(travel_db)
-    with ConversationStore.open(tmp_path / "sessions.sqlite") as store:
-        service = ConversationService.over_store(
-            build_assistant(travel_db, model, store.saver, retry_policy=None),
-            store,
-            check_above=1,
-        )
-        signer = TokenSigner(SECRET)
-        with (
-            LiveServer(create_app(service, signer)) as server,
-            httpx.Client(
-                base_url=server.url,
-                headers={"Authorization": f"Bearer {signer.issue(FIXTURE_PASSENGER_ID)}"},
-                timeout=30,
-            ) as customer,
-        ):
-            page = browser.new_page(viewport=DESKTOP)
-            page.goto(
-                f"{server.url}/supervisor#token={signer.issue(SUPERVISOR_NAME, role=SUPERVISOR)}"
-            )
-            expect(page.get_by_text(f"Supervisor {SUPERVISOR_NAME}")).to_be_visible()
+    with supervisor_site(travel_db, model, tmp_path, check_above=1) as (
+        url,
+        customer,
+        _store,
+        signer,
+    ):
+        page = browser.new_page(viewport=DESKTOP)
+        page.goto(f"{url}/supervisor#token={signer.issue(SUPERVISOR_NAME, role=SUPERVISOR)}")
+        expect(page.get_by_text(f"Supervisor {SUPERVISOR_NAME}")).to_be_visible()
 
-            conversation = customer.post("/api/v1/conversations").json()["conversation_id"]
-            base = f"/api/v1/conversations/{conversation}"
-            stream(customer, f"{base}/messages", {"text": FLIGHT_REQUEST})
-            (flight,) = customer.get(f"{base}/pending").json()["actions"]
-            decision = {"tool_call_id": flight["tool_call_id"], "approved": True}
-            stream(customer, f"{base}/decisions", {"decisions": [decision]})
+        conversation = customer.post("/api/v1/conversations").json()["conversation_id"]
+        base = f"/api/v1/conversations/{conversation}"
+        stream(customer, f"{base}/messages", {"text": FLIGHT_REQUEST})
+        (flight,) = customer.get(f"{base}/pending").json()["actions"]
+        decision = {"tool_call_id": flight["tool_call_id"], "approved": True}
+        stream(customer, f"{base}/decisions", {"decisions": [decision]})
 
-            checks = page.locator("#checks")
-            expect(checks).to_contain_text(f"Change flight, {flight['preview']['amount']}")
-            check(page, "desk-check")
-            page.get_by_role("button", name=re.compile("^Refuse Change flight")).click()
-            expect(page.locator("#checks-error")).to_contain_text("Say why")
-            page.get_by_label(re.compile("Reason, if you refuse")).fill("Fare needs a manager.")
-            page.get_by_role("button", name=re.compile("^Refuse Change flight")).click()
-            expect(checks.locator("li")).to_have_count(0)
-            (refused,) = customer.get(f"{base}/pending").json()["actions"]
-            assert refused["check"]["status"] == "refused"
-            assert refused["check"]["reason"] == "Fare needs a manager."
-            stream(customer, f"{base}/resume", {})
-            assert ticket_flight(travel_db) == before
-            told = " ".join(str(m.content) for m in model.received[-1])
-            assert "Fare needs a manager." in told
-            page.close()
+        checks = page.locator("#checks")
+        expect(checks).to_contain_text(f"Change flight, {flight['preview']['amount']}")
+        check(page, "desk-check")
+        page.get_by_role("button", name=re.compile("^Refuse Change flight")).click()
+        expect(page.locator("#checks-error")).to_contain_text("Say why")
+        page.get_by_label(re.compile("Reason, if you refuse")).fill("Fare needs a manager.")
+        page.get_by_role("button", name=re.compile("^Refuse Change flight")).click()
+        expect(checks.locator("li")).to_have_count(0)
+        (refused,) = customer.get(f"{base}/pending").json()["actions"]
+        assert refused["check"]["status"] == "refused"
+        assert refused["check"]["reason"] == "Fare needs a manager."
+        stream(customer, f"{base}/resume", {})
+        assert ticket_flight(travel_db) == before
+        told = " ".join(str(m.content) for m in model.received[-1])
+        assert "Fare needs a manager." in told
+        page.close()
