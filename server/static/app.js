@@ -1048,17 +1048,26 @@ async function readPerson(id) {
   }
 }
 
-// Draw the saved history again: what the person and the customer wrote meanwhile.
-async function redrawHistory(id, visit) {
+// Read `what` of conversation `id` for the visit on screen: null when offline, refused,
+// or when the page has moved on or a turn runs (the turn's own stream draws then).
+async function readForVisit(id, what, visit) {
+  const current = () => visit === state.visit && !state.busy;
   let response;
   try {
-    response = await api(`/conversations/${encodeURIComponent(id)}/messages`);
+    response = await api(`/conversations/${encodeURIComponent(id)}/${what}`);
   } catch (_) {
-    return;
+    return null;
   }
-  if (!response.ok || visit !== state.visit || state.busy) return;
-  const { items } = await response.json();
-  if (visit !== state.visit || state.busy) return;
+  if (!response.ok || !current()) return null;
+  const body = await response.json();
+  return current() ? body : null;
+}
+
+// Draw the saved history again: what the person and the customer wrote meanwhile.
+async function redrawHistory(id, visit) {
+  const history = await readForVisit(id, "messages", visit);
+  if (!history) return;
+  const { items } = history;
   const before = $("log").children.length;
   $("log").replaceChildren();
   for (const item of items) drawItem(item);
@@ -1072,14 +1081,9 @@ async function redrawHistory(id, visit) {
 
 // An action a person proposed (or one decided elsewhere): the cards follow the service.
 async function redrawPending(id, visit) {
-  let response;
-  try {
-    response = await api(`/conversations/${encodeURIComponent(id)}/pending`);
-  } catch (_) {
-    return;
-  }
-  if (!response.ok || visit !== state.visit || state.busy) return;
-  const { actions } = await response.json();
+  const pending = await readForVisit(id, "pending", visit);
+  if (!pending) return;
+  const { actions } = pending;
   const ids = (list) => JSON.stringify(list.map((a) => [a.tool_call_id, a.check && a.check.status]));
   if (ids(actions) !== ids(state.pending)) showPending(actions);
 }
