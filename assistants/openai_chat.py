@@ -19,7 +19,8 @@
   against its type annotations, to rename and reformat fields; no field of a chat
   completion request has another name or format on the wire, so for chat completions the
   walk changes nothing, yet it was half of the client's CPU per request and grows with the
-  conversation (``_LeanCompletions``; BENCHMARKS.md).
+  conversation (``_LeanCompletions``). The streamed chunks reach LangChain as the dicts
+  they came as, not through the SDK's models of them (``_ChunkDict``). BENCHMARKS.md.
 - A reply the server stopped at the output limit (``finish_reason == "length"``) ends with
   a note the customer sees as it streams (``assistants.context.cut_off_note``); the
   assistant node then drops the tool calls of such a reply, whose arguments are cut.
@@ -271,11 +272,13 @@ _SDK_HAS_SECURITY = make_request_options is not None and "security" in (
 class _LeanCompletions:
     """``chat.completions`` of an OpenAI client whose ``create`` sends the body as given.
 
-    It makes the request ``create`` makes (the same path, options, authentication and
-    response types) from the body without the SDK's walk of it
-    (``openai._utils._transform``): LangChain's payload is already in the API's own
-    form. ``tests/unit/test_openai_chat.py`` checks that the server receives the same
-    request both ways. Everything else is the wrapped resource's.
+    It makes the request ``create`` makes (the same path, options and authentication)
+    from the body without the SDK's walk of it (``openai._utils._transform``):
+    LangChain's payload is already in the API's own form. A streamed reply's chunks come
+    as dicts (``_ChunkDict``), a whole reply as the SDK's ``ChatCompletion``.
+    ``tests/unit/test_openai_chat.py`` checks that the server receives the same request
+    both ways and that LangChain reads the same reply. Everything else is the wrapped
+    resource's.
     """
 
     def __init__(self, completions: Any) -> None:
