@@ -95,6 +95,18 @@ class Watch:
             self.problems.append(message.text)
 
 
+def approve_flight_change(customer: httpx.Client) -> tuple[str, dict[str, Any]]:
+    """Start a conversation, ask for the flight change and approve it; return the
+    conversation's id and the pending action as it was approved."""
+    conversation = customer.post("/api/v1/conversations").json()["conversation_id"]
+    base = f"/api/v1/conversations/{conversation}"
+    stream(customer, f"{base}/messages", {"text": FLIGHT_REQUEST})
+    (flight,) = customer.get(f"{base}/pending").json()["actions"]
+    decision = {"tool_call_id": flight["tool_call_id"], "approved": True}
+    stream(customer, f"{base}/decisions", {"decisions": [decision]})
+    return conversation, flight
+
+
 def check(page: Any, name: str) -> None:
     """No serious axe-core violation, nothing wider than the screen; a screenshot."""
     assert serious_violations(page) == [], name
@@ -146,12 +158,8 @@ def test_supervisor_page_desktop_and_phone(
     with supervisor_site(travel_db, model, tmp_path) as (url, customer, store, signer):
         customer_token = signer.issue(FIXTURE_PASSENGER_ID)
         supervisor_token = signer.issue(SUPERVISOR_NAME, role=SUPERVISOR)
-        conversation = customer.post("/api/v1/conversations").json()["conversation_id"]
+        conversation, flight = approve_flight_change(customer)
         base = f"/api/v1/conversations/{conversation}"
-        stream(customer, f"{base}/messages", {"text": FLIGHT_REQUEST})
-        (flight,) = customer.get(f"{base}/pending").json()["actions"]
-        decision = {"tool_call_id": flight["tool_call_id"], "approved": True}
-        stream(customer, f"{base}/decisions", {"decisions": [decision]})
         stream(customer, f"{base}/messages", {"text": HOTEL_REQUEST})
         (hotel,) = customer.get(f"{base}/pending").json()["actions"]
 
@@ -314,12 +322,8 @@ def test_supervisor_page_refuses_a_large_change_with_a_reason(
         page.goto(f"{url}/supervisor#token={signer.issue(SUPERVISOR_NAME, role=SUPERVISOR)}")
         expect(page.get_by_text(f"Supervisor {SUPERVISOR_NAME}")).to_be_visible()
 
-        conversation = customer.post("/api/v1/conversations").json()["conversation_id"]
+        conversation, flight = approve_flight_change(customer)
         base = f"/api/v1/conversations/{conversation}"
-        stream(customer, f"{base}/messages", {"text": FLIGHT_REQUEST})
-        (flight,) = customer.get(f"{base}/pending").json()["actions"]
-        decision = {"tool_call_id": flight["tool_call_id"], "approved": True}
-        stream(customer, f"{base}/decisions", {"decisions": [decision]})
 
         checks = page.locator("#checks")
         expect(checks).to_contain_text(f"Change flight, {flight['preview']['amount']}")
