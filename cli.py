@@ -35,6 +35,7 @@ from datetime import UTC, date, datetime, time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from collector import own_process
 from commands.audit import cmd_audit
 from commands.chat import cmd_chat
 from commands.common import EXIT_ERROR, EXIT_USAGE, CliError, Overrides
@@ -518,6 +519,7 @@ def main(argv: Sequence[str] | None = None, overrides: Overrides | None = None) 
 
 def run() -> None:
     """Console-script entry point."""
+    own_process()  # its collector may pause while the code loads (``collector``)
     raise SystemExit(main())
 
 

@@ -13,6 +13,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from collector import loading_code
 from commands.chat_start import FirstLine, Loading, known_passenger
 from commands.common import (
     EXIT_USAGE,
@@ -191,7 +192,10 @@ def cmd_chat(args: argparse.Namespace, console: Console, overrides: Overrides) -
     factory = overrides.model_factory or partial(
         default_model_factory, settings_of(args), max_tokens=args.max_tokens
     )
-    models = factory(args.model)  # fails here, before the first prompt, without an endpoint
+    with loading_code():
+        import terminal.chat  # noqa: F401  (LangChain's imports)
+
+        models = factory(args.model)  # fails here, before the first prompt, without an endpoint
     if overrides.model_factory is None and overrides.check_endpoint and not args.no_check:
         check_endpoint(settings_of(args), args.model)
     database = open_chat_db(args, console, overrides)
@@ -266,19 +270,20 @@ def _load(
     closers: list[Callable[[], None]],
 ) -> Conversations:
     """Do what ``cmd_chat`` does before the prompt, in the background (``_chat_early``)."""
-    import terminal.chat  # noqa: F401  (LangChain's imports, off the customer's way too)
+    with loading_code():
+        import terminal.chat  # noqa: F401  (LangChain's imports, off the customer's way too)
 
-    factory = overrides.model_factory or partial(
-        default_model_factory, settings_of(args), max_tokens=args.max_tokens
-    )
-    models = factory(args.model)
-    if overrides.model_factory is None and overrides.check_endpoint and not args.no_check:
-        check_endpoint(settings_of(args), args.model)
-    database = open_chat_db(args, console, overrides)
-    closers.append(database.dispose)
-    store = open_store(conversations_location(args))
-    closers.append(store.close)
-    return _conversations(args, passenger_id, models, database, store)
+        factory = overrides.model_factory or partial(
+            default_model_factory, settings_of(args), max_tokens=args.max_tokens
+        )
+        models = factory(args.model)
+        if overrides.model_factory is None and overrides.check_endpoint and not args.no_check:
+            check_endpoint(settings_of(args), args.model)
+        database = open_chat_db(args, console, overrides)
+        closers.append(database.dispose)
+        store = open_store(conversations_location(args))
+        closers.append(store.close)
+        return _conversations(args, passenger_id, models, database, store)
 
 
 def _chat_early(

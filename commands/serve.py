@@ -10,6 +10,7 @@ from datetime import timedelta
 from functools import partial
 from typing import TYPE_CHECKING
 
+from collector import loading_code
 from commands.chat import check_db_file, open_chat_db
 from commands.common import (
     EXIT_ERROR,
@@ -85,6 +86,7 @@ def cmd_serve(args: argparse.Namespace, console: Console, overrides: Overrides) 
     startup = Startup(
         partial(_application, args, signer, limits),
         partial(_service, args, console, overrides, started, above),
+        loading_code,
     )
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         console.status(

@@ -32,7 +32,7 @@ import json
 import logging
 import threading
 from collections.abc import Awaitable, Callable, MutableMapping
-from contextlib import ExitStack
+from contextlib import AbstractContextManager, ExitStack, nullcontext
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
@@ -141,10 +141,12 @@ class Startup:
         self,
         load: Callable[[], FastAPI],
         build: Callable[[ExitStack], ConversationService],
+        loading: Callable[[], AbstractContextManager[object]] = nullcontext,
     ) -> None:
-        """Build with ``load`` then ``build`` once ``start`` is called."""
+        """Build with ``load`` then ``build``, inside ``loading()``, once ``start`` is called."""
         self._load = load
         self._build = build
+        self._loading = loading
         self._stack = ExitStack()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -174,6 +176,10 @@ class Startup:
         self._thread.start()
 
     def _run(self) -> None:
+        with self._loading():
+            self._load_and_build()
+
+    def _load_and_build(self) -> None:
         try:
             app = self._load()
             self.app = app

@@ -14,7 +14,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -255,6 +255,37 @@ def test_server_startup_a_stop_while_the_code_loads_builds_nothing(signer: Token
     go.set()
     assert startup.done.wait(timeout=30)
     assert (built, startup.state, startup.error) == ([], "starting", None)
+
+
+def test_server_startup_loads_and_builds_inside_its_loading_context(
+    signer: TokenSigner,
+) -> None:
+    # ``serve`` passes ``collector.loading_code``: the collector pauses for both steps,
+    # and resumes however the build ends.
+    steps: list[str] = []
+
+    @contextmanager
+    def loading() -> Iterator[None]:
+        steps.append("enter")
+        try:
+            yield
+        finally:
+            steps.append("exit")
+
+    def load() -> FastAPI:
+        steps.append("load")
+        return create_app(None, signer)
+
+    def build(stack: ExitStack) -> ConversationService:
+        steps.append("build")
+        raise StartupError("The database is missing.")
+
+    startup = Startup(load, build, loading)
+    startup.start()
+    assert startup.done.wait(timeout=30)
+    wait_until(lambda: steps[-1:] == ["exit"])
+    assert steps == ["enter", "load", "build", "exit"]
+    assert startup.state == "failed"
 
 
 def test_server_startup_what_serve_does_before_it_listens_imports_no_langchain(
