@@ -21,6 +21,13 @@
   walk changes nothing, yet it was half of the client's CPU per request and grows with the
   conversation (``_LeanCompletions``). The streamed chunks reach LangChain as the dicts
   they came as, not through the SDK's models of them (``_ChunkDict``). BENCHMARKS.md.
+- The requests made on ``_model_loop`` go over the SDK's aiohttp client
+  (``openai.DefaultAioHttpClient``), one for the process (``model_http_client``). The
+  SDK's default, HTTPX2, parses HTTP in Python, and its pool probes the socket of every
+  idle connection (two system calls each) whenever a request starts or ends: with twenty
+  customers at once that was a quarter of the model requests' CPU. Its errors are read
+  as the default client's (``assistants.providers``). Requests made on any other event
+  loop (a caller's own ``ainvoke``) keep the SDK's default client.
 - A reply the server stopped at the output limit (``finish_reason == "length"``) ends with
   a note the customer sees as it streams (``assistants.context.cut_off_note``); the
   assistant node then drops the tool calls of such a reply, whose arguments are cut.
@@ -32,12 +39,15 @@ prompt they send (``assistants.assistant``).
 from __future__ import annotations
 
 import asyncio
+import atexit
+import contextlib
 import contextvars
 import inspect
 import os
 import queue
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from functools import partial
 from typing import Any, Self
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
@@ -76,7 +86,10 @@ class BoundedChatOpenAI(ChatOpenAI):
         if _LeanCompletions.fits(self.client):
             self.client = _LeanCompletions(self.client)
         if _LeanCompletions.fits(self.async_client):
-            self.async_client = _LeanCompletions(self.async_client)
+            root = self.root_async_client
+            self.async_client = _LeanCompletions(
+                self.async_client, partial(_on_model_loop, root) if root is not None else None
+            )
         return self
 
     def _get_request_payload(
@@ -195,6 +208,64 @@ def _model_loop() -> asyncio.AbstractEventLoop:
         return _loop[1]
 
 
+_http_lock = threading.Lock()
+_http: tuple[int, Any] | None = None
+
+
+def model_http_client() -> Any | None:
+    """Return the HTTP client of the requests made on ``_model_loop`` (``None``: the SDK's).
+
+    The OpenAI SDK's aiohttp client, shared by every model of the process (a forked child
+    makes its own). Its connections belong to the event loop that opened them: it is
+    used on ``_model_loop`` alone, and closed there when the process exits. ``None``
+    where the SDK has no aiohttp client or aiohttp is missing: the SDK's default then.
+    """
+    global _http
+    with _http_lock:
+        if _http is None or _http[0] != os.getpid():
+            try:
+                from openai import DefaultAioHttpClient
+
+                client = DefaultAioHttpClient()
+            except (ImportError, RuntimeError):  # no such client, or no aiohttp
+                return None
+            if _http is None:
+                atexit.register(_close_http_client)
+            _http = (os.getpid(), client)
+        return _http[1]
+
+
+def _running_model_loop() -> bool:
+    """Tell whether the running event loop (if any) is this process's ``_model_loop``."""
+    with _loop_lock:
+        ours = _loop[1] if _loop is not None and _loop[0] == os.getpid() else None
+    try:
+        return ours is not None and asyncio.get_running_loop() is ours
+    except RuntimeError:
+        return False
+
+
+def _on_model_loop(root: Any) -> Any | None:
+    """Return ``chat.completions`` of a copy of ``root`` over ``model_http_client``.
+
+    ``None`` when there is no such client: the requests stay on ``root``'s own.
+    """
+    client = model_http_client()
+    return None if client is None else root.with_options(http_client=client).chat.completions
+
+
+def _close_http_client() -> None:
+    """Close the shared client on the model loop, where its connections live (at exit)."""
+    with _loop_lock, _http_lock:
+        loop = _loop[1] if _loop is not None and _loop[0] == os.getpid() else None
+        client = _http[1] if _http is not None and _http[0] == os.getpid() else None
+    if loop is None or client is None or loop.is_closed() or not loop.is_running():
+        return
+    closing = asyncio.run_coroutine_threadsafe(client.aclose(), loop)
+    with contextlib.suppress(Exception):  # leaving anyway: a close that fails is no loss
+        closing.result(_CLOSE_SECONDS)
+
+
 def _watched(
     source: AsyncIterator[ChatGenerationChunk],
     cancel: threading.Event,
@@ -281,10 +352,18 @@ class _LeanCompletions:
     resource's.
     """
 
-    def __init__(self, completions: Any) -> None:
-        """Wrap ``completions`` (``client.chat.completions``, sync or async)."""
+    def __init__(
+        self, completions: Any, on_model_loop: Callable[[], Any | None] | None = None
+    ) -> None:
+        """Wrap ``completions`` (``client.chat.completions``, sync or async).
+
+        ``on_model_loop`` makes, on first use, the async completions that the requests
+        made on ``_model_loop`` go through instead (``None`` from it: these ones).
+        """
         self._completions = completions
         self._async = isinstance(completions, AsyncCompletions)
+        self._on_model_loop = on_model_loop
+        self._model_loop_completions: Any | None = None
 
     @staticmethod
     def fits(completions: Any) -> bool:
@@ -306,7 +385,7 @@ class _LeanCompletions:
         if _SDK_HAS_SECURITY:
             given["security"] = {"bearer_auth": True}  # as create asks for the API key
         stream = bool(payload.get("stream"))
-        return self._completions._post(
+        return self._target()._post(
             "/chat/completions",
             body=payload,
             options=make_request_options(**given),
@@ -314,6 +393,14 @@ class _LeanCompletions:
             stream=stream,
             stream_cls=(AsyncStream if self._async else Stream)[_ChunkDict],
         )
+
+    def _target(self) -> Any:
+        """Return the completions this request goes through (see ``__init__``)."""
+        if self._on_model_loop is None or not _running_model_loop():
+            return self._completions
+        if self._model_loop_completions is None:  # made once, on the model loop's thread
+            self._model_loop_completions = self._on_model_loop() or self._completions
+        return self._model_loop_completions
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._completions, name)

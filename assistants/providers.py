@@ -413,6 +413,11 @@ def _causes(error: BaseException) -> Iterator[BaseException]:
         current = current.__cause__ or current.__context__
 
 
+def _named(error: BaseException, name: str) -> bool:
+    """Tell whether ``error`` is of a class called ``name`` (or of a subclass of one)."""
+    return any(kind.__name__ == name for kind in type(error).__mro__)
+
+
 def _connection_failure(error: BaseException, openai: Any) -> ProviderFailure | None:
     """Diagnose a timeout or a broken connection, or return ``None`` for anything else.
 
@@ -425,10 +430,19 @@ def _connection_failure(error: BaseException, openai: Any) -> ProviderFailure | 
     ):
         return None
     causes = list(_causes(error))
+    transport = [c for c in causes if isinstance(c, (ConnectionError, *_transport_errors()))]
+    # The aiohttp client (``openai_chat.model_http_client``) raises a refused connection
+    # and a server that hung up as a "ConnectTimeout", which the SDK makes a timeout:
+    # what it was raised from says what happened.
+    refused = any(
+        isinstance(c, ConnectionRefusedError) or _named(c, "ClientConnectorError") for c in causes
+    )
+    hung_up = any(_named(c, "ServerDisconnectedError") for c in causes)
     timeouts: tuple[type[BaseException], ...] = (TimeoutError, *_timeout_errors())
-    if (openai is not None and isinstance(error, openai.APITimeoutError)) or any(
+    timed_out = (openai is not None and isinstance(error, openai.APITimeoutError)) or any(
         isinstance(c, timeouts) for c in causes
-    ):
+    )
+    if timed_out and not (refused or hung_up):
         return ProviderFailure(
             "The model server did not answer in time",
             "",
@@ -436,11 +450,9 @@ def _connection_failure(error: BaseException, openai: Any) -> ProviderFailure | 
             f"{SEND_AGAIN} If it keeps happening the server is overloaded or too slow for "
             "this model (TRAVEL_ASSISTANT_TIMEOUT gives it longer).",
         )
-    transport = [c for c in causes if isinstance(c, (ConnectionError, *_transport_errors()))]
-    unreachable = not transport or any(
-        isinstance(c, ConnectionRefusedError) or type(c).__name__ == "ConnectError"
-        for c in transport
-    )
+    unreachable = (
+        refused or not transport or any(type(c).__name__ == "ConnectError" for c in transport)
+    ) and not hung_up
     if unreachable:
         return ProviderFailure(
             "Cannot reach the model server",

@@ -3,15 +3,23 @@
 The chat model as the program builds it (``assistants.models.build_chat_models``), with
 the primary assistant's tools bound, asks an OpenAI-compatible server in another process
 (``tests.support.fake_openai``, zero latency) for a short streamed reply to a conversation
-of ``--turns`` exchanges. The requests go two ways, taking turns (A B A B ...): as the
-program sends them (``assistants.openai_chat._LeanCompletions``: the body as written,
-chunks as dicts) and through the OpenAI SDK's own ``chat.completions.create`` and chunk
-models. Prints the median CPU time (user + system, this process only) per request of
-each, over ``--rounds`` rounds of ``--requests`` requests, through the sync client (a
-turn with no cancel event) and the async one (the program's turns, which can be
-cancelled).
+of ``--turns`` exchanges. Prints the median CPU time (user + system, this process, all
+its threads) per request, over ``--rounds`` rounds of ``--requests`` requests, for each
+way of sending them, the ways taking turns (A B C A B C ...):
+
+- the sync client (a call with no cancel event): as the program sends the body
+  (``assistants.openai_chat._LeanCompletions``: the body as written, chunks as dicts)
+  and through the OpenAI SDK's own ``chat.completions.create`` and chunk models;
+- the async client, as a turn calls the model (a cancel event among the callbacks: the
+  request runs on ``_model_loop``): as the program sends it (the body as written, over
+  the SDK's aiohttp client, ``model_http_client``), the body as written over the SDK's
+  default HTTPX2 client, and through the SDK's ``create`` over HTTPX2.
+
+``--parallel N`` makes N requests at once (N threads, as N turns of a service), which is
+where the HTTP client's connection pool shows.
 
     python scripts/bench_model_client.py [--turns 8] [--rounds 7] [--requests 50]
+        [--parallel 1]
 """
 
 from __future__ import annotations
@@ -28,10 +36,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.runnables import RunnableConfig
 
 from assistants.models import ModelSettings, build_chat_models
-from assistants.openai_chat import _CANCEL, BoundedChatOpenAI
+from assistants.openai_chat import BoundedChatOpenAI
 from assistants.specialists import build_crew
 from db.engine import Database
 from db.generate import build_database
@@ -45,6 +55,13 @@ with FakeOpenAI(responder=lambda body: reply) as fake:
     print(fake.base_url, flush=True)
     time.sleep(3600)
 """
+
+
+class _Cancellable(BaseCallbackHandler):
+    """What a turn passes to the model: a handler carrying the turn's cancel event."""
+
+    def __init__(self) -> None:
+        self.cancel = threading.Event()
 
 
 def cpu() -> float:
@@ -66,6 +83,7 @@ def main() -> int:
     parser.add_argument("--turns", type=int, default=8, help="exchanges before the request")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--requests", type=int, default=50, help="requests per round")
+    parser.add_argument("--parallel", type=int, default=1, help="requests at once")
     args = parser.parse_args()
 
     folder = Path(tempfile.mkdtemp(prefix="bench-client-"))
@@ -81,44 +99,70 @@ def main() -> int:
         assert server.stdout is not None
         base_url = server.stdout.readline().strip()
         settings = ModelSettings(model="scripted", base_url=base_url, api_key="bench")
-        lean = build_chat_models(settings)["primary_assistant"]
-        stock = build_chat_models(settings)["primary_assistant"]
-        assert isinstance(lean, BoundedChatOpenAI) and isinstance(stock, BoundedChatOpenAI)
+
+        def built() -> BoundedChatOpenAI:
+            model = build_chat_models(settings)["primary_assistant"]
+            assert isinstance(model, BoundedChatOpenAI)
+            return model
+
+        program, over_httpx, stock = built(), built(), built()
+        over_httpx.async_client._on_model_loop = None  # the SDK's default client
         stock.client = stock.client._completions  # the SDK's own create and chunk models
         stock.async_client = stock.async_client._completions
-        cancel = threading.Event()
 
         def request(model: BoundedChatOpenAI, cancellable: bool) -> Callable[[], object]:
             bound = model.bind_tools(tools)
+            config: RunnableConfig = {"callbacks": [_Cancellable()]} if cancellable else {}
 
             def one() -> object:
-                token = _CANCEL.set(cancel if cancellable else None)
-                try:
-                    return bound.invoke(messages)
-                finally:
-                    _CANCEL.reset(token)
+                return bound.invoke(messages, config)
 
-            return one
+            if args.parallel == 1:
+                return one
 
-        print(f"{len(messages)} messages, {len(tools)} tools, a 12-word streamed reply")
-        for client, cancellable in (("sync", False), ("async", True)):
-            ways = {"program": request(lean, cancellable), "sdk": request(stock, cancellable)}
-            for one in ways.values():
+            def together() -> object:
+                threads = [threading.Thread(target=one) for _ in range(args.parallel)]
+                for thread in threads:
+                    thread.start()
+                for thread in threads:
+                    thread.join()
+                return None
+
+            return together
+
+        print(
+            f"{len(messages)} messages, {len(tools)} tools, a 12-word streamed reply, "
+            f"{args.parallel} at once"
+        )
+        for client, cancellable, ways in (
+            ("sync", False, {"as the program sends it": program, "the SDK's create": stock}),
+            (
+                "async",
+                True,
+                {
+                    "as the program sends it (aiohttp)": program,
+                    "the body as written over HTTPX2": over_httpx,
+                    "the SDK's create over HTTPX2": stock,
+                },
+            ),
+        ):
+            calls = {name: request(model, cancellable) for name, model in ways.items()}
+            for call in calls.values():
                 for _ in range(10):  # warm: connections, caches
-                    one()
-            figures: dict[str, list[float]] = {name: [] for name in ways}
+                    call()
+            figures: dict[str, list[float]] = {name: [] for name in calls}
             for _ in range(args.rounds):
-                for name, one in ways.items():
+                for name, call in calls.items():
                     start = cpu()
                     for _ in range(args.requests):
-                        one()
-                    figures[name].append(1000 * (cpu() - start) / args.requests)
-            program, sdk = (statistics.median(figures[n]) for n in ("program", "sdk"))
-            print(
-                f"{client:>5} client: CPU per request, median of {args.rounds} rounds: "
-                f"as the program sends it {program:.2f} ms, through the SDK's create "
-                f"{sdk:.2f} ms ({program / sdk:.2f}x)"
-            )
+                        call()
+                    spent = cpu() - start
+                    figures[name].append(1000 * spent / (args.requests * args.parallel))
+            print(f"{client} client: CPU per request, median of {args.rounds} rounds")
+            first = statistics.median(next(iter(figures.values())))
+            for name, values in figures.items():
+                median = statistics.median(values)
+                print(f"  {name:<36} {median:6.2f} ms ({median / first:.2f}x)")
     finally:
         server.kill()
     return 0

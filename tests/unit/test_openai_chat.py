@@ -4,16 +4,23 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
+from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import tool
 from openai._models import construct_type
 from openai.types.chat import ChatCompletionChunk
 
 from assistants.models import ModelSettings, build_chat_models
-from assistants.openai_chat import BoundedChatOpenAI, _ChunkDict
+from assistants.openai_chat import BoundedChatOpenAI, _ChunkDict, model_http_client
+from assistants.providers import diagnose
 from tests.support.fake_openai import FakeOpenAI, Reply
 
 
@@ -179,3 +186,115 @@ def test_another_sdk_layout_falls_back_to_the_sdks_create(monkeypatch: pytest.Mo
         assert not isinstance(model.client, openai_chat._LeanCompletions)
         assert not isinstance(model.async_client, openai_chat._LeanCompletions)
         assert model.invoke(CONVERSATION).content == "Still here."
+
+
+class _Cancellable(BaseCallbackHandler):
+    """What ``conversations`` passes with every turn: a handler carrying its cancel event."""
+
+    def __init__(self) -> None:
+        self.cancel = threading.Event()
+
+
+def _on_the_model_loop(model: BoundedChatOpenAI) -> AIMessage:
+    """Call ``model`` as a turn does: with a cancel event, so on ``_model_loop``."""
+    reply = model.invoke(CONVERSATION, config={"callbacks": [_Cancellable()]})
+    assert isinstance(reply, AIMessage)
+    return reply
+
+
+def test_a_turns_request_goes_over_the_shared_aiohttp_client() -> None:
+    with FakeOpenAI([Reply(text="Over aiohttp."), Reply(text="Over aiohttp.")]) as fake:
+        model, other = _model(fake.base_url), _model(fake.base_url)
+        assert _on_the_model_loop(model).content == "Over aiohttp."
+        assert _on_the_model_loop(other).content == "Over aiohttp."
+    shared = model_http_client()
+    assert shared is not None and type(shared).__name__ != "AsyncHttpxClientWrapper"
+    for built in (model, other):  # one client for the process, whatever the model
+        used = built.async_client._model_loop_completions
+        assert used is not None and used._client._client is shared
+    # The same request as the SDK's default client sends from another loop.
+    first, _ = _sent(fake, 0)
+    assert first["messages"][-1]["content"] == CONVERSATION[-1].content
+    assert first["stream"] is True
+
+
+def test_a_request_on_another_loop_keeps_the_sdks_client() -> None:
+    async def ask(model: BoundedChatOpenAI) -> object:
+        return await model.ainvoke(CONVERSATION)
+
+    with FakeOpenAI([Reply(text="Over HTTPX.")]) as fake:
+        model = _model(fake.base_url)
+        assert getattr(asyncio.run(ask(model)), "content", None) == "Over HTTPX."
+    # A loop that closes with the call would leave a shared client's connections dead.
+    assert model.async_client._model_loop_completions is None
+
+
+def test_both_clients_send_the_same_headers_and_body() -> None:
+    async def stock(model: BoundedChatOpenAI) -> None:
+        async for _chunk in model.astream(CONVERSATION):
+            pass
+
+    with FakeOpenAI([Reply(text="one"), Reply(text="two")]) as fake:
+        _on_the_model_loop(_model(fake.base_url))
+        asyncio.run(stock(_model(fake.base_url)))
+        (aio_body, aio_headers), (httpx_body, httpx_headers) = _sent(fake, 0), _sent(fake, 1)
+    assert (aio_body, aio_headers) == (httpx_body, httpx_headers)
+
+
+@contextmanager
+def _listener(answer: Callable[[socket.socket], None]) -> Iterator[str]:
+    """A TCP server on 127.0.0.1 that does ``answer`` with each connection; its base URL."""
+    server = socket.create_server(("127.0.0.1", 0))
+    server.settimeout(0.2)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                connection, _ = server.accept()
+            except TimeoutError:
+                continue
+            with connection:
+                connection.recv(65536)
+                answer(connection)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.getsockname()[1]}/v1"
+    finally:
+        stop.set()
+        thread.join(5)
+        server.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _failure(base_url: str, timeout: float = 30.0) -> str:
+    settings = ModelSettings(model="scripted", base_url=base_url, api_key="k", timeout=timeout)
+    model = build_chat_models(settings)["primary_assistant"]
+    assert isinstance(model, BoundedChatOpenAI)
+    with pytest.raises(Exception) as raised:
+        _on_the_model_loop(model)
+    return diagnose(raised.value).what
+
+
+def test_a_turn_that_cannot_connect_says_the_server_cannot_be_reached() -> None:
+    # The aiohttp client calls a refused connection a "ConnectTimeout".
+    assert _failure(f"http://127.0.0.1:{_free_port()}/v1") == "Cannot reach the model server"
+
+
+def test_a_server_that_hangs_up_is_a_broken_connection_not_a_timeout() -> None:
+    with _listener(lambda connection: None) as base_url:
+        what = _failure(base_url)
+    assert what == "The connection to the model server broke off during the reply"
+
+
+def test_a_server_that_says_nothing_is_a_timeout() -> None:
+    with _listener(lambda connection: time.sleep(1.5)) as base_url:
+        what = _failure(base_url, timeout=0.3)
+    assert what == "The model server did not answer in time"
