@@ -94,6 +94,9 @@ log = logging.getLogger(__name__)
 
 # Turns that run at once; more wait for a free worker (their stream stays open).
 TURN_WORKERS = 16
+# Seconds without an event after which a turn's stream says it is alive (a comment), so
+# that proxies and browsers do not take a long silence of the model for a dead stream.
+KEEPALIVE_SECONDS = 15.0
 LIST_LIMIT = 50
 # How long the events of a finished turn are kept for a client that comes back.
 JOURNAL_SECONDS = 300.0
@@ -386,10 +389,17 @@ class Journal:
             return 0
         return min(int(number), len(self.events))
 
-    async def read(self, after: int = 0) -> AsyncIterator[tuple[str, StreamEvent]]:
-        """Yield ``(id, event)`` from the one after the ``after``-th until the turn is over."""
+    async def read(
+        self, after: int = 0, pause: float | None = None
+    ) -> AsyncIterator[tuple[str, StreamEvent] | None]:
+        """Yield ``(id, event)`` from the one after the ``after``-th until the turn is over.
+
+        With ``pause``, also ``None`` whenever that many seconds pass without an event, so
+        that the stream can say it is alive (``KEEPALIVE_SECONDS``).
+        """
         waker = asyncio.Event()
         self._wakers.append(waker)
+        loop = asyncio.get_running_loop()
         try:
             position = after
             while True:
@@ -399,14 +409,26 @@ class Journal:
                 if self.finished_at is not None:
                     return
                 waker.clear()
-                await waker.wait()
+                if pause is None:
+                    await waker.wait()
+                    continue
+                timer = loop.call_later(pause, waker.set)
+                try:
+                    await waker.wait()
+                finally:
+                    timer.cancel()
+                if position == len(self.events) and self.finished_at is None:
+                    yield None  # nothing came for ``pause`` seconds
         finally:
             self._wakers.remove(waker)
 
 
-async def _events(read: AsyncIterator[tuple[str, StreamEvent]]) -> AsyncIterator[StreamEvent]:
-    async for _, event in read:
-        yield event
+async def _events(
+    read: AsyncIterator[tuple[str, StreamEvent] | None],
+) -> AsyncIterator[StreamEvent]:
+    async for item in read:
+        if item is not None:
+            yield item[1]
 
 
 @dataclass(frozen=True)
@@ -690,7 +712,7 @@ class ConversationService:
 
     def start_message(
         self, thread: Thread, text: str, cancel: threading.Event | None = None
-    ) -> AsyncIterator[tuple[str, StreamEvent]]:
+    ) -> AsyncIterator[tuple[str, StreamEvent] | None]:
         """Send the customer's ``text`` and stream the turn (call on the event loop).
 
         ``cancel`` is the event of a claim already made (``claim``); without it the
@@ -732,7 +754,7 @@ class ConversationService:
 
     def start_decisions(
         self, thread: Thread, cancel: threading.Event, given: Sequence[DecisionIn]
-    ) -> AsyncIterator[tuple[str, StreamEvent]]:
+    ) -> AsyncIterator[tuple[str, StreamEvent] | None]:
         """Resolve the claimed ``thread``'s pending actions and stream the rest of the turn."""
         answers = {d.tool_call_id: Answer(d.approved, d.reason) for d in given}
         turn = self.runner.turn(thread.thread_id)
@@ -753,7 +775,7 @@ class ConversationService:
 
     def start_resume(
         self, thread: Thread, cancel: threading.Event
-    ) -> AsyncIterator[tuple[str, StreamEvent]]:
+    ) -> AsyncIterator[tuple[str, StreamEvent] | None]:
         """Go on with the customer's kept answers once staff decided; stream the turn."""
         turn = self.runner.turn(thread.thread_id)
         return self._stream(
@@ -765,7 +787,7 @@ class ConversationService:
         thread: Thread,
         run: Callable[[], Iterator[Outcome]],
         first: Sequence[StreamEvent] = (),
-    ) -> AsyncIterator[tuple[str, StreamEvent]]:
+    ) -> AsyncIterator[tuple[str, StreamEvent] | None]:
         thread_id = thread.thread_id
 
         def work() -> Iterator[StreamEvent]:
@@ -789,11 +811,11 @@ class ConversationService:
                     reference=reference,
                 )
 
-        return self.runner.start(thread_id, work).read()
+        return self.runner.start(thread_id, work).read(pause=KEEPALIVE_SECONDS)
 
     def follow(
         self, thread: Thread, last_event_id: str | None
-    ) -> AsyncIterator[tuple[str, StreamEvent]] | None:
+    ) -> AsyncIterator[tuple[str, StreamEvent] | None] | None:
         """Return the events of the turn this process runs (or just ran) for ``thread``.
 
         From the one after ``last_event_id`` when it names this turn, else from the
@@ -803,7 +825,7 @@ class ConversationService:
         journal = self.runner.follow(thread.thread_id)
         if journal is None:
             return None
-        return journal.read(journal.position(last_event_id))
+        return journal.read(journal.position(last_event_id), pause=KEEPALIVE_SECONDS)
 
     def stop(self, thread: Thread) -> None:
         """Cancel the running turn of ``thread`` as Ctrl-C does in the terminal.

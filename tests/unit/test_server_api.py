@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,7 @@ import httpx
 import openai
 import pytest
 from fastapi.testclient import TestClient
+from langchain_core.messages import AIMessage, BaseMessage
 from pydantic import TypeAdapter
 
 from assistants.approvals import ActionPreview, Amount
@@ -17,6 +19,7 @@ from conversations.records import approval_of
 from conversations.words import CUT_NOTICES
 from db.engine import Database
 from db.fixtures import BUSINESS_PASSENGER_ID, FIXTURE_PASSENGER_ID, FULL_FLIGHT_DAY_OFFSET
+from server import service as server_service
 from server.schemas import MAX_MESSAGE_CHARS, StreamEvent
 from server.service import ConversationService
 from tests.support.assistants import build_assistant
@@ -521,3 +524,53 @@ def test_server_stream_starts_with_the_message_under_the_id_the_history_gives_it
     items = client.get(f"/api/v1/conversations/{conversation}/messages").json()["items"]
     (saved,) = [i for i in items if i["type"] == "customer"]
     assert saved["id"] == first.data["item"]["id"]
+
+
+def test_server_stream_wire_format(client: TestClient, model: ScriptedChatModel) -> None:
+    # What EventSource and the web chat read, byte for byte: a comment at once, then each
+    # event's name, its data as one JSON line and its id (``<turn>.<n>``).
+    model.extend(say("Hello!"))
+    conversation = new_conversation(client)
+    response = client.post(f"/api/v1/conversations/{conversation}/messages", json={"text": "Hi"})
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "text/event-stream; charset=utf-8"
+    assert response.headers["cache-control"] == "no-cache"
+    assert response.headers["x-accel-buffering"] == "no"
+    text = response.text
+    assert text.startswith(": accepted\n\n")
+    frames = text.removeprefix(": accepted\n\n").removesuffix("\n\n").split("\n\n")
+    turn_ids = set()
+    for number, frame in enumerate(frames, start=1):
+        name, data, event_id = frame.split("\n")
+        assert name.startswith("event: ") and data.startswith("data: ")
+        turn_id, _, count = event_id.removeprefix("id: ").partition(".")
+        assert int(count) == number
+        turn_ids.add(turn_id)
+        assert EVENTS.validate_json(data.removeprefix("data: ")).type == name.removeprefix(
+            "event: "
+        )
+    assert len(turn_ids) == 1
+    assert frames[-1].startswith("event: done\n")
+
+
+def test_server_stream_says_it_is_alive_while_the_model_is_silent(
+    client: TestClient, model: ScriptedChatModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(server_service, "KEEPALIVE_SECONDS", 0.2)
+
+    def slow(messages: list[BaseMessage]) -> AIMessage:
+        time.sleep(1.0)  # a model still reading a long prompt
+        return say("Here I am.")
+
+    model.extend(slow)
+    conversation = new_conversation(client)
+    response = client.post(f"/api/v1/conversations/{conversation}/messages", json={"text": "Hi"})
+    assert response.status_code == 200
+    text = response.text
+    assert text.count(": ping\n\n") >= 2
+    # The pings come between whole events, and the events are all there, in order.
+    events = parse_sse(text.replace(": ping\n\n", ""))
+    assert [e.name for e in events][-1] == "done"
+    assert "Here I am." in "".join(e.data.get("text", "") for e in events if e.name == "token")
+    # Once the turn is over the stream ends: no ping after the last event.
+    assert not text.endswith(": ping\n\n")
