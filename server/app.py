@@ -129,7 +129,7 @@ _CONFLICT: dict[int | str, dict[str, Any]] = {
 }
 
 
-def _service(request: Request) -> ConversationService:
+async def _service(request: Request) -> ConversationService:
     return cast(ConversationService, request.app.state.service)
 
 

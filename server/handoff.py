@@ -420,7 +420,7 @@ def _refusals() -> Iterator[None]:
 # --- the routes -----------------------------------------------------------------------------
 
 
-def _person_desk(request: Request) -> PersonDesk:
+async def _person_desk(request: Request) -> PersonDesk:
     return PersonDesk(cast(ConversationService, request.app.state.service))
 
 

@@ -384,7 +384,7 @@ def audit_out(entry: AuditEntry) -> AuditEntryOut:
 # --- the routes -----------------------------------------------------------------------------
 
 
-def _desk(request: Request) -> Desk:
+async def _desk(request: Request) -> Desk:
     return Desk(cast(ConversationService, request.app.state.service))
 
 
