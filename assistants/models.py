@@ -206,6 +206,11 @@ def build_chat_models(
                 context_tokens=settings.context_tokens,
                 reply_seconds=settings.reply_seconds,
                 legacy_max_tokens=settings.sends_legacy_max_tokens,
+                # LangChain bounds each wait for a streamed chunk with asyncio.wait_for, a
+                # task per chunk: a tenth of a request's CPU. The reply's own limit
+                # (``reply_seconds``, checked every tenth of a second while waiting) and
+                # the client's read timeout bound those waits already.
+                stream_chunk_timeout=None,
             )
         by_assistant[assistant] = built[key]
     return by_assistant

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import socket
 import threading
@@ -20,7 +21,7 @@ from openai.types.chat import ChatCompletionChunk
 
 from assistants.models import ModelSettings, build_chat_models
 from assistants.openai_chat import BoundedChatOpenAI, _ChunkDict, model_http_client
-from assistants.providers import diagnose
+from assistants.providers import ModelDeadlineError, diagnose
 from tests.support.fake_openai import FakeOpenAI, Reply
 
 
@@ -298,3 +299,31 @@ def test_a_server_that_says_nothing_is_a_timeout() -> None:
     with _listener(lambda connection: time.sleep(1.5)) as base_url:
         what = _failure(base_url, timeout=0.3)
     assert what == "The model server did not answer in time"
+
+
+def _keepalives_only(connection: socket.socket) -> None:
+    """Answer 200 and a stream that says it is alive, and nothing else, for five seconds."""
+    connection.sendall(
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+    )
+    ping = b": keepalive\n\n"
+    deadline = time.monotonic() + 5
+    with contextlib.suppress(OSError):  # the client hung up: what the test wants
+        while time.monotonic() < deadline:
+            connection.sendall(b"%x\r\n%s\r\n" % (len(ping), ping))
+            time.sleep(0.05)
+
+
+def test_a_stream_of_keepalives_without_content_ends_at_the_reply_limit() -> None:
+    # LangChain's own per-chunk timeout is off (a task per chunk); the reply's limit
+    # still ends a stream that never says anything, though its bytes keep coming.
+    with _listener(_keepalives_only) as base_url:
+        settings = ModelSettings(
+            model="scripted", base_url=base_url, api_key="k", timeout=30, reply_seconds=0.5
+        )
+        model = build_chat_models(settings)["primary_assistant"]
+        assert isinstance(model, BoundedChatOpenAI) and model.stream_chunk_timeout is None
+        started = time.monotonic()
+        with pytest.raises(ModelDeadlineError):
+            _on_the_model_loop(model)
+        assert time.monotonic() - started < 3
