@@ -145,8 +145,8 @@ def _owned(service: Service, claims: Passenger, conversation_id: ConversationId)
 OwnedThread = Annotated[Thread, Depends(_owned)]
 
 
-# A turn's events with their ids; ``None`` when the stream should say it is alive.
-Journaled = AsyncIterator[tuple[str, StreamEvent] | None]
+# A turn's events with their ids, in batches; an empty one: say the stream is alive.
+Journaled = AsyncIterator[list[tuple[str, StreamEvent]]]
 
 
 async def _message_turn(service: Service, thread: OwnedThread, body: MessageIn) -> Journaled:
@@ -203,8 +203,9 @@ class EventStream(StreamingResponse):
     comment), and so are the headers its ``EventSourceResponse`` sends; what is left out
     is its machinery around each event (two memory streams, a task that times every
     wait, a cancellation checkpoint), a fifth of the event loop's CPU per turn under
-    load (BENCHMARKS.md). The keep-alive comes from the journal's reader instead, after
-    ``KEEPALIVE_SECONDS`` without an event (``Journal.read``).
+    load (BENCHMARKS.md). The events that arrived together are written at once. The
+    keep-alive comes from the journal's reader, after ``KEEPALIVE_SECONDS`` without an
+    event (``Journal.read``).
     """
 
     media_type = "text/event-stream"
@@ -229,12 +230,15 @@ _ACCEPTED = format_sse_event(comment="accepted")
 async def _frames(events: Journaled, accepted: bool) -> AsyncIterator[bytes]:
     if accepted:  # a comment, so the client knows at once that the turn was taken
         yield _ACCEPTED
-    async for item in events:
-        if item is None:
+    async for batch in events:
+        if not batch:
             yield KEEPALIVE_COMMENT
             continue
-        event_id, event = item
-        yield format_sse_event(data_str=event.model_dump_json(), event=event.type, id=event_id)
+        # The events that came together go in one write (one chunk of the response).
+        yield b"".join(
+            format_sse_event(data_str=event.model_dump_json(), event=event.type, id=event_id)
+            for event_id, event in batch
+        )
 
 
 def _router() -> APIRouter:

@@ -391,11 +391,13 @@ class Journal:
 
     async def read(
         self, after: int = 0, pause: float | None = None
-    ) -> AsyncIterator[tuple[str, StreamEvent] | None]:
+    ) -> AsyncIterator[list[tuple[str, StreamEvent]]]:
         """Yield ``(id, event)`` from the one after the ``after``-th until the turn is over.
 
-        With ``pause``, also ``None`` whenever that many seconds pass without an event, so
-        that the stream can say it is alive (``KEEPALIVE_SECONDS``).
+        The events come in batches: all those that arrived since the last batch, so that
+        a stream can send them in one write. With ``pause``, an empty batch also comes
+        whenever that many seconds pass without an event, so that the stream can say it
+        is alive (``KEEPALIVE_SECONDS``).
         """
         waker = asyncio.Event()
         self._wakers.append(waker)
@@ -403,9 +405,13 @@ class Journal:
         try:
             position = after
             while True:
-                while position < len(self.events):
-                    position += 1
-                    yield f"{self.turn}.{position}", self.events[position - 1]
+                if position < len(self.events):
+                    first, position = position, len(self.events)
+                    yield [
+                        (f"{self.turn}.{number}", self.events[number - 1])
+                        for number in range(first + 1, position + 1)
+                    ]
+                    continue  # more may have come while the batch was sent
                 if self.finished_at is not None:
                     return
                 waker.clear()
@@ -418,17 +424,15 @@ class Journal:
                 finally:
                     timer.cancel()
                 if position == len(self.events) and self.finished_at is None:
-                    yield None  # nothing came for ``pause`` seconds
+                    yield []  # nothing came for ``pause`` seconds
         finally:
             self._wakers.remove(waker)
 
 
-async def _events(
-    read: AsyncIterator[tuple[str, StreamEvent] | None],
-) -> AsyncIterator[StreamEvent]:
-    async for item in read:
-        if item is not None:
-            yield item[1]
+async def _events(read: AsyncIterator[list[tuple[str, StreamEvent]]]) -> AsyncIterator[StreamEvent]:
+    async for batch in read:
+        for _, event in batch:
+            yield event
 
 
 @dataclass(frozen=True)
@@ -712,7 +716,7 @@ class ConversationService:
 
     def start_message(
         self, thread: Thread, text: str, cancel: threading.Event | None = None
-    ) -> AsyncIterator[tuple[str, StreamEvent] | None]:
+    ) -> AsyncIterator[list[tuple[str, StreamEvent]]]:
         """Send the customer's ``text`` and stream the turn (call on the event loop).
 
         ``cancel`` is the event of a claim already made (``claim``); without it the
@@ -754,7 +758,7 @@ class ConversationService:
 
     def start_decisions(
         self, thread: Thread, cancel: threading.Event, given: Sequence[DecisionIn]
-    ) -> AsyncIterator[tuple[str, StreamEvent] | None]:
+    ) -> AsyncIterator[list[tuple[str, StreamEvent]]]:
         """Resolve the claimed ``thread``'s pending actions and stream the rest of the turn."""
         answers = {d.tool_call_id: Answer(d.approved, d.reason) for d in given}
         turn = self.runner.turn(thread.thread_id)
@@ -775,7 +779,7 @@ class ConversationService:
 
     def start_resume(
         self, thread: Thread, cancel: threading.Event
-    ) -> AsyncIterator[tuple[str, StreamEvent] | None]:
+    ) -> AsyncIterator[list[tuple[str, StreamEvent]]]:
         """Go on with the customer's kept answers once staff decided; stream the turn."""
         turn = self.runner.turn(thread.thread_id)
         return self._stream(
@@ -787,7 +791,7 @@ class ConversationService:
         thread: Thread,
         run: Callable[[], Iterator[Outcome]],
         first: Sequence[StreamEvent] = (),
-    ) -> AsyncIterator[tuple[str, StreamEvent] | None]:
+    ) -> AsyncIterator[list[tuple[str, StreamEvent]]]:
         thread_id = thread.thread_id
 
         def work() -> Iterator[StreamEvent]:
@@ -815,7 +819,7 @@ class ConversationService:
 
     def follow(
         self, thread: Thread, last_event_id: str | None
-    ) -> AsyncIterator[tuple[str, StreamEvent] | None] | None:
+    ) -> AsyncIterator[list[tuple[str, StreamEvent]]] | None:
         """Return the events of the turn this process runs (or just ran) for ``thread``.
 
         From the one after ``last_event_id`` when it names this turn, else from the

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from server.schemas import ErrorEvent, StatusEvent, StreamEvent
-from server.service import ConflictError, TurnRunner
+from server.service import ConflictError, Journal, TurnRunner
 
 
 def test_server_runner_streams_events_and_frees_the_conversation() -> None:
@@ -76,3 +76,32 @@ def test_server_runner_close_cancels_running_turns_and_waits() -> None:
     asyncio.run(main())
     with pytest.raises(ConflictError, match="stopping"):
         runner.claim("c-4")
+
+
+def test_journal_hands_the_events_that_came_together_in_one_batch() -> None:
+    def texts(batch: list[tuple[str, StreamEvent]]) -> list[str]:
+        return [f"{i} {getattr(e, 'text', '')}" for i, e in batch]
+
+    async def main() -> list[list[str]]:
+        journal = Journal("t1")
+        for text in ("one", "two", "three"):  # before anyone reads: one batch
+            journal.add(StatusEvent(text=text, tool=None))
+        reader = journal.read(pause=0.05)
+        seen = [texts(await anext(reader))]
+        seen.append(texts(await anext(reader)))  # nothing for the pause: an empty batch
+        journal.add(StatusEvent(text="four", tool=None))
+        seen.append(texts(await anext(reader)))
+        journal.finish()
+        seen.append([text async for batch in reader for text in texts(batch)])  # the end
+        # A reader that comes back after the second event reads on from the third.
+        again = journal.read(journal.position("t1.2"))
+        seen.append([text async for batch in again for text in texts(batch)])
+        return seen
+
+    assert asyncio.run(main()) == [
+        ["t1.1 one", "t1.2 two", "t1.3 three"],
+        [],
+        ["t1.4 four"],
+        [],
+        ["t1.3 three", "t1.4 four"],
+    ]
