@@ -48,7 +48,7 @@ import queue
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from functools import partial
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import LanguageModelInput
@@ -189,8 +189,15 @@ _WATCH_SECONDS = 0.1
 # How long a cancelled request may take to close its connection before the turn goes on.
 _CLOSE_SECONDS = 2.0
 
+T = TypeVar("T")
+
 _loop_lock = threading.Lock()
 _loop: tuple[int, asyncio.AbstractEventLoop] | None = None
+
+
+def _this_process(made: tuple[int, T] | None) -> T | None:
+    """Return what ``made`` holds if this process made it (a forked child makes its own)."""
+    return made[1] if made is not None and made[0] == os.getpid() else None
 
 
 def _model_loop() -> asyncio.AbstractEventLoop:
@@ -201,11 +208,12 @@ def _model_loop() -> asyncio.AbstractEventLoop:
     """
     global _loop
     with _loop_lock:
-        if _loop is None or _loop[0] != os.getpid() or _loop[1].is_closed():
+        loop = _this_process(_loop)
+        if loop is None or loop.is_closed():
             loop = asyncio.new_event_loop()
             threading.Thread(target=loop.run_forever, name="model-requests", daemon=True).start()
             _loop = (os.getpid(), loop)
-        return _loop[1]
+        return loop
 
 
 _http_lock = threading.Lock()
@@ -222,7 +230,8 @@ def model_http_client() -> Any | None:
     """
     global _http
     with _http_lock:
-        if _http is None or _http[0] != os.getpid():
+        client = _this_process(_http)
+        if client is None:
             try:
                 from openai import DefaultAioHttpClient
 
@@ -232,13 +241,13 @@ def model_http_client() -> Any | None:
             if _http is None:
                 atexit.register(_close_http_client)
             _http = (os.getpid(), client)
-        return _http[1]
+        return client
 
 
 def _running_model_loop() -> bool:
     """Tell whether the running event loop (if any) is this process's ``_model_loop``."""
     with _loop_lock:
-        ours = _loop[1] if _loop is not None and _loop[0] == os.getpid() else None
+        ours = _this_process(_loop)
     try:
         return ours is not None and asyncio.get_running_loop() is ours
     except RuntimeError:
@@ -257,8 +266,7 @@ def _on_model_loop(root: Any) -> Any | None:
 def _close_http_client() -> None:
     """Close the shared client on the model loop, where its connections live (at exit)."""
     with _loop_lock, _http_lock:
-        loop = _loop[1] if _loop is not None and _loop[0] == os.getpid() else None
-        client = _http[1] if _http is not None and _http[0] == os.getpid() else None
+        loop, client = _this_process(_loop), _this_process(_http)
     if loop is None or client is None or loop.is_closed() or not loop.is_running():
         return
     closing = asyncio.run_coroutine_threadsafe(client.aclose(), loop)

@@ -197,7 +197,7 @@ class _NoTurn(Exception):
 
 
 class EventStream(StreamingResponse):
-    """A turn's events as server-sent events, each written as it comes.
+    """A turn's events as server-sent events, written as they come.
 
     The bytes are FastAPI's own (``fastapi.sse.format_sse_event``, its keep-alive
     comment), and so are the headers its ``EventSourceResponse`` sends; what is left out
