@@ -583,10 +583,11 @@ class TravelAssistant:
         a tool call stops the run before the tool runs. Once the run is stopped it no
         longer waits. A caller that stops reading early stops the run as a cancel would.
 
-        Each step's checkpoint is saved in this thread before the next step starts
-        (``durability="sync"``), not handed to a background thread: the run has a thread
-        of its own already, and the hand-over cost more than it overlapped (2.4 % of a
-        conversation's instructions, and the thread switches beside them).
+        Each step's checkpoint is saved before the next step starts
+        (``durability="sync"``), so a process killed mid-turn loses at most the step that
+        was running. LangGraph still hands each save, and each node's pending writes, to a
+        thread of the run's executor; in this mode it waits for the save (BENCHMARKS.md,
+        "what limits the rest").
         """
         stop = cancel if cancel is not None else threading.Event()
         logging.getLogger("langchain_core.callbacks.manager").addFilter(_CANCEL_WARNINGS_FILTER)

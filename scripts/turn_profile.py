@@ -15,7 +15,8 @@ Only samples taken while conversations play are counted (the main thread inside
 Each sample counts once, for the first part below whose test its stack passes, so the
 order of the parts matters: the tools before the nodes that call them, the model before
 the assistant node around it. ``--top N`` also lists the N functions found in most
-samples (inclusive).
+samples (inclusive), and ``--containing TEXT`` (repeatable) the share of the samples with
+a frame that contains TEXT, whatever their part, e.g. ``--containing local_read``.
 """
 
 from __future__ import annotations
@@ -86,12 +87,24 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("profile", type=Path, help="py-spy record --format raw output")
     parser.add_argument("--top", type=int, default=0, help="also list the top N functions")
+    parser.add_argument(
+        "--containing",
+        action="append",
+        default=[],
+        metavar="TEXT",
+        help="also give the share of the samples with a frame that contains TEXT (repeatable)",
+    )
     args = parser.parse_args()
     parts: Counter[str] = Counter()
     functions: Counter[str] = Counter()
+    containing: Counter[str] = Counter()
     total = 0
     for stack, count in samples(args.profile):
         total += count
+        frames = stack.split(";")
+        for text in args.containing:
+            if any(text in frame for frame in frames):
+                containing[text] += count
         parts[next(name for name, test in PARTS if test(stack))] += count
         for name in {re.sub(r":\d+\)", ")", frame) for frame in stack.split(";")}:
             functions[name] += count
@@ -103,6 +116,8 @@ def main() -> int:
         print(f"| {name} | {parts[name] / total * 100:.0f} % |")
     for name, count in functions.most_common(args.top):
         print(f"{count / total * 100:5.1f} %  {name}")
+    for text in args.containing:
+        print(f"{containing[text] / total * 100:5.1f} %  with a frame containing {text!r}")
     return 0
 
 
