@@ -29,7 +29,9 @@ checkpoint bytes per turn flat and <= 40 kB median; time per turn outside the mo
 <= 20 ms median. Beside it, the same for bare graphs of as many steps as each turn took
 (what LangGraph and the saver cost alone), each timed right after its turn, and the
 ratio of the two medians, which holds still when the machine's speed drifts, even
-within a run.
+within a run. And beside that, graphs of the program's own shape whose nodes do nothing
+(``Shapes``): what LangGraph spends on this graph's nodes, edges and channels, so that
+a turn's cost over them is the program's own work.
 """
 
 from __future__ import annotations
@@ -44,7 +46,9 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cache
 from pathlib import Path
+from threading import Event
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -54,9 +58,16 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.outputs import ChatGenerationChunk
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langchain_openai.chat_models.base import _convert_message_to_dict
-from langgraph.graph import START, MessagesState, StateGraph
+from langgraph.graph import END, START, MessagesState, StateGraph
 
-from conversations.assistant import Decision, Thread, TravelAssistant
+from assistants.state import PRIMARY_ASSISTANT, State
+from conversations.assistant import (
+    Decision,
+    Thread,
+    TravelAssistant,
+    _CancelOnRequest,
+    _TokenRelay,
+)
 from conversations.protocol import Answer, Conversations
 from conversations.sessions import SessionRegistry
 from conversations.store import sqlite_checkpointer
@@ -65,6 +76,7 @@ from db.engine import Database
 from db.fixtures import FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO
 from db.generate import build_database
 from evaluation import Resolver, percentile
+from graph import build_graph, drawing_model
 from tests.support.scripted import ScriptedChatModel, call, say
 
 NOW = datetime(2026, 5, 4, 9, 0, tzinfo=UTC)
@@ -358,7 +370,7 @@ def run_assistant(
     turns: int,
     *,
     warm_ups: int = 0,
-    beside: Chains | None = None,
+    beside: Sequence[Chains] = (),
 ) -> Figures:
     """Play the conversation through the assistant; return its figures.
 
@@ -410,12 +422,12 @@ def play(
     thread: Thread,
     figures: Figures,
     checkpoints: sqlite3.Connection | None = None,
-    beside: Chains | None = None,
+    beside: Sequence[Chains] = (),
 ) -> None:
     """Play ``script`` on ``thread``, approving every write; add each turn to ``figures``.
 
-    With ``beside``, each turn is followed by a bare graph's turn of as many steps, so
-    both are timed within moments of each other, whatever the host's speed does.
+    Each turn is followed by a turn of as many steps of every graph in ``beside``, so
+    they are timed within moments of each other, whatever the host's speed does.
     """
     model.script.extend(r for t in script for r in t.replies)
     for index, turn in enumerate(script, start=1):
@@ -439,8 +451,8 @@ def play(
         if checkpoints is not None:
             figures.turn_bytes.append(stored_bytes(checkpoints) - before)
             figures.turn_steps.append(saved_checkpoints(checkpoints) - saved_before)
-            if beside is not None:
-                beside.turn(figures.turn_steps[-1])
+            for baseline in beside:
+                baseline.turn(figures.turn_steps[-1])
         figures.call_turns += [index] * (len(model.received) - calls_before)
     if model.script:
         raise SystemExit(f"the script and the graph disagree: {len(model.script)} replies left")
@@ -528,6 +540,130 @@ class Chains:
         self.checkpoints.close()
 
 
+class Shapes(Chains):
+    """Graphs of the program's own shape whose nodes do nothing, with the program's saver.
+
+    The program's nodes, edges and state (its channels, the messages stored as deltas),
+    each node adding one message and each route taking the next node of a walk planned
+    for the turn: ``turn(steps)`` walks as many nodes as the chain of ``steps`` has, from
+    ``fetch_user_info`` to an assistant, which ends the run. What this costs beyond the
+    chain is LangGraph's work for the program's shape; what a turn costs beyond this is
+    the program's own: its nodes, tools, model calls, run settings and callbacks.
+    """
+
+    # The walk prefers the primary assistant and its tools, as most turns do.
+    PREFERRED = (f"{PRIMARY_ASSISTANT}_tools", PRIMARY_ASSISTANT)
+
+    def __init__(self, folder: Path, name: str) -> None:
+        super().__init__(folder, name)
+        shape = build_graph(drawing_model(), None, db=Database.from_url("sqlite://")).builder
+        self.edges = sorted(shape.edges)
+        self.routes = {
+            start: sorted({str(end) for b in branches.values() for end in (b.ends or {})})
+            for start, branches in shape.branches.items()
+        }
+        self.next: dict[str, set[str]] = {name: set() for name in shape.nodes}
+        for start, end in self.edges:
+            if start != START:
+                self.next[start].add(end)
+        for start, ends in self.routes.items():
+            self.next[start].update(ends)
+        self.plan: list[str] = []  # the route decisions of the walk under way, in order
+
+    def graph(self, nodes: int) -> Any:
+        """Return the program's shape with nodes that do nothing (one graph for all walks)."""
+        if not self.graphs:
+
+            def answer(state: State) -> dict[str, Any]:
+                return {"messages": [AIMessage(content="ok")]}
+
+            def route(state: State) -> str:
+                return self.plan.pop(0)
+
+            builder = StateGraph(State)
+            for name in self.next:
+                builder.add_node(name, answer)
+            for start, end in self.edges:
+                builder.add_edge(start, end)
+            for start, ends in self.routes.items():
+                builder.add_conditional_edges(start, route, ends)
+            self.graphs[0] = builder.compile(checkpointer=self.saver)
+        return self.graphs[0]
+
+    def walk(self, nodes: int) -> tuple[str, ...]:
+        """Return a walk of ``nodes`` nodes from ``fetch_user_info`` to a node that may end."""
+
+        @cache
+        def from_node(node: str, left: int) -> tuple[str, ...] | None:
+            if left == 1:
+                return (node,) if END in self.next[node] else None
+            order = sorted(self.next[node] - {END}, key=lambda n: (n not in self.PREFERRED, n))
+            for following in order:
+                rest = from_node(following, left - 1)
+                if rest is not None:
+                    return (node, *rest)
+            return None
+
+        found = from_node("fetch_user_info", max(2, nodes))
+        if found is None:
+            raise SystemExit(f"no walk of {nodes} nodes through the program's graph")
+        return found
+
+    def turn(self, steps: int, how: str = "invoke") -> None:
+        """Walk as many nodes as the chain of ``steps`` checkpoints has; time it.
+
+        ``how`` the graph is run: ``"invoke"`` as the chain is, ``"stream"`` with the
+        program's stream modes and ``durability="sync"`` (``TravelAssistant._run``),
+        ``"stream+callbacks"`` with its two callback handlers too.
+        """
+        walk = self.walk(max(1, steps - 1))
+        self.plan = [
+            following
+            for node, following in zip(walk, (*walk[1:], END), strict=True)
+            if node in self.routes
+        ]
+        graph = self.graph(len(walk))
+        config = {"configurable": {"thread_id": f"shape of {len(walk)}"}}
+        message = {"messages": [HumanMessage(content=f"message {len(self.figures.turn_cpu_ms)}")]}
+        before = stored_bytes(self.checkpoints)
+        if how == "stream+callbacks":
+            config["callbacks"] = [_TokenRelay(lambda event: None), _CancelOnRequest(Event())]
+        wall, cpu = time.perf_counter(), time.process_time()
+        if how == "invoke":
+            graph.invoke(message, config)
+        else:
+            for _ in graph.stream(
+                message, config, stream_mode=["updates", "checkpoints"], durability="sync"
+            ):
+                pass
+        self.figures.turn_wall_ms.append((time.perf_counter() - wall) * 1000)
+        self.figures.turn_cpu_ms.append((time.process_time() - cpu) * 1000)
+        self.figures.turn_bytes.append(stored_bytes(self.checkpoints) - before)
+        if self.plan:
+            raise SystemExit(f"the walk {walk} left route decisions unused: {self.plan}")
+
+
+def run_shape_settings(folder: Path, rounds: int, steps: int = 8) -> None:
+    """Print what the shape costs run as the chain is and as the program runs its graph.
+
+    The three ways take turns, 20 turns each a round after 5 unmeasured; each round
+    prints the median CPU per turn of each way.
+    """
+    ways = ("invoke", "stream", "stream+callbacks")
+    for number in range(1, rounds + 1):
+        medians = []
+        for way in ways:
+            shapes = Shapes(folder, f"settings-{number}-{way.replace('+', '-')}")
+            for _ in range(25):
+                shapes.turn(steps, way)
+            medians.append(statistics.median(shapes.figures.turn_cpu_ms[5:]))
+            shapes.close()
+        print(
+            f"round {number}, CPU per turn of {steps} steps: "
+            + ", ".join(f"{way} {ms:.1f} ms" for way, ms in zip(ways, medians, strict=True))
+        )
+
+
 def run_floor(folder: Path, turns: int) -> Figures:
     """Play ``turns`` messages through a bare graph of one node with the same saver."""
     chains = Chains(folder, "floor")
@@ -544,6 +680,8 @@ def report(
     floor: Figures,
     beside: Figures,
     beside_warm: Figures,
+    shapes: Figures,
+    shapes_warm: Figures,
     show_calls: bool,
 ) -> None:
     """Print the figures of one conversation length."""
@@ -608,6 +746,16 @@ def report(
         f"{warm_steps:.1f} ms; "
         f"{statistics.median(warm.turn_cpu_ms) / warm_steps:.2f}x"
     )
+    shape, shape_warm = (
+        statistics.median(shapes.turn_cpu_ms),
+        statistics.median(shapes_warm.turn_cpu_ms),
+    )
+    print(
+        "  beside each turn, the program's graph with nodes that do nothing, as many steps: "
+        f"CPU median {shape:.1f} ms ({shape / same_steps:.2f}x the bare graph); the turn "
+        f"over it {statistics.median(figures.turn_cpu_ms) / shape:.2f}x, warm "
+        f"{statistics.median(warm.turn_cpu_ms) / shape_warm:.2f}x"
+    )
     if show_calls:
         for index, (count, share) in enumerate(zip(tokens, figures.cacheable, strict=True), 1):
             print(
@@ -645,7 +793,18 @@ def main() -> int:
         type=Path,
         help="the generated database to copy for each conversation (built there if missing)",
     )
+    parser.add_argument(
+        "--shape-settings",
+        type=int,
+        metavar="ROUNDS",
+        help="only time the program's graph with nodes that do nothing, run as the bare "
+        "chain is and as the program runs it (stream modes, durability, callbacks)",
+    )
     args = parser.parse_args()
+    if args.shape_settings:
+        with tempfile.TemporaryDirectory() as name:
+            run_shape_settings(Path(name), args.shape_settings)
+        return 0
     global VIA_PROTOCOL
     VIA_PROTOCOL = args.protocol
     lengths = args.turns or [14, 30]
@@ -663,15 +822,27 @@ def main() -> int:
         for turns in lengths:
             work = folder / f"run{turns}"
             work.mkdir()
-            beside = Chains(work, "chains")
-            figures = run_assistant(template, work, turns, beside=beside)
+            beside, shapes = Chains(work, "chains"), Shapes(work, "shapes")
+            figures = run_assistant(template, work, turns, beside=(beside, shapes))
             (work / "warm").mkdir()
-            beside_warm = Chains(work, "chains-warm")
-            warm = run_assistant(template, work / "warm", turns, warm_ups=1, beside=beside_warm)
+            beside_warm, shapes_warm = Chains(work, "chains-warm"), Shapes(work, "shapes-warm")
+            warm = run_assistant(
+                template, work / "warm", turns, warm_ups=1, beside=(beside_warm, shapes_warm)
+            )
             floor = run_floor(work, turns)
-            report(turns, figures, warm, floor, beside.figures, beside_warm.figures, args.calls)
-            beside.close()
-            beside_warm.close()
+            report(
+                turns,
+                figures,
+                warm,
+                floor,
+                beside.figures,
+                beside_warm.figures,
+                shapes.figures,
+                shapes_warm.figures,
+                args.calls,
+            )
+            for baseline in (beside, beside_warm, shapes, shapes_warm):
+                baseline.close()
     return 0
 
 
