@@ -551,7 +551,8 @@ class Shapes(Chains):
     the program's own: its nodes, tools, model calls, run settings and callbacks.
     """
 
-    # The walk prefers the primary assistant and its tools, as most turns do.
+    # The walk goes back and forth between the primary assistant and its tools, as most
+    # turns do: first the tools, then the assistant, then any other node.
     PREFERRED = (f"{PRIMARY_ASSISTANT}_tools", PRIMARY_ASSISTANT)
 
     def __init__(self, folder: Path, name: str) -> None:
@@ -597,7 +598,10 @@ class Shapes(Chains):
         def from_node(node: str, left: int) -> tuple[str, ...] | None:
             if left == 1:
                 return (node,) if END in self.next[node] else None
-            order = sorted(self.next[node] - {END}, key=lambda n: (n not in self.PREFERRED, n))
+            order = sorted(
+                self.next[node] - {END},
+                key=lambda n: (self.PREFERRED.index(n) if n in self.PREFERRED else 2, n),
+            )
             for following in order:
                 rest = from_node(following, left - 1)
                 if rest is not None:
