@@ -56,7 +56,7 @@ from server.schemas import (
     StreamEvent,
     TitleIn,
 )
-from server.service import ConversationService, ServiceError
+from server.service import ConversationService, Journaled, ServiceError
 from server.supervisor import router as supervisor_router
 
 API_PREFIX = "/api/v1"
@@ -143,10 +143,6 @@ def _owned(service: Service, claims: Passenger, conversation_id: ConversationId)
 
 
 OwnedThread = Annotated[Thread, Depends(_owned)]
-
-
-# A turn's events with their ids, in batches; an empty one: say the stream is alive.
-Journaled = AsyncIterator[list[tuple[str, StreamEvent]]]
 
 
 async def _message_turn(service: Service, thread: OwnedThread, body: MessageIn) -> Journaled:

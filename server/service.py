@@ -349,6 +349,11 @@ class TurnRunner:
         self._executor.shutdown(wait=True)
 
 
+# A turn's events with their ids, in batches (``Journal.read``); an empty batch: the turn
+# is still running, nothing came for a while.
+Journaled = AsyncIterator[list[tuple[str, StreamEvent]]]
+
+
 class Journal:
     """The events of one turn in order, kept so a client can read them from where it left off.
 
@@ -389,9 +394,7 @@ class Journal:
             return 0
         return min(int(number), len(self.events))
 
-    async def read(
-        self, after: int = 0, pause: float | None = None
-    ) -> AsyncIterator[list[tuple[str, StreamEvent]]]:
+    async def read(self, after: int = 0, pause: float | None = None) -> Journaled:
         """Yield ``(id, event)`` from the one after the ``after``-th until the turn is over.
 
         The events come in batches: all those that arrived since the last batch, so that
@@ -429,7 +432,7 @@ class Journal:
             self._wakers.remove(waker)
 
 
-async def _events(read: AsyncIterator[list[tuple[str, StreamEvent]]]) -> AsyncIterator[StreamEvent]:
+async def _events(read: Journaled) -> AsyncIterator[StreamEvent]:
     async for batch in read:
         for _, event in batch:
             yield event
@@ -716,7 +719,7 @@ class ConversationService:
 
     def start_message(
         self, thread: Thread, text: str, cancel: threading.Event | None = None
-    ) -> AsyncIterator[list[tuple[str, StreamEvent]]]:
+    ) -> Journaled:
         """Send the customer's ``text`` and stream the turn (call on the event loop).
 
         ``cancel`` is the event of a claim already made (``claim``); without it the
@@ -758,7 +761,7 @@ class ConversationService:
 
     def start_decisions(
         self, thread: Thread, cancel: threading.Event, given: Sequence[DecisionIn]
-    ) -> AsyncIterator[list[tuple[str, StreamEvent]]]:
+    ) -> Journaled:
         """Resolve the claimed ``thread``'s pending actions and stream the rest of the turn."""
         answers = {d.tool_call_id: Answer(d.approved, d.reason) for d in given}
         turn = self.runner.turn(thread.thread_id)
@@ -777,9 +780,7 @@ class ConversationService:
         except DecisionsError as error:
             raise ConflictError(error.text) from error
 
-    def start_resume(
-        self, thread: Thread, cancel: threading.Event
-    ) -> AsyncIterator[list[tuple[str, StreamEvent]]]:
+    def start_resume(self, thread: Thread, cancel: threading.Event) -> Journaled:
         """Go on with the customer's kept answers once staff decided; stream the turn."""
         turn = self.runner.turn(thread.thread_id)
         return self._stream(
@@ -791,7 +792,7 @@ class ConversationService:
         thread: Thread,
         run: Callable[[], Iterator[Outcome]],
         first: Sequence[StreamEvent] = (),
-    ) -> AsyncIterator[list[tuple[str, StreamEvent]]]:
+    ) -> Journaled:
         thread_id = thread.thread_id
 
         def work() -> Iterator[StreamEvent]:
@@ -817,9 +818,7 @@ class ConversationService:
 
         return self.runner.start(thread_id, work).read(pause=KEEPALIVE_SECONDS)
 
-    def follow(
-        self, thread: Thread, last_event_id: str | None
-    ) -> AsyncIterator[list[tuple[str, StreamEvent]]] | None:
+    def follow(self, thread: Thread, last_event_id: str | None) -> Journaled | None:
         """Return the events of the turn this process runs (or just ran) for ``thread``.
 
         From the one after ``last_event_id`` when it names this turn, else from the
