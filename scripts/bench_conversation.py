@@ -43,7 +43,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cache
@@ -527,10 +527,14 @@ class Chains:
         nodes = max(1, steps - 1)
         graph = self.graph(nodes)
         config = {"configurable": {"thread_id": f"chain of {nodes}"}}
+        self.timed(lambda message: graph.invoke(message, config))
+
+    def timed(self, run: Callable[[dict[str, Any]], object]) -> None:
+        """Run the next message with ``run``; add its time and bytes to ``figures``."""
         message = {"messages": [HumanMessage(content=f"message {len(self.figures.turn_cpu_ms)}")]}
         before = stored_bytes(self.checkpoints)
         wall, cpu = time.perf_counter(), time.process_time()
-        graph.invoke(message, config)
+        run(message)
         self.figures.turn_wall_ms.append((time.perf_counter() - wall) * 1000)
         self.figures.turn_cpu_ms.append((time.process_time() - cpu) * 1000)
         self.figures.turn_bytes.append(stored_bytes(self.checkpoints) - before)
@@ -627,22 +631,20 @@ class Shapes(Chains):
             if node in self.routes
         ]
         graph = self.graph(len(walk))
-        config = {"configurable": {"thread_id": f"shape of {len(walk)}"}}
-        message = {"messages": [HumanMessage(content=f"message {len(self.figures.turn_cpu_ms)}")]}
-        before = stored_bytes(self.checkpoints)
+        config: dict[str, Any] = {"configurable": {"thread_id": f"shape of {len(walk)}"}}
         if how == "stream+callbacks":
             config["callbacks"] = [_TokenRelay(lambda event: None), _CancelOnRequest(Event())]
-        wall, cpu = time.perf_counter(), time.process_time()
-        if how == "invoke":
-            graph.invoke(message, config)
-        else:
+
+        def run(message: dict[str, Any]) -> None:
+            if how == "invoke":
+                graph.invoke(message, config)
+                return
             for _ in graph.stream(
                 message, config, stream_mode=["updates", "checkpoints"], durability="sync"
             ):
                 pass
-        self.figures.turn_wall_ms.append((time.perf_counter() - wall) * 1000)
-        self.figures.turn_cpu_ms.append((time.process_time() - cpu) * 1000)
-        self.figures.turn_bytes.append(stored_bytes(self.checkpoints) - before)
+
+        self.timed(run)
         if self.plan:
             raise SystemExit(f"the walk {walk} left route decisions unused: {self.plan}")
 

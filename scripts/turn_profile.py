@@ -106,7 +106,7 @@ def main() -> int:
             if any(text in frame for frame in frames):
                 containing[text] += count
         parts[next(name for name, test in PARTS if test(stack))] += count
-        for name in {re.sub(r":\d+\)", ")", frame) for frame in stack.split(";")}:
+        for name in {re.sub(r":\d+\)", ")", frame) for frame in frames}:
             functions[name] += count
     if not total:
         raise SystemExit("no sample taken while a conversation played")
