@@ -17,6 +17,18 @@ order of the parts matters: the tools before the nodes that call them, the model
 the assistant node around it. ``--top N`` also lists the N functions found in most
 samples (inclusive), and ``--containing TEXT`` (repeatable) the share of the samples with
 a frame that contains TEXT, whatever their part, e.g. ``--containing local_read``.
+
+``--owners`` splits the same samples by whose code was running: LangGraph, LangChain's
+model call, the tool plumbing, SQLAlchemy, this repository. It needs the files' full
+paths (``py-spy record --full-filenames``) to tell the packages apart. Each sample goes
+to the code of its innermost frame, except that the standard library, pydantic, the
+serialisers and ``langchain_core`` count for the code that called them: a message this
+repository builds is this repository's work, a callback LangGraph runs is LangGraph's.
+A ``langchain_core`` frame under a chat model's or a tool's method is that call's
+plumbing; the scripted model (``tests/``, ``MeasuredModel``) counts with the model call,
+as it builds the chunks a provider's client would; a stack of the standard library alone
+is a pool's worker thread between tasks. What is not this repository's is what the
+program pays for its stack, whatever its own code does.
 """
 
 from __future__ import annotations
@@ -69,6 +81,70 @@ PARTS: tuple[tuple[str, Test], ...] = (
 )
 
 
+ROOT = Path(__file__).resolve().parent.parent
+
+# Owners of the code a sample was running (``--owners``).
+LANGGRAPH = "LangGraph: steps, channels, saving, callbacks around nodes"
+MODEL = "LangChain's model call, the scripted model's chunks in it"
+TOOL_PLUMBING = "the tool plumbing: LangChain's BaseTool, LangGraph's ToolNode"
+DATABASE = "SQLAlchemy and sqlite3"
+OURS = "this repository's own code"
+DRIVER = "the benchmark's own loop"
+THREADS = "worker threads between tasks (the runs' and the tools' executors)"
+OTHER = "other libraries"
+OWNERS = (LANGGRAPH, MODEL, TOOL_PLUMBING, DATABASE, THREADS, OURS, DRIVER, OTHER)
+# Libraries whose work counts for their caller: messages, validation, serialisers.
+_PASS_THROUGH = {
+    "langchain_core",
+    "langsmith",
+    "pydantic",
+    "pydantic_core",
+    "typing_extensions.py",
+    "typing_inspection",
+    "ormsgpack",
+    "zstandard",
+    "uuid_utils",
+}
+_FRAME = re.compile(r"^(?P<function>.*) \((?P<file>.*?)(?::\d+)?\)$")
+
+
+def _package(file: str) -> str | None:
+    """Return the installed package ``file`` belongs to, ``""`` for the standard library."""
+    _, found, rest = file.partition("/site-packages/")
+    if found:
+        return rest.split("/", 1)[0]
+    return None if file.startswith(str(ROOT) + "/") else ""
+
+
+def owner(stack: str) -> str:
+    """Return whose code a sample's stack was running (see ``--owners``)."""
+    for frame in reversed(stack.split(";")):
+        match = _FRAME.match(frame)
+        if match is None:
+            continue
+        function, file = match["function"], match["file"]
+        if function.startswith("BaseChatModel."):
+            return MODEL
+        if function.startswith(("BaseTool.", "ToolNode.")):
+            return TOOL_PLUMBING
+        package = _package(file)
+        if package is None:  # this repository
+            relative = file[len(str(ROOT)) + 1 :]
+            if relative.startswith("tests/"):
+                return MODEL  # the scripted model stands in for a provider's client
+            if relative.startswith("scripts/"):
+                return MODEL if "Model" in function else DRIVER
+            return OURS
+        if package == "" or package in _PASS_THROUGH:
+            continue  # counts for its caller
+        if package == "langgraph":
+            return LANGGRAPH
+        if package == "sqlalchemy":
+            return DATABASE
+        return OTHER
+    return THREADS  # nothing but the standard library: a pool's thread between tasks
+
+
 def samples(path: Path) -> Iterator[tuple[str, int]]:
     """Yield each counted stack of a py-spy raw file with its sample count."""
     for line in path.read_text().splitlines():
@@ -94,8 +170,14 @@ def main() -> int:
         metavar="TEXT",
         help="also give the share of the samples with a frame that contains TEXT (repeatable)",
     )
+    parser.add_argument(
+        "--owners",
+        action="store_true",
+        help="also split the samples by whose code ran (needs py-spy's --full-filenames)",
+    )
     args = parser.parse_args()
     parts: Counter[str] = Counter()
+    owners: Counter[str] = Counter()
     functions: Counter[str] = Counter()
     containing: Counter[str] = Counter()
     total = 0
@@ -106,6 +188,8 @@ def main() -> int:
             if any(text in frame for frame in frames):
                 containing[text] += count
         parts[next(name for name, test in PARTS if test(stack))] += count
+        if args.owners:
+            owners[owner(stack)] += count
         for name in {re.sub(r":\d+\)", ")", frame) for frame in frames}:
             functions[name] += count
     if not total:
@@ -114,6 +198,15 @@ def main() -> int:
     print("| part | share |\n| --- | ---: |")
     for name, _ in PARTS:
         print(f"| {name} | {parts[name] / total * 100:.0f} % |")
+    if args.owners:
+        if not any(str(ROOT) in stack for stack, _ in samples(args.profile)):
+            raise SystemExit(
+                f"--owners needs the full paths of the files under {ROOT}: record with "
+                "py-spy's --full-filenames, and read with the turn_profile.py of the tree profiled"
+            )
+        print("| whose code | share |\n| --- | ---: |")
+        for name in OWNERS:
+            print(f"| {name} | {owners[name] / total * 100:.0f} % |")
     for name, count in functions.most_common(args.top):
         print(f"{count / total * 100:5.1f} %  {name}")
     for text in args.containing:

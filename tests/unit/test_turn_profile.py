@@ -54,3 +54,81 @@ def test_a_profile_without_conversation_samples_is_refused(tmp_path: Path) -> No
     )
     assert done.returncode != 0
     assert "no sample taken while a conversation played" in done.stderr
+
+
+ROOT = SCRIPT.parents[1]
+SITE = "/venv/lib/python3.11/site-packages"
+LIB = "/usr/lib/python3.11"
+
+
+def _frame(function: str, file: str) -> str:
+    return f"{function} ({file}:1)"
+
+
+def test_owners_splits_the_samples_by_whose_code_ran(tmp_path: Path) -> None:
+    graph = ";".join(
+        [
+            _frame("Thread._bootstrap", f"{LIB}/threading.py"),
+            _frame("TravelAssistant._run.<locals>.produce", f"{ROOT}/conversations/assistant.py"),
+            _frame("Pregel.stream", f"{SITE}/langgraph/pregel/main.py"),
+        ]
+    )
+    node = ";".join(
+        [graph, _frame("RunnableCallable.invoke", f"{SITE}/langgraph/_internal/_runnable.py")]
+    )
+    assistant = f"{node};" + _frame("Assistant.__call__", f"{ROOT}/assistants/assistant.py")
+    message = _frame("BaseMessage.__init__", f"{SITE}/langchain_core/messages/base.py")
+    validate = _frame("BaseModel.__init__", f"{SITE}/pydantic/main.py")
+    model_call = f"{assistant};" + _frame(
+        "BaseChatModel.invoke", f"{SITE}/langchain_core/language_models/chat_models.py"
+    )
+    tool = f"{node};" + _frame("BaseTool.invoke", f"{SITE}/langchain_core/tools/base.py")
+    tool_function = f"{tool};" + _frame("search_flights", f"{ROOT}/tools/flights.py")
+    profile = _profile(
+        tmp_path,
+        [
+            # LangGraph's own work, and the standard library under it.
+            f"{graph};" + _frame("apply_writes", f"{SITE}/langgraph/pregel/_algo.py") + " 10",
+            f"{graph};" + _frame("Condition.wait", f"{LIB}/threading.py") + " 5",
+            # A message this repository builds is its own work, through pydantic too.
+            f"{assistant};{message};{validate} 20",
+            # The model call's plumbing, and the scripted model's chunks in it.
+            f"{model_call};{message} 8",
+            f"{model_call};"
+            + _frame("ScriptedChatModel._stream", f"{ROOT}/tests/support/s.py")
+            + " 2",
+            # A tool's plumbing around the tool; SQLAlchemy under the tool.
+            f"{tool};"
+            + _frame("ContextThreadPoolExecutor.map", f"{SITE}/langchain_core/r.py")
+            + " 5",
+            f"{tool_function};"
+            + _frame("Connection.execute", f"{SITE}/sqlalchemy/engine/base.py")
+            + ";"
+            + _frame("Cursor.execute", f"{LIB}/sqlite3/dbapi2.py")
+            + " 30",
+            # A pool's thread with nothing but the standard library.
+            _frame("Thread._bootstrap", f"{LIB}/threading.py")
+            + ";"
+            + _frame("_worker", f"{LIB}/concurrent/futures/thread.py")
+            + " 10",
+            f"{graph};" + _frame("get", f"{SITE}/requests/api.py") + " 10",
+        ],
+    )
+    out = _run(str(profile), "--owners")
+    assert "100 samples while conversations played" in out
+    assert "| LangGraph: steps, channels, saving, callbacks around nodes | 15 % |" in out
+    assert "| LangChain's model call, the scripted model's chunks in it | 10 % |" in out
+    assert "| the tool plumbing: LangChain's BaseTool, LangGraph's ToolNode | 5 % |" in out
+    assert "| SQLAlchemy and sqlite3 | 30 % |" in out
+    assert "| worker threads between tasks (the runs' and the tools' executors) | 10 % |" in out
+    assert "| this repository's own code | 20 % |" in out
+    assert "| other libraries | 10 % |" in out
+
+
+def test_owners_asks_for_full_paths(tmp_path: Path) -> None:
+    profile = _profile(tmp_path, [f"{GRAPH};RunnableSeq.invoke (x.py:1) 3"])
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), str(profile), "--owners"], capture_output=True, text=True
+    )
+    assert done.returncode != 0
+    assert "--full-filenames" in done.stderr
