@@ -119,6 +119,27 @@ def _call_text(call: ToolCall) -> str:
     return f"{call['name']} {json.dumps(call['args'], ensure_ascii=False)}"
 
 
+# The estimate of each tool call measured lately, by call id and tool, beside a copy of
+# the arguments it was made for. A model call measures the calls of its window again for
+# every window it considers, and writing their arguments out as JSON each time was a
+# third of measuring them (``scripts/turn_profile.py``).
+_CALL_TOKENS: dict[tuple[str, str], tuple[dict[str, Any], int]] = {}
+_CALLS_KEPT = 4096
+
+
+def _call_tokens(call: ToolCall) -> int:
+    """Return the estimated tokens of one tool call, its overhead included."""
+    key = (str(call.get("id")), call["name"])
+    found = _CALL_TOKENS.get(key)
+    if found is not None and found[0] == call["args"]:
+        return found[1]
+    tokens = CALL_OVERHEAD + estimate_tokens(_call_text(call))
+    if len(_CALL_TOKENS) >= _CALLS_KEPT:
+        _CALL_TOKENS.clear()
+    _CALL_TOKENS[key] = (dict(call["args"]), tokens)
+    return tokens
+
+
 def message_tokens(message: BaseMessage) -> int:
     """Return the estimated tokens of one message of the request."""
     calls = message.tool_calls if isinstance(message, AIMessage) else ()
@@ -127,11 +148,7 @@ def message_tokens(message: BaseMessage) -> int:
 
 def _tokens(text: str, calls: Sequence[ToolCall] = ()) -> int:
     """Return the estimated tokens of a message with this text and these tool calls."""
-    return (
-        MESSAGE_OVERHEAD
-        + estimate_tokens(text)
-        + sum(CALL_OVERHEAD + estimate_tokens(_call_text(c)) for c in calls)
-    )
+    return MESSAGE_OVERHEAD + estimate_tokens(text) + sum(_call_tokens(c) for c in calls)
 
 
 def tools_tokens(tools: Sequence[ToolLike]) -> int:
@@ -229,8 +246,12 @@ def with_bookings(message: HumanMessage, bookings: str) -> HumanMessage:
     )
 
 
+@functools.lru_cache(maxsize=1024)
 def time_label(moment: datetime) -> str:
-    """Return how the model is told a moment: ``2026-05-04 09:00 UTC, Monday``."""
+    """Return how the model is told a moment: ``2026-05-04 09:00 UTC, Monday``.
+
+    Remembered: every model call labels each customer message of its window again.
+    """
     return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC, %A")
 
 

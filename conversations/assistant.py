@@ -594,7 +594,10 @@ class TravelAssistant:
         events: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
         relay = _TokenRelay(events.put)
         run_config: RunnableConfig = {**config, "callbacks": [relay, _CancelOnRequest(stop)]}
-        handled = threading.Semaphore(0)  # the caller has handled an update: go on
+        # One item for each update the caller has handled: the graph goes on. A queue
+        # rather than a ``threading.Semaphore``, whose waits and releases are Python code
+        # around a condition, twice for every update of every turn.
+        handled: queue.SimpleQueue[None] = queue.SimpleQueue()
 
         def produce() -> None:
             try:
@@ -634,7 +637,7 @@ class TravelAssistant:
                     yield payload
                 else:
                     yield from _events(payload)
-                    handled.release()
+                    handled.put(None)
         except GraphRecursionError:
             yield from self._end_at_step_limit(config)
         except TurnCancelledError:
@@ -658,7 +661,7 @@ class TravelAssistant:
         finally:
             if not finished:  # the caller stopped reading: stop the run, then close it
                 stop.set()
-                handled.release()
+                handled.put(None)
                 runner.join()
                 if _ended_in_failure(events):
                     self._close_cut(config, cancel_cause(stop, cancelled))
@@ -755,15 +758,20 @@ def _next_event(events: queue.SimpleQueue[tuple[str, Any]]) -> tuple[str, Any]:
             continue
 
 
-def _wait_until_handled(handled: threading.Semaphore, stop: threading.Event) -> None:
+def _wait_until_handled(handled: queue.SimpleQueue[None], stop: threading.Event) -> None:
     """Wait until the reader has handled an update, or until the run is stopped.
 
     A stopped run has no reader to wait for: it goes on to its next node, which the
     cancel then stops. (An update with no node after it, such as the stop before an
     approval, would otherwise wait for ever.)
     """
-    while not handled.acquire(timeout=_WAIT_SECONDS):
-        if stop.is_set():
+    while True:
+        try:
+            handled.get(timeout=_WAIT_SECONDS)
+        except queue.Empty:
+            if stop.is_set():
+                return
+        else:
             return
 
 

@@ -170,8 +170,11 @@ def _zone(name: str) -> ZoneInfo:
     return ZoneInfo(name)
 
 
+@lru_cache(maxsize=4096)
 def local_time(moment: datetime, timezone: str) -> str:
     """Format an aware UTC timestamp in an airport's local time.
+
+    Remembered: every turn shows the passenger's flights again (``fetch_user_info``).
 
     Args:
         moment: A timezone-aware timestamp.

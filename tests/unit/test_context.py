@@ -14,7 +14,9 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from assistants.context import (
     BOOKINGS_KEY,
+    CALL_OVERHEAD,
     CHARS_PER_TOKEN,
+    MESSAGE_OVERHEAD,
     NO_RESULT,
     SENT_AT_KEY,
     estimate_tokens,
@@ -192,6 +194,25 @@ def test_estimate_counts_digits_and_other_scripts_one_each() -> None:
     assert estimate_tokens("abcdef") == 2
     assert estimate_tokens("日本語") == 6
     assert estimate_tokens("é") == 1
+
+
+def test_a_call_is_measured_by_its_own_arguments_whatever_was_measured_before() -> None:
+    """Calls are remembered by id and tool: the same id with other arguments is measured anew."""
+    short = AIMessage("", tool_calls=[call("search_flights", {"origin": "CDG"}, "call_0")])
+    long = AIMessage(
+        "", tool_calls=[call("search_flights", {"origin": "CDG", "notes": "x" * 400}, "call_0")]
+    )
+
+    def expected(message: AIMessage) -> int:
+        (c,) = message.tool_calls
+        text = f"{c['name']} {json.dumps(c['args'], ensure_ascii=False)}"
+        return MESSAGE_OVERHEAD + CALL_OVERHEAD + estimate_tokens(text)
+
+    for message in (short, long, short, long):
+        assert message_tokens(message) == expected(message)
+    assert message_tokens(long) > message_tokens(short) + 90
+    long.tool_calls[0]["args"]["notes"] = ""  # changed in place: measured as it is now
+    assert message_tokens(long) == expected(long)
 
 
 def _estimate_char_by_char(text: str) -> int:
