@@ -329,7 +329,7 @@ def history_fits(messages: Sequence[BaseMessage], budget: int, bookings: str | N
 
 def _entries(messages: Sequence[BaseMessage], bookings: str | None) -> list[_Entry]:
     """Return what ``normalise`` builds, entry by entry."""
-    return cast(list[_Entry], _build_entries(messages, bookings))
+    return cast("list[_Entry]", _build_entries(messages, bookings))
 
 
 def _build_entries(

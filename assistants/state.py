@@ -78,7 +78,7 @@ def _with_ids(left: Sequence[BaseMessage], batch: Messages) -> list[BaseMessage]
     # Nodes write messages already; ``convert_to_messages`` would hand each back as it is,
     # after its checks, and this runs for every step and every routing decision.
     messages = (
-        cast(list[BaseMessage], items)
+        cast("list[BaseMessage]", items)
         if all(isinstance(m, BaseMessage) for m in items)
         else convert_to_messages(items)
     )
@@ -119,7 +119,7 @@ def add_message_batches(left: list[AnyMessage], batches: Sequence[Messages]) -> 
                 list[BaseMessage], add_messages(cast(Messages, merged), cast(Messages, messages))
             )
             present = None
-    return cast(list[AnyMessage], merged)
+    return cast("list[AnyMessage]", merged)
 
 
 def _plain_ids(messages: Sequence[BaseMessage]) -> set[str | None] | None:

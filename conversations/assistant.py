@@ -632,7 +632,7 @@ class TravelAssistant:
                     finished = True
                     raise payload
                 if mode == "checkpoints":
-                    saved = cast(Mapping[str, Any], payload)
+                    saved = cast("Mapping[str, Any]", payload)
                 elif mode == _TOKEN:
                     yield payload
                 else:
@@ -734,11 +734,15 @@ def _snapshot_of(saved: Mapping[str, Any]) -> StateSnapshot:
 def _events(payload: Any) -> Iterator[TurnEvent]:
     """Return the complete messages of one ``updates`` event, with the node that added them."""
     for node, update in (payload or {}).items():
-        if not isinstance(update, Mapping):
+        if type(update) is not dict and not isinstance(update, Mapping):  # dict: no ABC check
             continue
         for message in update.get("messages", []) or []:
-            if isinstance(message, AIMessage | ToolMessage):
+            if isinstance(message, _SHOWN):
                 yield MessageEvent(message, node)
+
+
+# The messages a turn shows as they come: a tuple, not a union built at every check.
+_SHOWN = (AIMessage, ToolMessage)
 
 
 # What the graph's thread puts in the run's queue besides LangGraph's own stream modes.

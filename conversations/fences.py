@@ -27,7 +27,7 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import RunnableConfig
 
@@ -39,6 +39,9 @@ from conversations.locks import (
     new_lease,
 )
 from locations import first_line
+
+if TYPE_CHECKING:  # the type of what a ``contextmanager`` function returns, as the saver's
+    from contextlib import _GeneratorContextManager
 
 __all__ = [
     "SQLITE_CLAIMS_TABLE",
@@ -156,33 +159,37 @@ class FencedSaver:
             if self._claims.get(thread_id) == claim:
                 del self._claims[thread_id]
 
-    @contextmanager
-    def _claimed_write(self, config: RunnableConfig) -> Iterator[None]:
+    def _claim_of(self, config: RunnableConfig) -> tuple[str, int] | None:
+        """The claim a write of ``config``'s thread must check, if any."""
         thread_id = str(config["configurable"]["thread_id"])
         with self._claims_lock:
             claim = self._claims.get(thread_id)
-        self._writing.claim = None if claim is None else (thread_id, claim)
-        try:
-            yield
-        finally:
-            self._writing.claim = None
+        return None if claim is None else (thread_id, claim)
 
     def _write_claim(self) -> tuple[str, int] | None:
         """The claim the write on this thread must check, if any."""
         claim: tuple[str, int] | None = getattr(self._writing, "claim", None)
         return claim
 
+    # ``put`` and ``put_writes`` run for every step of every turn: the claim is set and
+    # cleared around the saver's call directly, not through a context manager.
     def put(self, config: RunnableConfig, *args: Any, **kwargs: Any) -> RunnableConfig:
         """Save a checkpoint, in one transaction with the claim's check."""
-        with self._claimed_write(config):
+        self._writing.claim = self._claim_of(config)
+        try:
             return super().put(config, *args, **kwargs)  # type: ignore[misc, no-any-return]
+        finally:
+            self._writing.claim = None
 
     def put_writes(
         self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], *args: Any, **kwargs: Any
     ) -> None:
         """Save pending writes, in one transaction with the claim's check."""
-        with self._claimed_write(config):
+        self._writing.claim = self._claim_of(config)
+        try:
             super().put_writes(config, writes, *args, **kwargs)  # type: ignore[misc]
+        finally:
+            self._writing.claim = None
 
 
 class SqliteFence(FencedSaver):
@@ -199,14 +206,15 @@ class SqliteFence(FencedSaver):
         self.conn.execute(SQLITE_CLAIMS_TABLE)
         self.conn.commit()
 
-    @contextmanager
-    def cursor(self, transaction: bool = True) -> Iterator[sqlite3.Cursor]:
+    def cursor(self, transaction: bool = True) -> _GeneratorContextManager[sqlite3.Cursor]:
         """The saver's cursor; a claimed write runs in a checked transaction."""
         claim = self._write_claim()
         if claim is None or not transaction:
-            with super().cursor(transaction) as cursor:  # type: ignore[misc]
-                yield cursor
-            return
+            return super().cursor(transaction)  # type: ignore[misc, no-any-return]
+        return self._checked_cursor(claim)
+
+    @contextmanager
+    def _checked_cursor(self, claim: tuple[str, int]) -> Iterator[sqlite3.Cursor]:
         with self.lock:
             self.setup()
             cursor = self.conn.cursor()
