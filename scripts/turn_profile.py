@@ -82,6 +82,7 @@ PARTS: tuple[tuple[str, Test], ...] = (
 
 
 ROOT = Path(__file__).resolve().parent.parent
+_ROOT_PREFIX = f"{ROOT}/"  # how this repository's files begin in a full-path profile
 
 # Owners of the code a sample was running (``--owners``).
 LANGGRAPH = "LangGraph: steps, channels, saving, callbacks around nodes"
@@ -113,7 +114,7 @@ def _package(file: str) -> str | None:
     _, found, rest = file.partition("/site-packages/")
     if found:
         return rest.split("/", 1)[0]
-    return None if file.startswith(str(ROOT) + "/") else ""
+    return None if file.startswith(_ROOT_PREFIX) else ""
 
 
 def owner(stack: str) -> str:
@@ -129,7 +130,7 @@ def owner(stack: str) -> str:
             return TOOL_PLUMBING
         package = _package(file)
         if package is None:  # this repository
-            relative = file[len(str(ROOT)) + 1 :]
+            relative = file[len(_ROOT_PREFIX) :]
             if relative.startswith("tests/"):
                 return MODEL  # the scripted model stands in for a provider's client
             if relative.startswith("scripts/"):
@@ -181,6 +182,7 @@ def main() -> int:
     functions: Counter[str] = Counter()
     containing: Counter[str] = Counter()
     total = 0
+    full_paths = False  # a frame named this repository's files by their full path
     for stack, count in samples(args.profile):
         total += count
         frames = stack.split(";")
@@ -190,20 +192,21 @@ def main() -> int:
         parts[next(name for name, test in PARTS if test(stack))] += count
         if args.owners:
             owners[owner(stack)] += count
+            full_paths = full_paths or _ROOT_PREFIX in stack
         for name in {re.sub(r":\d+\)", ")", frame) for frame in frames}:
             functions[name] += count
     if not total:
         raise SystemExit("no sample taken while a conversation played")
+    if args.owners and not full_paths:
+        raise SystemExit(
+            f"--owners needs the full paths of the files under {ROOT}: record with "
+            "py-spy's --full-filenames, and read with the turn_profile.py of the tree profiled"
+        )
     print(f"{total} samples while conversations played")
     print("| part | share |\n| --- | ---: |")
     for name, _ in PARTS:
         print(f"| {name} | {parts[name] / total * 100:.0f} % |")
     if args.owners:
-        if not any(str(ROOT) in stack for stack, _ in samples(args.profile)):
-            raise SystemExit(
-                f"--owners needs the full paths of the files under {ROOT}: record with "
-                "py-spy's --full-filenames, and read with the turn_profile.py of the tree profiled"
-            )
         print("| whose code | share |\n| --- | ---: |")
         for name in OWNERS:
             print(f"| {name} | {owners[name] / total * 100:.0f} % |")
