@@ -22,6 +22,7 @@ within a second, and PostgreSQL readers ask the database nothing while nothing h
 from __future__ import annotations
 
 import time
+from contextlib import suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, cast
@@ -29,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 import sqlalchemy as sa
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
 Status = Literal["waiting", "held", "returned", "closed"]
 OPEN: tuple[Status, ...] = ("waiting", "held")
@@ -224,15 +225,27 @@ class Desk:
             )
 
     def listener(self) -> Listener:
-        """Return a way to wait for the next change (close it when done)."""
+        """Return a way to wait for the next change (close it when done).
+
+        On PostgreSQL it listens on a connection of its own, which it opens again if the
+        server closes it (``Listener.wait``).
+        """
         if not self.notifies:
             return Listener(None)
+        return Listener(self._listen(), reconnect=self._listen)
+
+    def _listen(self) -> Any:
+        """Return a new psycopg connection (autocommit) that listens on ``CHANNEL``."""
         import psycopg
 
         url = self.engine.url.set(drivername="postgresql")
         connection = psycopg.connect(url.render_as_string(hide_password=False), autocommit=True)
-        connection.execute(f"LISTEN {CHANNEL}")
-        return Listener(connection)
+        try:
+            connection.execute(f"LISTEN {CHANNEL}")
+        except BaseException:
+            connection.close()
+            raise
+        return connection
 
     # Reading ----------------------------------------------------------------------------
 
@@ -536,20 +549,38 @@ class Desk:
 class Listener:
     """Waits for the desk's next change: a PostgreSQL ``LISTEN``, or a short sleep."""
 
-    def __init__(self, connection: Any) -> None:
-        """Listen on ``connection`` (psycopg, autocommit, LISTENing), or poll without one."""
+    def __init__(self, connection: Any, reconnect: Callable[[], Any] | None = None) -> None:
+        """Listen on ``connection`` (psycopg, autocommit, LISTENing), or poll without one.
+
+        ``reconnect`` returns a new such connection, for when the server closes this one.
+        """
         self.connection = connection
+        self._reconnect = reconnect
 
     def wait(self, timeout: float) -> bool:
         """Wait until a change is signalled or ``timeout`` passes; return whether one was.
 
         Without notifications (SQLite) it sleeps ``POLL_SECONDS`` at most and answers
-        ``False``: the caller looks anyway.
+        ``False``: the caller looks anyway. A listening connection the server closed (a
+        restart, ``pg_terminate_backend``) is replaced once, through ``reconnect``, and
+        the answer is ``True``: a change may have come while nobody listened. When the
+        new connection cannot be made either, its error is raised.
         """
         if self.connection is None:
             time.sleep(min(timeout, POLL_SECONDS))
             return False
-        for _ in self.connection.notifies(timeout=timeout, stop_after=1):
+        import psycopg
+
+        try:
+            for _ in self.connection.notifies(timeout=timeout, stop_after=1):
+                return True
+        except psycopg.OperationalError:
+            if self._reconnect is None:
+                raise
+            lost, self.connection = self.connection, None
+            with suppress(Exception):
+                lost.close()
+            self.connection = self._reconnect()
             return True
         return False
 
