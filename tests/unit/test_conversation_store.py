@@ -47,6 +47,32 @@ print("held", flush=True)
 time.sleep(120)
 """
 
+# A process that tries once to take a conversation's turn lock and says whether it could.
+TAKER = """
+import sys
+from conversations.store import ConversationBusyError, ConversationStore
+with ConversationStore.open(sys.argv[1]) as store:
+    try:
+        store.acquire(sys.argv[2]).release()
+    except ConversationBusyError:
+        print("busy")
+    else:
+        print("taken")
+"""
+
+
+def _take_in_another_process(where: str, thread_id: str) -> str:
+    """Return what ``TAKER`` says: ``busy`` or ``taken``."""
+    done = subprocess.run(
+        [sys.executable, "-c", TAKER, where, thread_id],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
 
 # --- locations -------------------------------------------------------------------------
 
@@ -193,6 +219,27 @@ def test_store_closing_one_store_keeps_the_others_locks(tmp_path: Path) -> None:
     finally:
         lease.release()
         holder.close()
+
+
+def test_store_closing_the_last_store_mid_turn_keeps_the_turns_lock(tmp_path: Path) -> None:
+    """A turn that outlives every store of its sessions file keeps its conversation.
+
+    The process's one descriptor of the lock file stays open while a turn holds a lock on
+    it, though no store uses it any more: closing it would drop the lock, and another
+    process could take the conversation in the middle of the turn.
+    """
+    path = tmp_path / "sessions.sqlite"
+    holder, other = ConversationStore.open(path), ConversationStore.open(path)
+    lease = holder.acquire("t-1")
+    holder.close()
+    other.close()  # the last store of the file: the turn still runs
+    try:
+        assert _take_in_another_process(str(path), "t-1") == "busy"
+    finally:
+        lease.release()
+    # Released, the conversation is free for the other process (and the refusal above was
+    # the lock's).
+    assert _take_in_another_process(str(path), "t-1") == "taken"
 
 
 # --- across processes, both engines ------------------------------------------------------
