@@ -189,7 +189,7 @@ def _add_primary(
     bound: list[ToolLike] = [*crew.primary_tools, *routing]
     primary = Assistant(PRIMARY, model, crew.prompt(), bound, clock=db.clock)
     groups = crew.primary_groups
-    builder.add_node(PRIMARY, primary, retry_policy=retry_policy)
+    builder.add_node(PRIMARY, primary.as_node(), retry_policy=retry_policy)
     builder.add_node(PRIMARY_TOOLS, make_safe_tools_node(PRIMARY_TOOLS, crew.primary_tools, groups))
 
     def route_primary(state: State) -> Route:
@@ -228,7 +228,7 @@ def _add_specialist(
         spec.name, model, crew.prompt(), bound, clock=db.clock, role_note=spec.role_note
     )
     builder.add_node(spec.entry_node, create_entry_node(member, crew))
-    builder.add_node(spec.name, assistant, retry_policy=retry_policy)
+    builder.add_node(spec.name, assistant.as_node(), retry_policy=retry_policy)
     builder.add_node(
         spec.safe_node, make_safe_tools_node(spec.safe_node, member.tools.safe, member.groups)
     )

@@ -34,8 +34,9 @@ from langchain_core.messages import (
     SystemMessage,
     ToolMessage,
 )
-from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 
+from assistants.calls import bounded
 from assistants.context import (
     CUT_OFF_KEY,
     REQUEST_OVERHEAD,
@@ -54,7 +55,7 @@ from assistants.context import (
     time_label,
     tools_tokens,
 )
-from assistants.models import context_tokens_of, max_tokens_of
+from assistants.models import context_tokens_of, max_tokens_of, reply_seconds_of
 from assistants.prompts import (
     EMPTY_ANSWER_APOLOGY,
     EMPTY_ANSWER_NUDGE,
@@ -230,6 +231,7 @@ class Assistant:
         self.history_tokens = history_tokens
         self.tools = list(tools)
         self._tools_tokens: int | None = None
+        self.reply_seconds = reply_seconds_of(model)
         self.prompt_budget = (
             prompt_budget
             if prompt_budget is not None
@@ -254,8 +256,45 @@ class Assistant:
         fixed = REQUEST_OVERHEAD + self._tools_tokens + estimate_tokens(system)
         return self.prompt_budget - fixed
 
+    def as_node(self) -> Runnable[State, dict[str, list[AnyMessage]]]:
+        """Return this assistant as a graph node, sync and async (``acall`` on a loop)."""
+        return RunnableLambda(self.__call__, afunc=self.acall, name=self.name)
+
     def __call__(self, state: State, config: RunnableConfig) -> dict[str, list[AnyMessage]]:
-        """Return the assistant's next message for ``state``."""
+        """Return the assistant's next message for ``state`` (the graph run synchronously).
+
+        A sync run has no cancel: only the client's own timeouts bound its model calls.
+        Turns run async (``acall``).
+        """
+        system, conversation = self._prompt(state)
+        problem: str | None = None
+        for _ in range(self.max_retries + 1):
+            check_time_limit()
+            answer = self.model.invoke(self.request(system, conversation, problem), config)
+            done, problem = _judge(answer)
+            if done is not None:
+                return self._finish(done, state)
+        return self._finish(AIMessage(content=EMPTY_ANSWER_APOLOGY), state)
+
+    async def acall(self, state: State, config: RunnableConfig) -> dict[str, list[AnyMessage]]:
+        """Return the assistant's next message for ``state``, waiting on the event loop.
+
+        Each model call is bounded by the turn's cancel and time limits
+        (``assistants.calls.bounded``).
+        """
+        system, conversation = self._prompt(state)
+        problem: str | None = None
+        for _ in range(self.max_retries + 1):
+            check_time_limit()
+            request = self.request(system, conversation, problem)
+            answer = await bounded(self.model.ainvoke(request, config), self.reply_seconds)
+            done, problem = _judge(answer)
+            if done is not None:
+                return self._finish(done, state)
+        return self._finish(AIMessage(content=EMPTY_ANSWER_APOLOGY), state)
+
+    def _prompt(self, state: State) -> tuple[str, list[BaseMessage]]:
+        """Return the system prompt and the conversation one model call sends."""
         messages = state["messages"]
         system = self.system_prompt
         user_info = state.get("user_info", "")
@@ -278,20 +317,10 @@ class Assistant:
             # A history saved before messages carried their time (or a graph run without
             # ``fetch_user_info``): say the time in the prompt instead.
             system += f"\nCurrent time: {time_label(self.clock())}.\n"
-        problem: str | None = None
-        result: AIMessage | None = None
-        for _ in range(self.max_retries + 1):
-            check_time_limit()
-            answer = self.model.invoke(self.request(system, conversation, problem), config)
-            if isinstance(answer, AIMessage) and is_cut_off(answer):
-                result = mark_cut_off(answer)
-                break
-            problem = _problem_with(answer)
-            if problem is None:
-                result = answer
-                break
-        if result is None:
-            result = AIMessage(content=EMPTY_ANSWER_APOLOGY)
+        return system, list(conversation)
+
+    def _finish(self, result: AIMessage, state: State) -> dict[str, list[AnyMessage]]:
+        """Return the node's update for the accepted ``result``."""
         if result.tool_calls and state.get("remaining_steps", STEP_RESERVE) < STEP_RESERVE:
             result = AIMessage(content=STEP_LIMIT_APOLOGY)
         if result.tool_calls:
@@ -303,3 +332,11 @@ class Assistant:
         if not result.name:
             result = result.model_copy(update={"name": self.name})
         return {"messages": [result]}
+
+
+def _judge(answer: Any) -> tuple[AIMessage | None, str | None]:
+    """Return the usable answer (a cut one kept as cut), or the problem to ask again with."""
+    if isinstance(answer, AIMessage) and is_cut_off(answer):
+        return mark_cut_off(answer), None
+    problem = _problem_with(answer)
+    return (answer, None) if problem is None else (None, problem)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 
@@ -194,6 +195,14 @@ def build_chat_models(
     for assistant in assistant_names(specialists):
         key = (settings.model_for(assistant), settings.max_tokens_for(assistant))
         if key not in built:
+            # The reply limit under the name the server reads: OpenAI's own API wants
+            # ``max_completion_tokens`` (ChatOpenAI's ``max_tokens``), other servers read
+            # ``max_tokens``, sent as it is in the request body.
+            limit: dict[str, Any] = (
+                {"extra_body": {"max_tokens": key[1]}}
+                if settings.sends_legacy_max_tokens
+                else {"max_tokens": key[1]}
+            )
             built[key] = BoundedChatOpenAI(
                 model=key[0],
                 api_key=api_key,  # type: ignore[arg-type]
@@ -202,15 +211,10 @@ def build_chat_models(
                 max_retries=CLIENT_MAX_RETRIES,
                 streaming=True,
                 stream_usage=True,
-                max_tokens=key[1],  # type: ignore[call-arg]
                 context_tokens=settings.context_tokens,
                 reply_seconds=settings.reply_seconds,
-                legacy_max_tokens=settings.sends_legacy_max_tokens,
-                # LangChain bounds each wait for a streamed chunk with asyncio.wait_for, a
-                # task per chunk: a tenth of a request's CPU. The reply's own limit
-                # (``reply_seconds``, checked every tenth of a second while waiting) and
-                # the client's read timeout bound those waits already.
-                stream_chunk_timeout=None,
+                reply_tokens=key[1],
+                **limit,
             )
         by_assistant[assistant] = built[key]
     return by_assistant
@@ -224,5 +228,14 @@ def context_tokens_of(model: BaseChatModel) -> int:
 
 def max_tokens_of(model: BaseChatModel) -> int:
     """Return the output limit of one reply of ``model`` (the default otherwise)."""
-    value = getattr(model, "max_tokens", None)
-    return value if isinstance(value, int) and value > 0 else DEFAULT_MAX_TOKENS
+    for name in ("reply_tokens", "max_tokens"):
+        value = getattr(model, name, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return DEFAULT_MAX_TOKENS
+
+
+def reply_seconds_of(model: BaseChatModel) -> float | None:
+    """Return the total time one reply of ``model`` may take (``None``: no such limit)."""
+    value = getattr(model, "reply_seconds", None)
+    return float(value) if isinstance(value, int | float) and value > 0 else None

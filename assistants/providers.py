@@ -125,6 +125,11 @@ def time_limit(seconds: float) -> Iterator[None]:
         _RUN_DEADLINE.reset(token)
 
 
+def run_deadline() -> tuple[float, float] | None:
+    """Return the enclosing ``time_limit``'s moment (``time.monotonic``) and its seconds."""
+    return _RUN_DEADLINE.get()
+
+
 def check_time_limit() -> None:
     """Raise ``ModelDeadlineError`` when the enclosing ``time_limit`` has passed."""
     deadline = _RUN_DEADLINE.get()
@@ -134,22 +139,6 @@ def check_time_limit() -> None:
 
 class TurnCancelledError(Exception):
     """The caller cancelled the turn; the conversation was closed and can go on."""
-
-
-class ReplyTimer:
-    """The clock of one model reply: ``check`` on every streamed chunk."""
-
-    def __init__(self, reply_seconds: float | None) -> None:
-        """Start timing; ``reply_seconds`` bounds the reply (``None``: only the run's limit)."""
-        self.reply_seconds = reply_seconds
-        self.started = time.monotonic()
-
-    def check(self) -> None:
-        """Raise ``ModelDeadlineError`` when the reply or the run took too long."""
-        check_time_limit()
-        elapsed = time.monotonic() - self.started
-        if self.reply_seconds is not None and elapsed > self.reply_seconds:
-            raise ModelDeadlineError(self.reply_seconds)
 
 
 # --- what failed, and what helps --------------------------------------------------------------
@@ -431,9 +420,9 @@ def _connection_failure(error: BaseException, openai: Any) -> ProviderFailure | 
         return None
     causes = list(_causes(error))
     transport = [c for c in causes if isinstance(c, (ConnectionError, *_transport_errors()))]
-    # The aiohttp client (``openai_chat.model_http_client``) raises a refused connection
-    # and a server that hung up as a "ConnectTimeout", which the SDK makes a timeout:
-    # what it was raised from says what happened.
+    # An aiohttp client (the OpenAI SDK's ``DefaultAioHttpClient``, if a caller gives
+    # one) raises a refused connection and a server that hung up as a "ConnectTimeout",
+    # which the SDK makes a timeout: what it was raised from says what happened.
     refused = any(
         isinstance(c, ConnectionRefusedError) or _named(c, "ClientConnectorError") for c in causes
     )

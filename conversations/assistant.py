@@ -16,18 +16,16 @@ with its stored result, marked ``recovered``.
 
 from __future__ import annotations
 
-import contextvars
 import logging
-import queue
 import threading
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping, Sequence
+from contextlib import aclosing
 from typing import Any, cast
 from uuid import UUID, uuid4
 
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, AIMessageChunk, AnyMessage, HumanMessage, ToolMessage
-from langchain_core.outputs import ChatGenerationChunk, GenerationChunk
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.errors import GraphRecursionError
@@ -44,6 +42,7 @@ from assistants.approvals import (
     pending_calls,
     recovered_answers,
 )
+from assistants.calls import cancelling
 from assistants.prompts import (
     CUT_TOOL_MESSAGES,
     STEP_LIMIT_APOLOGY,
@@ -64,6 +63,7 @@ from assistants.state import active_assistant
 from conversations.events import (
     CANCELLED_KEY,
     CUT_KEY,
+    Cancel,
     CutCause,
     MessageEvent,
     Thread,
@@ -72,6 +72,8 @@ from conversations.events import (
     cancel_cause,
     is_cancel_note,
 )
+from conversations.loop import iterate
+from conversations.loop_saver import saving_on_loop
 from conversations.remembered_state import THREADS_KEPT, RemembersLastState, StateKey
 from db.engine import Database
 from db.passengers import passenger_exists
@@ -93,17 +95,16 @@ __all__ = [
 
 
 class _CancelOnRequest(BaseCallbackHandler):
-    """Stop a run soon after ``cancel`` is set.
+    """Stop a run soon after ``cancel`` is set: before a model call, and before any node.
 
-    The graph runs in a thread of its own (``TravelAssistant._run``), so the caller's
-    thread cannot interrupt a model's HTTP stream itself. This handler raises there: on
-    the next streamed token (leaving the stream closes the HTTP response), before a
-    model call, and before any node of the graph starts, so no tool runs after the
-    cancel. It never raises in the middle of a node's tools, so a write that started is
-    answered, not lost.
+    So no tool runs after the cancel; it never raises in the middle of a node's tools,
+    so a write that started is answered, not lost. A model call already waiting is ended
+    by ``assistants.calls.bounded``, at once. It runs on the event loop (``run_inline``),
+    where raising stops the run.
     """
 
     raise_error = True
+    run_inline = True
 
     def __init__(self, cancel: threading.Event) -> None:
         self.cancel = cancel
@@ -131,9 +132,6 @@ class _CancelOnRequest(BaseCallbackHandler):
         self._check()
 
     def on_llm_start(self, serialized: Any, prompts: Any, **kwargs: Any) -> None:
-        self._check()
-
-    def on_llm_new_token(self, token: Any, **kwargs: Any) -> None:
         self._check()
 
 
@@ -169,6 +167,7 @@ class TravelAssistant:
         ``crew`` is the one the graph was built with, so previews and call kinds know
         every specialist's tools (``build`` makes both from one crew).
         """
+        saving_on_loop(graph.checkpointer)  # a caller's sync saver, turned async
         self.graph = graph
         self.db = db
         self.crew = crew
@@ -297,10 +296,30 @@ class TravelAssistant:
             ModelProviderError: The model endpoint failed after the retries.
             TurnCancelledError: ``cancel`` was set; the turn is closed as cancelled.
         """
+        return iterate(
+            lambda: self.asend(
+                thread, text, cancel=cancel, cancelled=cancelled, message_id=message_id
+            )
+        )
+
+    async def asend(
+        self,
+        thread: Thread,
+        text: str,
+        *,
+        cancel: threading.Event | None = None,
+        cancelled: CutCause = "cancelled",
+        message_id: str | None = None,
+    ) -> AsyncGenerator[TurnEvent, None]:
+        """``send`` on the event loop: the same turn, awaited rather than iterated."""
         config = self.config(thread)
-        yield from self._settle_recovered(config, self._save_finished_step(config))
+        for event in self._settle_recovered(config, self._save_finished_step(config)):
+            yield event
         message = HumanMessage(content=text, id=message_id)
-        yield from self._run({"messages": [message]}, config, cancel, cancelled)
+        run = self._arun({"messages": [message]}, config, cancel, cancelled)
+        async with aclosing(run):  # a caller that stops early stops the run now
+            async for event in run:
+                yield event
 
     def resolve(
         self,
@@ -323,14 +342,33 @@ class TravelAssistant:
         stored result whatever ``decisions`` says, so ``resolve(thread, {})`` goes on
         with a run whose every call was recovered.
         """
+        return iterate(
+            lambda: self.aresolve(
+                thread, decisions, cancel=cancel, cancelled=cancelled, only_actions=only_actions
+            )
+        )
+
+    async def aresolve(
+        self,
+        thread: Thread,
+        decisions: Mapping[str, Decision],
+        *,
+        cancel: threading.Event | None = None,
+        cancelled: CutCause = "cancelled",
+        only_actions: bool = False,
+    ) -> AsyncGenerator[TurnEvent, None]:
+        """``resolve`` on the event loop."""
         payload = {call_id: d.as_config() for call_id, d in decisions.items()}
-        yield from self._run(
+        run = self._arun(
             None,
             self.config(thread, **{APPROVALS_KEY: payload}),
             cancel,
             cancelled,
             stop_after=list(self.crew.sensitive_nodes) if only_actions else None,
         )
+        async with aclosing(run):
+            async for event in run:
+                yield event
 
     def approve_all(self, thread: Thread) -> Iterator[TurnEvent]:
         """Approve every pending call."""
@@ -563,87 +601,75 @@ class TravelAssistant:
         self.graph.update_state(config, {"messages": closing}, as_node=owner)
         return True
 
-    def _run(
+    async def _arun(
         self,
         inputs: dict[str, Any] | None,
         config: RunnableConfig,
         cancel: threading.Event | None = None,
         cancelled: CutCause = "cancelled",
         stop_after: list[str] | None = None,
-    ) -> Iterator[TurnEvent]:
-        """Run the graph in a thread of its own and yield its events as they come.
+    ) -> AsyncGenerator[TurnEvent, None]:
+        """Run the graph on the event loop and yield its events as they come.
 
-        The graph streams its updates and checkpoints, and ``_TokenRelay`` the model's
-        tokens, into one queue that this generator reads. LangGraph then runs each step's
-        node in the run's thread itself; its ``messages`` stream mode, which the relay
-        replaces, would hand every node to a worker thread and wait for it beside a
-        waiter of its own (``scripts/bench_conversation.py``: about a tenth of a turn's
-        time, BENCHMARKS.md). The graph waits after each update until the caller has
-        handled it, as it would if the caller drove it directly: a cancel set on seeing
-        a tool call stops the run before the tool runs. Once the run is stopped it no
-        longer waits. A caller that stops reading early stops the run as a cancel would.
+        The graph streams the model's tokens (``messages``), each node's update and each
+        saved checkpoint. It goes on only when the caller asks for the next event, so a
+        cancel set on seeing a tool call stops the run before the tool runs: the cancel
+        ends a model call at once (``assistants.calls.bounded``) and stops the run
+        before its next node (``_CancelOnRequest``), never in the middle of a node's
+        tools, so a write that started is answered, not lost. A caller that stops
+        reading early stops the run as a cancel would.
 
         Each step's checkpoint is saved before the next step starts
         (``durability="sync"``), so a process killed mid-turn loses at most the step that
-        was running. LangGraph still hands each save, and each node's pending writes, to a
-        thread of the run's executor; in this mode it waits for the save (BENCHMARKS.md,
-        "what limits the rest").
+        was running.
         """
-        stop = cancel if cancel is not None else threading.Event()
+        stop = cancel if cancel is not None else Cancel()
         logging.getLogger("langchain_core.callbacks.manager").addFilter(_CANCEL_WARNINGS_FILTER)
-        events: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
-        relay = _TokenRelay(events.put)
-        run_config: RunnableConfig = {**config, "callbacks": [relay, _CancelOnRequest(stop)]}
-        # One item for each update the caller has handled: the graph goes on. A queue
-        # rather than a ``threading.Semaphore``, whose waits and releases are Python code
-        # around a condition, twice for every update of every turn.
-        handled: queue.SimpleQueue[None] = queue.SimpleQueue()
-
-        def produce() -> None:
-            try:
-                for mode, payload in self.graph.stream(
-                    inputs,
-                    run_config,
-                    stream_mode=["updates", "checkpoints"],
-                    durability="sync",
-                    interrupt_after=stop_after,
-                ):
-                    events.put((mode, payload))
-                    if mode == "updates":
-                        _wait_until_handled(handled, stop)
-            except BaseException as error:  # handed to the reader, which raises it
-                events.put((_FAILED, error))
-            else:
-                events.put((_FINISHED, None))
-
-        runner = threading.Thread(
-            target=contextvars.copy_context().run, args=(produce,), name="graph-run", daemon=True
+        run_config: RunnableConfig = {**config, "callbacks": [_CancelOnRequest(stop)]}
+        stream = self.graph.astream(
+            inputs,
+            run_config,
+            stream_mode=["messages", "updates", "checkpoints"],
+            durability="sync",
+            interrupt_after=stop_after,
         )
+        streamed: dict[str, str] = {}
         saved: Mapping[str, Any] | None = None
+        # A step's messages wait for the step's checkpoint: a message is shown as done
+        # only once it is saved (a turn whose save is refused shows its failure instead).
+        unsaved: list[TurnEvent] = []
         finished = False
-        runner.start()
         try:
-            while True:
-                mode, payload = _next_event(events)
-                if mode == _FINISHED:
-                    finished = True
-                    break
-                if mode == _FAILED:
-                    finished = True
-                    raise payload
-                if mode == "checkpoints":
-                    saved = cast("Mapping[str, Any]", payload)
-                elif mode == _TOKEN:
-                    yield payload
-                else:
-                    yield from _events(payload)
-                    handled.put(None)
+            with cancelling(stop):
+                async for mode, payload in stream:
+                    if mode == "messages":
+                        token = _token(payload, streamed)
+                        if token is not None and not stop.is_set():  # none after a cancel
+                            yield token
+                    elif mode == "checkpoints":
+                        saved = cast("Mapping[str, Any]", payload)
+                        for event in unsaved:
+                            yield event
+                        unsaved.clear()
+                    else:
+                        for event in _events(payload):
+                            rest = _unstreamed(event, streamed)
+                            if rest is not None:
+                                yield rest
+                            unsaved.append(event)
+            finished = True
+            for event in unsaved:
+                yield event
         except GraphRecursionError:
-            yield from self._end_at_step_limit(config)
+            finished = True
+            for event in self._end_at_step_limit(config):
+                yield event
         except TurnCancelledError:
+            finished = True
             self._close_cut(config, cancel_cause(stop, cancelled))
             raise
         except Exception as error:
+            finished = True
             if is_provider_error(error):
                 cause: CutCause = "time_limit" if isinstance(error, ModelDeadlineError) else "model"
                 self._close_cut(config, cause)
@@ -661,9 +687,7 @@ class TravelAssistant:
         finally:
             if not finished:  # the caller stopped reading: stop the run, then close it
                 stop.set()
-                handled.put(None)
-                runner.join()
-                if _ended_in_failure(events):
+                if await _ended_in_failure(stream):
                     self._close_cut(config, cancel_cause(stop, cancelled))
 
     def _end_at_step_limit(self, config: RunnableConfig) -> Iterator[TurnEvent]:
@@ -731,7 +755,7 @@ def _snapshot_of(saved: Mapping[str, Any]) -> StateSnapshot:
     )
 
 
-def _events(payload: Any) -> Iterator[TurnEvent]:
+def _events(payload: Any) -> Iterator[MessageEvent]:
     """Return the complete messages of one ``updates`` event, with the node that added them."""
     for node, update in (payload or {}).items():
         if type(update) is not dict and not isinstance(update, Mapping):  # dict: no ABC check
@@ -745,101 +769,43 @@ def _events(payload: Any) -> Iterator[TurnEvent]:
 _SHOWN = (AIMessage, ToolMessage)
 
 
-# What the graph's thread puts in the run's queue besides LangGraph's own stream modes.
-_TOKEN = "token"
-_FINISHED = "finished"
-_FAILED = "failed"
-# How long the reader waits for the next event before waiting again: a signal handler
-# (Ctrl-C in the terminal) runs at the latest this often while the graph works.
-_WAIT_SECONDS = 0.2
+def _token(payload: Any, streamed: dict[str, str]) -> TokenEvent | None:
+    """Return a ``messages`` event as a token of a reply, or ``None`` for anything else.
 
-
-def _next_event(events: queue.SimpleQueue[tuple[str, Any]]) -> tuple[str, Any]:
-    while True:
-        try:
-            return events.get(timeout=_WAIT_SECONDS)
-        except queue.Empty:
-            continue
-
-
-def _wait_until_handled(handled: queue.SimpleQueue[None], stop: threading.Event) -> None:
-    """Wait until the reader has handled an update, or until the run is stopped.
-
-    A stopped run has no reader to wait for: it goes on to its next node, which the
-    cancel then stops. (An update with no node after it, such as the stop before an
-    approval, would otherwise wait for ever.)
+    ``streamed`` collects the text streamed so far under each message id.
     """
-    while True:
-        try:
-            handled.get(timeout=_WAIT_SECONDS)
-        except queue.Empty:
-            if stop.is_set():
-                return
-        else:
-            return
+    chunk, metadata = payload
+    if type(chunk) is not AIMessageChunk or not isinstance(chunk.content, str):
+        return None
+    if not chunk.content:
+        return None
+    node = str((metadata or {}).get("langgraph_node", ""))
+    if chunk.id:
+        streamed[chunk.id] = streamed.get(chunk.id, "") + chunk.content
+    return TokenEvent(chunk.content, node, chunk.id)
 
 
-def _ended_in_failure(events: queue.SimpleQueue[tuple[str, Any]]) -> bool:
-    """Tell whether a stopped run ended with an error, reading what it left in the queue."""
-    while True:
-        try:
-            mode, _ = events.get_nowait()
-        except queue.Empty:
-            return False
-        if mode == _FAILED:
-            return True
+def _unstreamed(event: MessageEvent, streamed: dict[str, str]) -> TokenEvent | None:
+    """Return the end of a streamed reply that its tokens did not carry, as one more token.
 
-
-class _TokenRelay(BaseCallbackHandler):
-    """Hand the model's streamed tokens to the run's reader, named by the node streaming.
-
-    It has the two ``tap_output_*`` methods of LangChain's streaming handler protocol, so
-    a chat model streams its reply when this handler is attached (as it does for
-    LangGraph's ``messages`` stream mode, which this replaces).
+    A reply cut at the output limit ends with a note the node adds after the stream
+    (``assistants.assistant``): the customer sees it stream like the rest.
     """
+    message = event.message
+    sent = streamed.get(message.id or "")
+    if not sent or not isinstance(message, AIMessage) or not isinstance(message.content, str):
+        return None
+    if len(message.content) <= len(sent) or not message.content.startswith(sent):
+        return None
+    streamed[message.id or ""] = message.content
+    return TokenEvent(message.content[len(sent) :], event.node, message.id)
 
-    def __init__(self, put: Callable[[tuple[str, Any]], None]) -> None:
-        self.put = put
-        self.nodes: dict[UUID, str] = {}
 
-    def on_chat_model_start(
-        self,
-        serialized: dict[str, Any],
-        messages: Any,
-        *,
-        run_id: UUID,
-        metadata: dict[str, Any] | None = None,
-        **kwargs: Any,
-    ) -> None:
-        node = (metadata or {}).get("langgraph_node")
-        if node:
-            self.nodes[run_id] = str(node)
-
-    def on_llm_new_token(
-        self,
-        token: str | list[str | dict[str, Any]],
-        *,
-        chunk: GenerationChunk | ChatGenerationChunk | None = None,
-        run_id: UUID,
-        **kwargs: Any,
-    ) -> None:
-        node = self.nodes.get(run_id)
-        message = getattr(chunk, "message", None)
-        if node is None or not isinstance(message, AIMessageChunk):
-            return
-        if isinstance(message.content, str) and message.content:
-            self.put((_TOKEN, TokenEvent(message.content, node, message.id)))
-
-    def on_llm_end(self, response: Any, *, run_id: UUID, **kwargs: Any) -> None:
-        self.nodes.pop(run_id, None)
-
-    def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
-        self.nodes.pop(run_id, None)
-
-    def tap_output_iter(self, run_id: UUID, output: Iterator[Any]) -> Iterator[Any]:
-        """Pass a runnable's streamed output through unchanged (the protocol's hook)."""
-        return output
-
-    def tap_output_aiter(self, run_id: UUID, output: AsyncIterator[Any]) -> AsyncIterator[Any]:
-        """Pass a runnable's streamed output through unchanged (the protocol's hook)."""
-        return output
+async def _ended_in_failure(stream: AsyncIterator[Any]) -> bool:
+    """Run a stopped run to its end, dropping its events; tell whether it failed."""
+    try:
+        async for _ in stream:
+            pass
+    except Exception:
+        return True
+    return False

@@ -6,7 +6,9 @@ Kept apart from ``conversations.assistant`` so that the records built from them
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, cast, get_args
 
@@ -44,10 +46,40 @@ class Cancel(threading.Event):
 
     cause: CutCause | None = None
 
+    def __init__(self) -> None:
+        super().__init__()
+        self._callbacks: list[Callable[[], None]] = []
+        self._callbacks_lock = threading.Lock()
+
     def set_by(self, cause: CutCause) -> None:
         """Set the cancel, recording ``cause``."""
         self.cause = cause
         self.set()
+
+    def set(self) -> None:
+        """Set the cancel and call what ``when_set`` registered (from any thread)."""
+        with self._callbacks_lock:
+            super().set()
+            callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            callback()
+
+    def when_set(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback`` once the cancel is set (now, if it is); return its undo.
+
+        ``callback`` runs in the thread that sets the cancel: it should only hand the
+        news on (``loop.call_soon_threadsafe``).
+        """
+        with self._callbacks_lock:
+            if not self.is_set():
+                self._callbacks.append(callback)
+                return lambda: self._forget(callback)
+        callback()
+        return lambda: None
+
+    def _forget(self, callback: Callable[[], None]) -> None:
+        with self._callbacks_lock, contextlib.suppress(ValueError):
+            self._callbacks.remove(callback)
 
 
 def cancel_cause(cancel: threading.Event, default: CutCause) -> CutCause:

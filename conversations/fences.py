@@ -27,7 +27,7 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
@@ -39,9 +39,6 @@ from conversations.locks import (
     new_lease,
 )
 from locations import first_line
-
-if TYPE_CHECKING:  # the type of what a ``contextmanager`` function returns, as the saver's
-    from contextlib import _GeneratorContextManager
 
 __all__ = [
     "SQLITE_CLAIMS_TABLE",
@@ -206,12 +203,16 @@ class SqliteFence(FencedSaver):
         self.conn.execute(SQLITE_CLAIMS_TABLE)
         self.conn.commit()
 
-    def cursor(self, transaction: bool = True) -> _GeneratorContextManager[sqlite3.Cursor]:
+    @contextmanager
+    def cursor(self, transaction: bool = True) -> Iterator[sqlite3.Cursor]:
         """The saver's cursor; a claimed write runs in a checked transaction."""
         claim = self._write_claim()
         if claim is None or not transaction:
-            return super().cursor(transaction)  # type: ignore[misc, no-any-return]
-        return self._checked_cursor(claim)
+            with super().cursor(transaction) as cursor:  # type: ignore[misc]
+                yield cursor
+            return
+        with self._checked_cursor(claim) as cursor:
+            yield cursor
 
     @contextmanager
     def _checked_cursor(self, claim: tuple[str, int]) -> Iterator[sqlite3.Cursor]:
@@ -236,32 +237,17 @@ class SqliteFence(FencedSaver):
 
 
 class PostgresFence(FencedSaver):
-    """``FencedSaver`` for LangGraph's ``PostgresSaver`` over a pool (writes via ``_cursor``)."""
+    """``FencedSaver`` for LangGraph's ``PostgresSaver`` over a ``FencedPool``.
 
-    conn: Any
-    lock: Any
+    The saver takes a connection from its pool (``conversations.fenced_pool``) for every
+    write; the pool checks the claim on it, in the transaction the write then runs in.
+    """
 
-    @contextmanager
-    def _cursor(self, *, pipeline: bool = False) -> Iterator[Any]:
-        claim = self._write_claim()
-        if claim is None:
-            with super()._cursor(pipeline=pipeline) as cursor:  # type: ignore[misc]
-                yield cursor
-            return
-        from psycopg.rows import dict_row
-
-        with (
-            self.lock,
-            self.conn.connection() as connection,
-            connection.transaction(),
-            connection.cursor(binary=True, row_factory=dict_row) as cursor,
-        ):
-            row = cursor.execute(
-                "SELECT claim FROM turn_claims WHERE thread_id = %s FOR SHARE", (claim[0],)
-            ).fetchone()
-            if row is None or int(row["claim"]) != claim[1]:
-                raise TurnClaimLostError(claim[0])
-            yield cursor
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        pool = getattr(self, "conn", None)
+        if pool is not None and hasattr(pool, "claim_of"):  # a ``fenced_pool.FencedPool``
+            pool.claim_of = self._write_claim
 
 
 class FencedTurnLocks:

@@ -19,7 +19,15 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import (
+    AsyncGenerator,
+    Callable,
+    Collection,
+    Iterator,
+    Mapping,
+    Sequence,
+)
+from contextlib import aclosing
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
@@ -42,6 +50,7 @@ from conversations.events import (
     ASKED_FOR_PERSON_KEY,
     PERSON_KEY,
     STAFF_NOTE_KEY,
+    Cancel,
     CutCause,
     is_cancel_note,
 )
@@ -53,6 +62,7 @@ from conversations.locks import (
     TurnLocks,
     TurnLostError,
 )
+from conversations.loop import iterate
 from conversations.records import (
     PRIMARY,
     ActionRecord,
@@ -632,7 +642,29 @@ class Turn:
         is not sent (``TurnFailure`` ``pending_first``); with ``"supersede"`` it is
         sent and the action is answered as not done. ``message_id`` is the id the
         history gives the message (a caller that showed it already under that id).
+        The turn runs on the process's turn loop (``conversations.loop``); ``asend``
+        is the same turn for a caller on that loop.
         """
+        return iterate(
+            lambda: self.asend(
+                text,
+                cancel=cancel,
+                cancelled_by=cancelled_by,
+                if_pending=if_pending,
+                message_id=message_id,
+            )
+        )
+
+    async def asend(
+        self,
+        text: str,
+        *,
+        cancel: threading.Event | None = None,
+        cancelled_by: CancelledBy = "customer",
+        if_pending: PendingPolicy = "refuse",
+        message_id: str | None = None,
+    ) -> AsyncGenerator[Outcome, None]:
+        """``send``, awaited on the turn loop."""
         notice = self.close_cut_turn()
         if notice is not None:
             yield notice
@@ -651,19 +683,24 @@ class Turn:
             # A person has it, or will: the message is kept for them, nobody else answers.
             self._assistant.append(self._thread, [HumanMessage(content=text, id=message_id)])
             self.conversation.owner.desk.bump(self._thread.thread_id)
-            yield from self._held(handoff)
+            for outcome in self._held(handoff):
+                yield outcome
             return
-        yield from self._run(
-            lambda stop: self._assistant.send(
-                self._thread,
-                text,
-                cancel=stop,
-                cancelled=_CUT_BY[cancelled_by],
-                message_id=message_id,
-            ),
-            cancel,
-            cancelled_by,
-        )
+        async with aclosing(
+            self._run(
+                lambda stop: self._assistant.asend(
+                    self._thread,
+                    text,
+                    cancel=stop,
+                    cancelled=_CUT_BY[cancelled_by],
+                    message_id=message_id,
+                ),
+                cancel,
+                cancelled_by,
+            )
+        ) as outcomes:
+            async for outcome in outcomes:
+                yield outcome
 
     def _held(self, handoff: Handoff) -> Iterator[Outcome]:
         notice = self.conversation.person_notice(handoff)
@@ -708,6 +745,16 @@ class Turn:
         told why); one without an answer is declined. Writes that committed before an
         interruption are reported, whatever the answers.
         """
+        return iterate(lambda: self.aresolve(answers, cancel=cancel, cancelled_by=cancelled_by))
+
+    async def aresolve(
+        self,
+        answers: Mapping[str, Answer],
+        *,
+        cancel: threading.Event | None = None,
+        cancelled_by: CancelledBy = "customer",
+    ) -> AsyncGenerator[Outcome, None]:
+        """``resolve``, awaited on the turn loop."""
         previews = list(self.conversation.previews())
         owner = self.conversation.owner
         checked = {c.tool_call_id: c for c in self.conversation.checks()}
@@ -723,7 +770,8 @@ class Turn:
             if a.tool_call_id not in checked or not checked[a.tool_call_id].decided
         ]
         if undecided:
-            yield from self._ask_checks(undecided, answers)
+            for outcome in self._ask_checks(undecided, answers):
+                yield outcome
             return
         decisions = {
             action.tool_call_id: _decision(
@@ -735,8 +783,8 @@ class Turn:
         # While a person holds the conversation the actions run, and the assistant stays
         # silent: the run stops after them and a note for the model closes the step.
         held = self.conversation.handoff()
-        yield from self._run(
-            lambda stop: self._assistant.resolve(
+        run = self._run(
+            lambda stop: self._assistant.aresolve(
                 self._thread,
                 decisions,
                 cancel=stop,
@@ -746,6 +794,9 @@ class Turn:
             cancel,
             cancelled_by,
         )
+        async with aclosing(run):
+            async for outcome in run:
+                yield outcome
         if held is not None and self._assistant.between_steps(self._thread):
             note = AIMessage(
                 content=words.person_action_note(held.agent or "A person"),
@@ -811,6 +862,16 @@ class Turn:
         Raises:
             DecisionsError: As ``check_checked`` says.
         """
+        self.check_checked()  # raised here, not at the first event
+        return iterate(lambda: self.aresume_checked(cancel=cancel, cancelled_by=cancelled_by))
+
+    async def aresume_checked(
+        self,
+        *,
+        cancel: threading.Event | None = None,
+        cancelled_by: CancelledBy = "customer",
+    ) -> AsyncGenerator[Outcome, None]:
+        """``resume_checked``, awaited on the turn loop."""
         checks = self.check_checked()
         kept = json.loads(checks[0].answers or "{}")
         answers = {
@@ -822,20 +883,26 @@ class Turn:
             yield Notice(
                 words.check_decided(check.staff, check.title, check.approved, check.reason)
             )
-        yield from self.resolve(answers, cancel=cancel, cancelled_by=cancelled_by)
+        rest = self.aresolve(answers, cancel=cancel, cancelled_by=cancelled_by)
+        async with aclosing(rest):
+            async for outcome in rest:
+                yield outcome
 
-    def _run(
+    async def _run(
         self,
-        start: Callable[[threading.Event], Iterable[TurnEvent]],
+        start: Callable[[threading.Event], AsyncGenerator[TurnEvent, None]],
         cancel: threading.Event | None,
         cancelled_by: CancelledBy,
-    ) -> Iterator[Outcome]:
+    ) -> AsyncGenerator[Outcome, None]:
         conversation = self.conversation
         narrator = Narrator(conversation.describer, conversation.assistant_name())
         yield narrator.working()
+        events = start(cancel if cancel is not None else Cancel())
         try:
-            for event in start(cancel if cancel is not None else threading.Event()):
-                yield from narrator.outcomes(event)
+            async with aclosing(events):
+                async for event in events:
+                    for outcome in narrator.outcomes(event):
+                        yield outcome
         except TurnCancelledError:
             yield TurnFailure("cancelled", words.CANCELLED[cancelled_by])
             return

@@ -186,9 +186,10 @@ def sqlite_checkpointer(connection: sqlite3.Connection) -> Any:
     """
     from conversations.checkpoint_serde import CompressingSerializer
     from conversations.fences import SqliteFence
+    from conversations.loop_saver import SyncSaverOnLoop
     from conversations.remembered_state import RememberingSqliteSaver
 
-    class ConversationSqliteSaver(SqliteFence, RememberingSqliteSaver):
+    class ConversationSqliteSaver(SyncSaverOnLoop, SqliteFence, RememberingSqliteSaver):
         """LangGraph's ``SqliteSaver``, fenced, remembering its runs' last states."""
 
     saver = ConversationSqliteSaver(connection, serde=CompressingSerializer())
@@ -250,7 +251,9 @@ def _open_postgres(location: Location) -> ConversationStore:
         from psycopg.rows import dict_row
         from psycopg_pool import ConnectionPool
 
+        from conversations.fenced_pool import FencedPool
         from conversations.fences import FencedTurnLocks, PostgresClaims, PostgresFence
+        from conversations.loop_saver import SyncSaverOnLoop
         from conversations.remembered_state import RemembersLastState
     except ImportError as error:
         raise LocationError(
@@ -273,7 +276,7 @@ def _open_postgres(location: Location) -> ConversationStore:
             f"The conversations database {location.shown()} cannot be set up: {first_line(error)}"
         ) from error
 
-    pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
+    pool: ConnectionPool[psycopg.Connection[Any]] = FencedPool(
         conninfo,
         min_size=1,
         max_size=POOL_MAX_SIZE,
@@ -294,7 +297,9 @@ def _open_postgres(location: Location) -> ConversationStore:
             ).fetchone()
         return bool(row and row["held"])
 
-    class ConversationPostgresSaver(PostgresFence, RemembersLastState, PostgresSaver):
+    class ConversationPostgresSaver(
+        SyncSaverOnLoop, PostgresFence, RemembersLastState, PostgresSaver
+    ):
         """LangGraph's ``PostgresSaver``, fenced, remembering its runs' last states."""
 
     saver = ConversationPostgresSaver(pool)

@@ -61,13 +61,7 @@ from langchain_openai.chat_models.base import _convert_message_to_dict
 from langgraph.graph import END, START, MessagesState, StateGraph
 
 from assistants.state import PRIMARY_ASSISTANT, State
-from conversations.assistant import (
-    Decision,
-    Thread,
-    TravelAssistant,
-    _CancelOnRequest,
-    _TokenRelay,
-)
+from conversations.assistant import Decision, Thread, TravelAssistant, _CancelOnRequest
 from conversations.protocol import Answer, Conversations
 from conversations.sessions import SessionRegistry
 from conversations.store import sqlite_checkpointer
@@ -621,8 +615,8 @@ class Shapes(Chains):
         """Walk as many nodes as the chain of ``steps`` checkpoints has; time it.
 
         ``how`` the graph is run: ``"invoke"`` as the chain is, ``"stream"`` with the
-        program's stream modes and ``durability="sync"`` (``TravelAssistant._run``),
-        ``"stream+callbacks"`` with its two callback handlers too.
+        program's stream modes and ``durability="sync"`` (``TravelAssistant._arun``),
+        ``"stream+callbacks"`` with its cancel handler too.
         """
         walk = self.walk(max(1, steps - 1))
         self.plan = [
@@ -633,7 +627,7 @@ class Shapes(Chains):
         graph = self.graph(len(walk))
         config: dict[str, Any] = {"configurable": {"thread_id": f"shape of {len(walk)}"}}
         if how == "stream+callbacks":
-            config["callbacks"] = [_TokenRelay(lambda event: None), _CancelOnRequest(Event())]
+            config["callbacks"] = [_CancelOnRequest(Event())]
 
         def run(message: dict[str, Any]) -> None:
             if how == "invoke":

@@ -15,6 +15,7 @@ scripted model and a temporary database; ``serve`` runs it with uvicorn.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import uuid
@@ -37,10 +38,11 @@ from pydantic import TypeAdapter
 from starlette.datastructures import MutableHeaders
 
 from conversations.assistant import Thread
+from conversations.loop import use_turn_loop
 from server.access import customer
 from server.auth import Claims, TokenSigner
 from server.handoff import People, PersonIn, PersonOut, staff_router
-from server.limits import BODY_TIMEOUT
+from server.limits import BODY_TIMEOUT, STREAMS
 from server.schemas import (
     CONVERSATION_ID_PATTERN,
     STREAM_EVENT_NAMES,
@@ -224,17 +226,22 @@ _ACCEPTED = format_sse_event(comment="accepted")
 
 
 async def _frames(events: Journaled, accepted: bool) -> AsyncIterator[bytes]:
-    if accepted:  # a comment, so the client knows at once that the turn was taken
-        yield _ACCEPTED
-    async for batch in events:
-        if not batch:
-            yield KEEPALIVE_COMMENT
-            continue
-        # The events that came together go in one write (one chunk of the response).
-        yield b"".join(
-            format_sse_event(data_str=event.model_dump_json(), event=event.type, id=event_id)
-            for event_id, event in batch
-        )
+    # While it streams, the connection only waits for the turn: the cap leaves it out.
+    STREAMS.count += 1
+    try:
+        if accepted:  # a comment, so the client knows at once that the turn was taken
+            yield _ACCEPTED
+        async for batch in events:
+            if not batch:
+                yield KEEPALIVE_COMMENT
+                continue
+            # The events that came together go in one write (one chunk of the response).
+            yield b"".join(
+                format_sse_event(data_str=event.model_dump_json(), event=event.type, id=event_id)
+                for event_id, event in batch
+            )
+    finally:
+        STREAMS.count -= 1
 
 
 def _router() -> APIRouter:
@@ -688,6 +695,7 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        use_turn_loop(asyncio.get_running_loop())  # every turn of the process runs here
         yield
         # Cancel the turns still running and wait for them to close, off the loop.
         if service is not None:

@@ -18,6 +18,8 @@ defaults.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -34,8 +36,12 @@ if TYPE_CHECKING:
 
 # A browser or an HTTP library sends its headers in one write; ten seconds is an age.
 HEADER_TIMEOUT = 10.0
-# Connections one worker serves at once; a streamed turn holds one for its whole reply.
+# Requests one worker works on at once. A connection that only streams a turn's events
+# while the turn waits for the model does no work and is not counted (``STREAMS``).
 MAX_CONNECTIONS = 128
+# File descriptors kept free for the databases, the model's connections and logs when
+# the open connections are bounded by the process's limit of descriptors.
+RESERVED_DESCRIPTORS = 64
 # Idle seconds between two requests of one connection (uvicorn's default).
 KEEP_ALIVE = 5
 
@@ -63,12 +69,51 @@ _TIMED_OUT = (
 _BUSY = b'{"detail": "The service is at its limit of connections; try again in a moment."}'
 
 
+class StreamsWaiting:
+    """How many connections of this process only stream a turn's events right now.
+
+    ``server.app`` counts a turn's event stream from its first byte to its last; the cap
+    leaves them out. Read and written on the event loop only.
+    """
+
+    def __init__(self) -> None:
+        """Count none."""
+        self.count = 0
+
+
+STREAMS = StreamsWaiting()
+
+
+@functools.cache
+def open_connections_cap() -> int:
+    """Return how many connections a worker may hold open: its descriptors allow that many.
+
+    The soft limit of open files is raised to the hard one first (a waiting customer
+    costs a socket, and 1,024, a common soft limit, is few).
+    """
+    try:
+        import resource
+    except ImportError:  # not POSIX: no such limit to read
+        return 10_000
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and soft < hard:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+    if soft == resource.RLIM_INFINITY:
+        return 10_000
+    return max(int(soft) - RESERVED_DESCRIPTORS, 1)
+
+
 @dataclass(frozen=True)
 class ServerLimits:
     """What one worker allows its clients (``travel-assistant serve`` options).
 
     Attributes:
-        max_connections: Connections served at once; a request beyond them answers 503.
+        max_connections: Requests worked on at once; a request beyond them answers 503.
+            Connections that only stream the events of a turn waiting for the model do
+            not count; all the open connections together are bounded by the process's
+            file descriptors (``open_connections_cap``).
         header_timeout: Seconds for a request's headers to arrive, from the connection
             (or the end of the previous answer) on; then the connection is closed.
         body_timeout: Seconds for the request body to arrive once its headers have;
@@ -122,8 +167,9 @@ def header_deadline(header_timeout: float) -> type[asyncio.Protocol]:
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             # uvicorn's own check would answer beyond the cap with a text/plain 503 of
-            # its own; the cap is applied here instead (the same rule: connections open
-            # and requests running, this one included).
+            # its own, and count every connection; the cap is applied here instead:
+            # connections open and requests running, this one included, less those
+            # that only stream a waiting turn's events.
             cap, self.limit_concurrency = self.limit_concurrency, None
             if cap is not None:
                 self.app = _capped(self.app, cap, self.connections, self.tasks)
@@ -179,10 +225,17 @@ def header_deadline(header_timeout: float) -> type[asyncio.Protocol]:
 
 
 def _capped(app: Any, cap: int, connections: Any, tasks: Any) -> Any:
-    """Return ``app`` answering 503 while more than ``cap`` connections or requests run."""
+    """Return ``app`` answering 503 while more than ``cap`` connections or requests work.
+
+    A connection streaming a waiting turn's events does no work (``STREAMS``); every
+    open connection still counts against the descriptors' bound.
+    """
+    most = max(open_connections_cap(), cap)
 
     async def capped(scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "http" and (len(connections) > cap or len(tasks) > cap):
+        waiting = STREAMS.count
+        working = max(len(connections), len(tasks)) - waiting
+        if scope["type"] == "http" and (working > cap or len(connections) > most):
             headers = [*_HEADERS, (b"content-length", str(len(_BUSY)).encode())]
             await send({"type": "http.response.start", "status": 503, "headers": headers})
             await send({"type": "http.response.body", "body": _BUSY})

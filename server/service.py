@@ -2,10 +2,10 @@
 
 ``ConversationService`` serves the conversation protocol (``conversations.protocol``) to
 many passengers at once. It checks that a conversation belongs to the passenger asking
-(one that does not is reported exactly like one that does not exist), runs each turn in a
-worker thread (the graph's ``stream`` is synchronous) and hands the turn's outcomes to the
-event loop as the API's models. It decides nothing about a turn and phrases nothing: the
-protocol does both, for the terminal too.
+(one that does not is reported exactly like one that does not exist), runs each turn as a
+task of the event loop (waiting for the model holds no thread) and keeps the turn's
+outcomes, as the API's models, for every client that follows it. It decides nothing
+about a turn and phrases nothing: the protocol does both, for the terminal too.
 
 A turn keeps running when the client goes away: its reply is saved and the history
 shows it. When the service stops, running turns are cancelled the terminal's way (the
@@ -28,8 +28,8 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Sequence
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Literal, cast
@@ -92,8 +92,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Turns that run at once; more wait for a free worker (their stream stays open).
-TURN_WORKERS = 16
 # Seconds without an event after which a turn's stream says it is alive (a comment), so
 # that proxies and browsers do not take a long silence of the model for a dead stream.
 KEEPALIVE_SECONDS = 15.0
@@ -187,19 +185,21 @@ class _Running:
 
 
 class TurnRunner:
-    """Run turns in worker threads, one per conversation at a time.
+    """Run turns as tasks of the event loop, one per conversation at a time.
 
     ``claim`` reserves a conversation in this process and, through ``take``, beyond it
-    (or refuses: a turn is running); ``stream`` runs the claimed turn in a worker and
-    yields its events on the event loop. The worker never waits for the client: events
-    are queued, and a turn whose client left runs to its end.
+    (or refuses: a turn is running); ``start`` runs the claimed turn as a task and keeps
+    its events in a journal that any number of clients read (``follow``). A turn belongs
+    to the service, not to a client: it runs to its end or to its cancel whatever its
+    clients do, and waiting for the model holds no thread.
     """
 
-    def __init__(self, workers: int = TURN_WORKERS) -> None:
-        """Run at most ``workers`` turns at once."""
-        self._executor = ThreadPoolExecutor(workers, thread_name_prefix="turn")
+    def __init__(self) -> None:
+        """Run no turn yet."""
         self._running: dict[str, _Running] = {}
         self._journals: dict[str, Journal] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._lock = threading.Lock()
         self._closed = False
 
@@ -276,35 +276,34 @@ class TurnRunner:
             running.cancel.set_by("cancelled")  # recorded as the customer's cancel
             return True
 
-    def start(self, thread_id: str, work: Callable[[], Iterator[StreamEvent]]) -> Journal:
-        """Run ``work`` for the claimed ``thread_id`` in a worker; return its journal.
+    def start(self, thread_id: str, work: Callable[[], AsyncIterator[StreamEvent]]) -> Journal:
+        """Run ``work`` for the claimed ``thread_id`` as a task; return its journal.
 
         Call it on the event loop. The conversation is released when ``work`` ends; the
         journal keeps the turn's events, for clients that come back (``follow``), until
         the next turn of the conversation or ``JOURNAL_SECONDS`` after its end.
+
+        Raises:
+            ConflictError: The service is stopping.
         """
         loop = asyncio.get_running_loop()
+        if self._closed:
+            self.release(thread_id)
+            raise ConflictError(STOPPING)
+        self._loop = loop
         now = time.monotonic()
         for old in [k for k, j in self._journals.items() if j.expired(now)]:
             del self._journals[old]
         journal = self._journals[thread_id] = Journal(secrets.token_hex(4))
 
-        def hand_over(item: StreamEvent | None) -> None:
-            # A closed loop raises RuntimeError: no one is listening any more.
-            with contextlib.suppress(RuntimeError):
-                if item is None:
-                    loop.call_soon_threadsafe(journal.finish)
-                else:
-                    loop.call_soon_threadsafe(journal.add, item)
-
-        def produce() -> None:
+        async def produce() -> None:
             try:
-                for event in work():
-                    hand_over(event)
-            except BaseException:  # work() reports its own errors; this is a bug
+                async for event in work():
+                    journal.add(event)
+            except Exception:  # work() reports its own errors; this is a bug
                 reference = secrets.token_hex(4)
                 log.exception("A turn of %s failed [reference %s]", thread_id, reference)
-                hand_over(
+                journal.add(
                     ErrorEvent(
                         detail=words.with_reference(UNEXPECTED_ERROR, reference),
                         kind="unexpected",
@@ -312,19 +311,17 @@ class TurnRunner:
                     )
                 )
             finally:
-                self.release(thread_id)
-                hand_over(None)
+                # Freeing a lock held in PostgreSQL is a round trip: off the loop.
+                await asyncio.to_thread(self.release, thread_id)
+                journal.finish()
 
-        try:
-            self._executor.submit(produce)
-        except RuntimeError as error:  # shut down between claim and submit
-            self.release(thread_id)
-            journal.finish()
-            raise ConflictError(STOPPING) from error
+        task = loop.create_task(produce(), name=f"turn {thread_id}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
         return journal
 
     def stream(
-        self, thread_id: str, work: Callable[[], Iterator[StreamEvent]]
+        self, thread_id: str, work: Callable[[], AsyncIterator[StreamEvent]]
     ) -> AsyncIterator[StreamEvent]:
         """Run ``work`` as ``start`` does; yield its events (call it on the event loop)."""
         return _events(self.start(thread_id, work).read())
@@ -340,13 +337,22 @@ class TurnRunner:
             return None
         return journal
 
-    def close(self) -> None:
-        """Cancel the running turns, wait for them to close, and stop the workers."""
+    def close(self, wait: float = 30.0) -> None:
+        """Cancel the running turns and wait for them to close (call it off the loop)."""
         with self._lock:
             self._closed = True
-            for running in self._running.values():
-                running.cancel.set()
-        self._executor.shutdown(wait=True)
+            cancels = [running.cancel for running in self._running.values()]
+        for cancel in cancels:
+            cancel.set()
+        loop, tasks = self._loop, list(self._tasks)
+        if loop is None or not tasks or loop.is_closed() or not loop.is_running():
+            return
+
+        async def finished() -> None:
+            await asyncio.wait(tasks, timeout=wait)
+
+        with contextlib.suppress(TimeoutError):
+            asyncio.run_coroutine_threadsafe(finished(), loop).result(wait + 1)
 
 
 # A turn's events with their ids, in batches (``Journal.read``); an empty batch: the turn
@@ -737,7 +743,7 @@ class ConversationService:
         message_id = str(uuid.uuid4())
         return self._stream(
             thread,
-            lambda: turn.send(
+            lambda: turn.asend(
                 text,
                 cancel=cancel,
                 cancelled_by="service",
@@ -766,7 +772,7 @@ class ConversationService:
         answers = {d.tool_call_id: Answer(d.approved, d.reason) for d in given}
         turn = self.runner.turn(thread.thread_id)
         return self._stream(
-            thread, lambda: turn.resolve(answers, cancel=cancel, cancelled_by="service")
+            thread, lambda: turn.aresolve(answers, cancel=cancel, cancelled_by="service")
         )
 
     def check_resume(self, thread: Thread) -> None:
@@ -784,28 +790,31 @@ class ConversationService:
         """Go on with the customer's kept answers once staff decided; stream the turn."""
         turn = self.runner.turn(thread.thread_id)
         return self._stream(
-            thread, lambda: turn.resume_checked(cancel=cancel, cancelled_by="service")
+            thread, lambda: turn.aresume_checked(cancel=cancel, cancelled_by="service")
         )
 
     def _stream(
         self,
         thread: Thread,
-        run: Callable[[], Iterator[Outcome]],
+        run: Callable[[], AsyncGenerator[Outcome, None]],
         first: Sequence[StreamEvent] = (),
     ) -> Journaled:
         thread_id = thread.thread_id
 
-        def work() -> Iterator[StreamEvent]:
-            yield from first
+        async def work() -> AsyncIterator[StreamEvent]:
+            for event in first:
+                yield event
             try:
-                for outcome in run():
-                    if isinstance(outcome, TurnFailure):
-                        self.failures.add(thread_id, outcome.kind, outcome.text, outcome.detail)
-                        if outcome.detail and outcome.kind not in ("model", "time_limit"):
-                            log.warning("A turn of %s failed: %s", thread_id, outcome.detail)
-                        yield failure_event(outcome, self.runner.stopped(thread_id))
-                    else:
-                        yield from stream_events(outcome)
+                async with aclosing(run()) as outcomes:
+                    async for outcome in outcomes:
+                        if isinstance(outcome, TurnFailure):
+                            self.failures.add(thread_id, outcome.kind, outcome.text, outcome.detail)
+                            if outcome.detail and outcome.kind not in ("model", "time_limit"):
+                                log.warning("A turn of %s failed: %s", thread_id, outcome.detail)
+                            yield failure_event(outcome, self.runner.stopped(thread_id))
+                        else:
+                            for event in stream_events(outcome):
+                                yield event
             except Exception as error:
                 reference = secrets.token_hex(4)
                 log.exception("A turn of %s failed [reference %s]", thread_id, reference)

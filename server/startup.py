@@ -35,6 +35,8 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from contextlib import AbstractContextManager, ExitStack, nullcontext
 from typing import TYPE_CHECKING, Any, Literal
 
+from conversations.loop import use_turn_loop
+
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
@@ -274,6 +276,7 @@ class StartupApp:
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
+                use_turn_loop(asyncio.get_running_loop())  # every turn runs on this loop
                 self.startup.start()
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from conversations import words
 from conversations.desk import DeskError
-from conversations.events import Thread
+from conversations.events import Cancel, Thread
 from conversations.protocol import DecisionsError, TurnRefusedError
 from conversations.records import AssistantLine, Notice, Outcome, TurnEnd, TurnFailure
 from conversations.words import MAX_MESSAGE_CHARS
@@ -413,7 +413,7 @@ class ChatSession:
 
         ``cancel`` may have been set already (a Ctrl-C while the turn was being claimed).
         """
-        cancel = cancel if cancel is not None else threading.Event()
+        cancel = cancel if cancel is not None else Cancel()
         view = TurnView(self.console)
         ended: TurnEnd | None = None
         with self.ctrl_c_cancels(cancel):
@@ -434,7 +434,7 @@ class ChatSession:
         conversation is being claimed (the message is then kept, and the turn closed as
         cancelled at once).
         """
-        cancel = threading.Event()
+        cancel = Cancel()
         with self.ctrl_c_cancels(cancel):
             turn = self.claim(BUSY_MESSAGE_NOT_SENT)
             if turn is None:

@@ -1,8 +1,9 @@
 """Ctrl-C while a turn runs: it cancels the turn, a second one leaves at once.
 
-The chat runs the graph in a thread of its own (``conversations.assistant``), so the main
-thread stays free to take the signal and set the turn's cancel event; the run stops soon
-after, and the conversation stays valid.
+The chat runs a turn on the process's turn loop, in a thread of its own
+(``conversations.loop``), so the main thread stays free to take the signal and set the
+turn's cancel; a model call waiting ends at once, the run stops before its next step,
+and the conversation stays valid.
 """
 
 from __future__ import annotations

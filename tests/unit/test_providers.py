@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
 import openai
 import pytest
 
+from assistants.calls import bounded
 from assistants.providers import (
     ContextBudgetError,
     ModelDeadlineError,
     ModelProviderError,
-    ReplyTimer,
     describe_provider_error,
     diagnose,
     is_transient_provider_error,
@@ -183,17 +184,28 @@ def test_model_provider_error_carries_the_advice_of_its_cause() -> None:
     assert built.retryable and "busy" in str(built)
 
 
-def test_time_limit_and_reply_timer() -> None:
-    timer = ReplyTimer(0.05)
-    timer.check()
-    time.sleep(0.06)
-    with pytest.raises(ModelDeadlineError, match="limit for one reply"):
-        timer.check()
-    with time_limit(0.01):
-        time.sleep(0.02)
-        with pytest.raises(ModelDeadlineError, match="time limit of this run"):
-            ReplyTimer(None).check()
-    ReplyTimer(None).check()  # outside the block, no limit
+def test_a_call_is_bounded_by_its_reply_limit_and_by_the_runs() -> None:
+    async def slow() -> str:
+        await asyncio.sleep(5)
+        return "late"
+
+    async def quick() -> str:
+        return "on time"
+
+    async def calls() -> None:
+        with pytest.raises(ModelDeadlineError, match="limit for one reply"):
+            await bounded(slow(), 0.05)
+        with time_limit(0.05):
+            with pytest.raises(ModelDeadlineError, match="time limit of this run"):
+                await bounded(slow(), 10)  # the run's limit is the nearer one
+            await asyncio.sleep(0.06)
+            with pytest.raises(ModelDeadlineError, match="time limit of this run"):
+                await bounded(quick(), 10)  # nothing starts after the run's limit
+        assert await bounded(quick(), None) == "on time"  # outside the block, no limit
+
+    started = time.monotonic()
+    asyncio.run(calls())
+    assert time.monotonic() - started < 2
 
 
 CONTEXT_FULL = error_body("the request exceeds the available context size, try increasing it")

@@ -43,8 +43,12 @@ FALLBACK = 12  # plain replies after each event's own, so the script never runs 
 REQUEST = httpx.Request("POST", "http://127.0.0.1/v1/chat/completions")
 
 
-class HardStop(BaseException):
-    """The process stops mid-turn (a kill, a lost terminal): nothing is closed."""
+class HardStop(Exception):
+    """The process stops mid-turn (a kill, a lost terminal): nothing is closed.
+
+    An error the turn does not know (neither a provider's nor a cancel) leaves the turn
+    open as a dead process leaves it.
+    """
 
 
 def cut(text: str, *calls: dict[str, Any]) -> AIMessage:

@@ -1,10 +1,10 @@
-"""Turns in worker threads: one per conversation, events handed to the loop, stopped cleanly."""
+"""Turns as tasks of the loop: one per conversation, events journaled, stopped cleanly."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -13,17 +13,14 @@ from server.service import ConflictError, Journal, TurnRunner
 
 
 def test_server_runner_streams_events_and_frees_the_conversation() -> None:
-    runner = TurnRunner(workers=2)
-    loop_thread: list[int] = []
-    work_thread: list[int] = []
+    runner = TurnRunner()
 
-    def work() -> Iterator[StreamEvent]:
-        work_thread.append(threading.get_ident())
+    async def work() -> AsyncIterator[StreamEvent]:
         yield StatusEvent(text="one", tool=None)
+        await asyncio.sleep(0)
         yield StatusEvent(text="two", tool=None)
 
     async def main() -> list[str]:
-        loop_thread.append(threading.get_ident())
         runner.claim("c-1")
         with pytest.raises(ConflictError):
             runner.claim("c-1")
@@ -31,15 +28,37 @@ def test_server_runner_streams_events_and_frees_the_conversation() -> None:
         return texts
 
     assert asyncio.run(main()) == ["one", "two"]
-    assert work_thread != loop_thread  # the graph never runs on the event loop
     assert not runner.busy("c-1")
     runner.close()
 
 
-def test_server_runner_reports_a_bug_as_an_error_event() -> None:
-    runner = TurnRunner(workers=1)
+def test_a_turn_runs_on_without_its_client_and_a_second_client_reads_it_whole() -> None:
+    runner = TurnRunner()
+    go_on = threading.Event()
 
-    def work() -> Iterator[StreamEvent]:
+    async def work() -> AsyncIterator[StreamEvent]:
+        yield StatusEvent(text="one", tool=None)
+        await asyncio.to_thread(go_on.wait, 10)
+        yield StatusEvent(text="two", tool=None)
+
+    async def main() -> list[str]:
+        runner.claim("c-5")
+        first = runner.stream("c-5", work)
+        assert isinstance(await anext(first), StatusEvent)
+        await first.aclose()  # the client went away
+        go_on.set()
+        journal = runner.follow("c-5")
+        assert journal is not None
+        return [getattr(e, "text", "") async for batch in journal.read() for _, e in batch]
+
+    assert asyncio.run(main()) == ["one", "two"]
+    assert not runner.busy("c-5")
+
+
+def test_server_runner_reports_a_bug_as_an_error_event() -> None:
+    runner = TurnRunner()
+
+    async def work() -> AsyncIterator[StreamEvent]:
         raise KeyError("internal")
         yield  # pragma: no cover
 
@@ -54,14 +73,14 @@ def test_server_runner_reports_a_bug_as_an_error_event() -> None:
 
 
 def test_server_runner_close_cancels_running_turns_and_waits() -> None:
-    runner = TurnRunner(workers=1)
+    runner = TurnRunner()
     started = threading.Event()
     finished = threading.Event()
     cancel = runner.claim("c-3")
 
-    def work() -> Iterator[StreamEvent]:
+    async def work() -> AsyncIterator[StreamEvent]:
         started.set()
-        assert cancel.wait(timeout=10)  # the turn stops at the cancel, as send() does
+        assert await asyncio.to_thread(cancel.wait, 10)  # it stops at the cancel
         finished.set()
         yield StatusEvent(text="closed", tool=None)
 

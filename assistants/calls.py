@@ -1,0 +1,131 @@
+"""One model call of a turn, bounded by the turn's cancel and its time limits.
+
+A turn runs on an event loop (``conversations.TravelAssistant``), so waiting for a model
+costs no thread: the call is a task, and this module races it against the turn's cancel
+and the time left. Whichever comes first ends the wait; a call that lost the race is
+cancelled, and a cancelled request closes its HTTP connection at once, headers or not,
+so a server such as llama.cpp stops working on it.
+
+The cancel is the turn's own event (``conversations.events.Cancel``, or any
+``threading.Event``), set from any thread: by the customer's Stop, by Ctrl-C, by the
+service stopping. It reaches the model calls of the turn through a context variable
+(``cancelling``), which LangGraph copies into the tasks that run the nodes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import threading
+import time
+from collections.abc import Awaitable, Iterator
+from typing import TypeVar
+
+from assistants.providers import ModelDeadlineError, TurnCancelledError, run_deadline
+
+T = TypeVar("T")
+
+_CANCEL: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar(
+    "travel_assistant_turn_cancel", default=None
+)
+# How often an event without callbacks (a plain ``threading.Event``) is looked at.
+_POLL_SECONDS = 0.05
+
+
+@contextlib.contextmanager
+def cancelling(cancel: threading.Event) -> Iterator[None]:
+    """Let ``cancel`` stop the model calls made inside the block (``bounded``)."""
+    token = _CANCEL.set(cancel)
+    try:
+        yield
+    finally:
+        _CANCEL.reset(token)
+
+
+def current_cancel() -> threading.Event | None:
+    """Return the cancel of the turn running in this context, if any."""
+    return _CANCEL.get()
+
+
+async def wait_set(event: threading.Event) -> None:
+    """Return once ``event`` is set, from whichever thread sets it.
+
+    A ``Cancel`` calls back (no polling); any other event is looked at every 50 ms.
+    """
+    when_set = getattr(event, "when_set", None)
+    if not callable(when_set):
+        while not event.is_set():
+            await asyncio.sleep(_POLL_SECONDS)
+        return
+    loop = asyncio.get_running_loop()
+    fired = loop.create_future()
+
+    def wake() -> None:
+        if not fired.done():
+            fired.set_result(None)
+
+    undo = when_set(lambda: loop.call_soon_threadsafe(wake))
+    try:
+        await fired
+    finally:
+        undo()
+
+
+async def bounded(call: Awaitable[T], reply_seconds: float | None = None) -> T:
+    """Await ``call`` until it ends, the turn is cancelled, or its time is up.
+
+    The time is the shorter of ``reply_seconds`` and what is left of the run's limit
+    (``assistants.providers.time_limit``).
+
+    Raises:
+        TurnCancelledError: The turn's cancel was set first; ``call`` was cancelled.
+        ModelDeadlineError: The time ran out first; ``call`` was cancelled.
+    """
+    cancel = _CANCEL.get()
+    limit, whole_run = _time_left(reply_seconds)
+    if limit is not None and limit <= 0:
+        _close(call)
+        raise ModelDeadlineError(_seconds(reply_seconds, whole_run), whole_run=whole_run)
+    task = asyncio.ensure_future(call)
+    stopped = asyncio.ensure_future(wait_set(cancel)) if cancel is not None else None
+    try:
+        waiting = {task} if stopped is None else {task, stopped}
+        done, _ = await asyncio.wait(waiting, timeout=limit, return_when=asyncio.FIRST_COMPLETED)
+    except BaseException:  # the turn's own task was cancelled: the call goes with it
+        task.cancel()
+        raise
+    finally:
+        if stopped is not None:
+            stopped.cancel()
+    if task in done and not (cancel is not None and cancel.is_set()):
+        return task.result()  # a reply that ended after the cancel is dropped, as cut
+    task.cancel()
+    with contextlib.suppress(BaseException):  # wait until the connection is closed
+        await task
+    if cancel is not None and cancel.is_set():
+        raise TurnCancelledError("The turn was cancelled.")
+    raise ModelDeadlineError(_seconds(reply_seconds, whole_run), whole_run=whole_run)
+
+
+def _time_left(reply_seconds: float | None) -> tuple[float | None, bool]:
+    """Return the seconds a call may take now, and whether the run's limit sets them."""
+    deadline = run_deadline()
+    run_left = deadline[0] - time.monotonic() if deadline is not None else None
+    if run_left is not None and (reply_seconds is None or run_left < reply_seconds):
+        return run_left, True
+    return reply_seconds, False
+
+
+def _seconds(reply_seconds: float | None, whole_run: bool) -> float:
+    deadline = run_deadline()
+    if whole_run and deadline is not None:
+        return deadline[1]
+    return reply_seconds or 0.0
+
+
+def _close(call: Awaitable[object]) -> None:
+    """Close a coroutine that will never be awaited (no "never awaited" warning)."""
+    close = getattr(call, "close", None)
+    if callable(close):
+        close()
