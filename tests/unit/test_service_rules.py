@@ -13,6 +13,7 @@ import os
 import select
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,7 +21,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from db.fixtures import FIXTURE_PASSENGER_ID
+from server.auth import TokenSigner
 from server.limits import HEADER_TIMEOUT
+from tests.support.fake_openai import FakeOpenAI, Reply
 from tests.support.terminal import PROGRAM
 from tests.support.waiting import wait_until
 from tests.support.web import SECRET, free_port
@@ -50,11 +54,11 @@ def serve(db_path: Path, tmp_path: Path) -> Iterator[Callable[..., int]]:
     started: list[subprocess.Popen[bytes]] = []
     log = tmp_path / "serve.log"
 
-    def start(*options: str) -> int:
+    def start(*options: str, model: str = NO_MODEL_SERVER) -> int:
         port = free_port()
         env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI", "TAVILY"))}
         env.update(
-            OPENAI_BASE_URL=NO_MODEL_SERVER,
+            OPENAI_BASE_URL=model,
             OPENAI_API_KEY="test",
             TRAVEL_ASSISTANT_MODEL="scripted",
             TRAVEL_ASSISTANT_HOME=str(tmp_path / "home"),
@@ -156,3 +160,57 @@ def test_serve_max_connections_serves_the_cap_and_refuses_only_the_next(
     finally:
         for sock in held:
             sock.close()
+
+
+WAITING_CUSTOMERS = 6
+
+
+def test_serve_customers_waiting_for_the_model_do_not_use_up_the_cap(
+    serve: Callable[..., int],
+) -> None:
+    """``--max-connections 2``: six streams waiting for their replies, and still room to work.
+
+    A connection that only streams a turn's events while the model is silent does no
+    work: the cap counts the requests worked on, so a seventh customer's request is
+    answered, and every waiting customer gets their reply once the model speaks.
+    """
+    gate = threading.Event()
+
+    def held(body: dict[str, object]) -> Reply:
+        gate.wait(60)  # the model says nothing until the test lets it
+        return Reply(text="Your flight leaves at 09:00.")
+
+    signer = TokenSigner(SECRET)
+    with FakeOpenAI([held] * WAITING_CUSTOMERS, strict=False) as model:
+        port = serve("--max-connections", "2", model=model.base_url)
+        base = f"http://127.0.0.1:{port}/api/v1"
+        replies: list[str] = []
+
+        def customer() -> None:
+            headers = {"Authorization": f"Bearer {signer.issue(FIXTURE_PASSENGER_ID)}"}
+            with httpx.Client(base_url=base, headers=headers, timeout=60) as client:
+                made = client.post("/conversations")
+                assert made.status_code == 201, made.text
+                conversation = made.json()["conversation_id"]
+                with client.stream(
+                    "POST", f"/conversations/{conversation}/messages", json={"text": "When?"}
+                ) as stream:
+                    assert stream.status_code == 200
+                    replies.append(stream.read().decode())
+
+        customers = [threading.Thread(target=customer) for _ in range(WAITING_CUSTOMERS)]
+        try:
+            for number, thread in enumerate(customers, start=1):
+                thread.start()  # one after the other: each comes once the last one waits
+                wait_until(lambda number=number: len(model.requests) >= number, seconds=60)
+            # Every customer's stream is open and waiting; the cap of two is not used up.
+            headers = {"Authorization": f"Bearer {signer.issue(FIXTURE_PASSENGER_ID)}"}
+            listed = httpx.get(f"{base}/conversations", headers=headers, timeout=30)
+            assert listed.status_code == 200, listed.text
+        finally:
+            gate.set()
+            for thread in customers:
+                if thread.ident is not None:  # started
+                    thread.join(60)
+    assert len(replies) == WAITING_CUSTOMERS
+    assert all("Your flight leaves at 09:00." in reply for reply in replies)
