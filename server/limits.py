@@ -66,7 +66,9 @@ _TIMED_OUT = (
     + b"\r\n\r\n"
     + _LATE
 )
-_BUSY = b'{"detail": "The service is at its limit of connections; try again in a moment."}'
+_BUSY = b'{"detail": "The service is busy with other requests; try again in a moment."}'
+# How soon a client refused for being one request too many may try again (seconds).
+BUSY_RETRY_AFTER = 1
 
 
 class StreamsWaiting:
@@ -236,7 +238,11 @@ def _capped(app: Any, cap: int, connections: Any, tasks: Any) -> Any:
         waiting = STREAMS.count
         working = max(len(connections), len(tasks)) - waiting
         if scope["type"] == "http" and (working > cap or len(connections) > most):
-            headers = [*_HEADERS, (b"content-length", str(len(_BUSY)).encode())]
+            headers = [
+                *_HEADERS,
+                (b"retry-after", str(BUSY_RETRY_AFTER).encode()),
+                (b"content-length", str(len(_BUSY)).encode()),
+            ]
             await send({"type": "http.response.start", "status": 503, "headers": headers})
             await send({"type": "http.response.body", "body": _BUSY})
             return

@@ -310,7 +310,8 @@ def test_server_beyond_its_connections_answers_503_at_once(service: Conversation
         assert time.monotonic() - started < 2
         # uvicorn's own answer would be text/plain without nosniff; the service's is JSON.
         assert refused.headers["x-content-type-options"] == "nosniff"
-        assert "limit of connections" in refused.json()["detail"]
+        assert "busy with other requests" in refused.json()["detail"]
+        assert refused.headers["retry-after"] == "1"
         for sock in held:
             sock.close()
         deadline = time.monotonic() + 5

@@ -149,7 +149,8 @@ def test_serve_max_connections_serves_the_cap_and_refuses_only_the_next(
         # One more, with all four still open and in flight, is one past the cap.
         refused = httpx.get(f"http://127.0.0.1:{port}/api/v1/health", timeout=5)
         assert refused.status_code == 503, refused.text
-        assert "limit of connections" in refused.json()["detail"]
+        assert "busy with other requests" in refused.json()["detail"]
+        assert refused.headers["retry-after"] == "1"
         # The four were served: their bodies complete, each is answered by the application
         # (a 404 for a page that is not there), not by the cap.
         for sock in held:
