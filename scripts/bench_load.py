@@ -1,26 +1,51 @@
 """Load benchmark: many customers at once through the HTTP service (issue 14).
 
-Starts a scripted OpenAI-compatible model server (zero latency: every figure here is the
-time the service itself adds), one or more ``travel-assistant serve`` processes over the
-same travel database and conversation store, and then ``--customers`` concurrent
-customers, each a different passenger with their own token, each holding a conversation
-of ``--turns`` turns over a real HTTP client: a greeting, two policy questions, a flight
-search, a hotel search with the hotel specialist, a hotel booking approved over the
-decisions endpoint, a hand-back and small talk. Customers are spread over the workers
-turn by turn, so a conversation moves between processes as it would behind a load
-balancer.
+Starts a scripted OpenAI-compatible model server (answering at once, so that every
+figure is the time the service itself adds, unless ``--model-latency`` is given), one or
+more ``travel-assistant serve`` processes over the same travel database and conversation
+store, and then ``--customers`` concurrent customers, each a different passenger with
+their own token, each holding a conversation of ``--turns`` turns over a real HTTP
+client: a greeting, two policy questions, a flight search, a hotel search with the hotel
+specialist, a hotel booking approved over the decisions endpoint, a hand-back and small
+talk (``--turns 1``: the greeting alone, one message whose reply is one model call).
+Customers are spread over the workers turn by turn, so a conversation moves between
+processes as it would behind a load balancer.
 
 Prints turns per second, the p50/p95/max latency of a turn (message to the end of its
-stream; the booking turn includes its approval round), the errors (target 0), a check
-of every write against the database (each customer's hotel stay exists once and was
-charged once), and the workers' CPU time per turn (user + system, from ``/proc``).
+stream; the booking turn includes its approval round), the errors (target 0), a check of
+every write against the database (each customer's hotel stay exists once and was charged
+once; none when the conversations stop before the booking, the fifth turn), and the
+workers' CPU time per turn (user + system, from ``/proc``). Then, one figure a line: the
+requests refused with 503 (``refused_503``, counted apart from the errors); the p50 and
+p95 of creating a conversation and of a turn's first byte (the service answers at once
+that it took the turn: a late first byte is a request queued in the worker); the most
+customers waiting for a turn at once; the workers' and this process's CPU over the run,
+as a share of one core; the workers' resident memory at idle (after start-up, before the
+customers) and at its peak (``VmRSS`` every 0.5 s), the difference ("memory above idle")
+and ``VmHWM``; their open descriptors and threads at idle and at the peak; and how busy
+each worker's main thread (its event loop) was, as the shares of the time it ran and
+waited for a CPU, over the run and in its busiest two seconds (from the thread's
+``schedstat``: run + wait near 1.0 is a loop that never rests). The load average at the
+start and at the end goes with the figures. When a request failed, the errors are
+counted by their text and the workers' logs are kept (their paths are printed).
+
+``--model-latency SECONDS`` makes the model wait that long before the first byte of each
+reply (``SlowModel``: an asyncio server, each request waiting on its own, so hundreds
+wait at once) and adds the model's figures: the p95 of a turn over the model's time
+(``turn_p95_over_model_time``; with ``--turns 1`` a turn is one model call, so 1.0 is a
+service that adds nothing), and the most model requests and connections at once.
+``--arrival-rate N`` brings the customers N a second (customer ``i`` comes at ``i / N``
+seconds) instead of all at once; each plays their whole conversation. Customers waiting
+on a slow model, one message each:
+
+    python scripts/bench_load.py --customers 200 --turns 1 --arrival-rate 10 --model-latency 10
 
 ``--concurrency N`` lets at most N customers talk at once (the next starts when one has
 finished), so that many conversations can be played by a steady crowd; with
 ``--memory-every N`` the workers' resident memory is read every N turns, to see that
 it stays flat (issue 28: 5,000 turns over 500 conversations):
 
-    python scripts/bench_load.py --customers 500 --turns 10 --concurrency 20 \
+    python scripts/bench_load.py --customers 500 --turns 10 --concurrency 20 \\
         --memory-every 500
 
     python scripts/bench_load.py                       # SQLite, one worker
@@ -30,7 +55,7 @@ it stays flat (issue 28: 5,000 turns over 500 conversations):
 
 ``--in-process`` plays the same customers through ``conversations.protocol`` in one
 worker process without HTTP (as the terminal drives it), for the service's CPU per turn
-over the in-process figure:
+over the in-process figure (``--arrival-rate`` and ``--model-latency`` apply there too):
 
     python scripts/bench_load.py --customers 20 --in-process
 
@@ -51,6 +76,7 @@ import re
 import secrets
 import shutil
 import signal
+import ssl
 import statistics
 import subprocess
 import sys
@@ -58,6 +84,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import date, timedelta
@@ -73,7 +100,8 @@ from db.engine import Database
 from db.models import Hotel, HotelBooking, Passenger, Payment
 from evaluation import percentile
 from server.auth import TokenSigner
-from tests.support.fake_openai import FakeOpenAI, Reply
+from tests.support.fake_openai import TEMPLATE_ERROR, FakeOpenAI, Reply, _chunks, _completion
+from tests.support.strict_chat import problems as template_problems
 from tests.support.web import free_port, parse_sse
 
 HOTEL_ASK = re.compile(r"I need a hotel: hotel (\d+) in (.+?) from (\S+) to (\S+)\.")
@@ -157,22 +185,319 @@ def respond(body: dict[str, Any]) -> Reply:
     return Reply(text="Happy to help with that. Is there anything else?")
 
 
+class SlowModel:
+    """The model of ``respond`` on an asyncio server: each reply waits ``latency`` first.
+
+    The model of ``--model-latency``: every chat request waits ``latency`` seconds before
+    the first byte of its answer (not even the headers come earlier, as a server busy
+    with the prompt), each on its own, so that any number of requests wait at once
+    without a thread each. Then the reply is streamed as ``FakeOpenAI`` streams it (its
+    chunks), and a request a strict chat template would refuse gets its 400, as there.
+    It serves ``GET /v1/models`` and ``POST /v1/chat/completions`` over HTTP/1.1 with
+    keep-alive, on its own event loop in a thread, listening with a deep backlog.
+    """
+
+    def __init__(self, latency: float) -> None:
+        self.latency = latency
+        self.requests = 0
+        self.rejected = 0
+        self.waiting = 0  # chat requests waiting for their answer right now
+        self.most_waiting = 0
+        self.connections = 0
+        self.most_connections = 0
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._server: asyncio.Server | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.port = 0
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def __enter__(self) -> SlowModel:
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(10)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        asyncio.run_coroutine_threadsafe(self._stop(), self._loop).result(10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+        self._loop.close()
+
+    async def _start(self) -> None:
+        self._server = await asyncio.start_server(
+            self._connection, "127.0.0.1", 0, backlog=4096, limit=2**24
+        )
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def _stop(self) -> None:
+        assert self._server is not None
+        self._server.close()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)
+        self.connections += 1
+        self.most_connections = max(self.most_connections, self.connections)
+        try:
+            while True:
+                head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1")
+                method, path, _ = head.split("\r\n", 1)[0].split(" ", 2)
+                headers = {
+                    name.strip().lower(): value.strip()
+                    for name, _, value in (
+                        line.partition(":") for line in head.split("\r\n")[1:] if line
+                    )
+                }
+                data = await reader.readexactly(int(headers.get("content-length", "0")))
+                if method == "POST" and path.rstrip("/").endswith("/chat/completions"):
+                    await self._chat(json.loads(data or b"{}"), writer)
+                elif method == "GET" and path.rstrip("/").endswith("/models"):
+                    models = {"object": "list", "data": [{"id": "scripted", "object": "model"}]}
+                    self._json(writer, 200, models)
+                else:
+                    self._json(writer, 404, {"error": {"message": "File Not Found", "code": 404}})
+                await writer.drain()
+                if headers.get("connection", "").lower() == "close":
+                    break
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
+            pass  # the client closed its connection (between requests, or a cancelled one)
+        finally:
+            self.connections -= 1
+            self._tasks.discard(task)
+            writer.close()
+
+    @staticmethod
+    def _json(writer: asyncio.StreamWriter, status: int, payload: dict[str, Any]) -> None:
+        data = json.dumps(payload).encode()
+        writer.write(
+            f"HTTP/1.1 {status} {'OK' if status == 200 else 'Error'}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n".encode()
+            + data
+        )
+
+    async def _chat(self, body: dict[str, Any], writer: asyncio.StreamWriter) -> None:
+        self.requests += 1
+        self.waiting += 1
+        self.most_waiting = max(self.most_waiting, self.waiting)
+        try:
+            await asyncio.sleep(self.latency)
+        finally:
+            self.waiting -= 1
+        found = template_problems(body.get("messages", []))
+        if found:
+            self.rejected += 1
+            message = TEMPLATE_ERROR.replace("{reason}", found[0].split(": ", 1)[-1])
+            error = {"code": 400, "message": message, "type": "invalid_request_error"}
+            self._json(writer, 400, {"error": error})
+            return
+        reply = respond(body)
+        if not body.get("stream"):
+            self._json(writer, 200, _completion(reply, body))
+            return
+        parts = [
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n"
+        ]
+        for chunk in [*(json.dumps(c) for c in _chunks(reply, body)), "[DONE]"]:
+            event = f"data: {chunk}\n\n".encode()
+            parts.append(f"{len(event):X}\r\n".encode() + event + b"\r\n")
+        parts.append(b"0\r\n\r\n")
+        writer.write(b"".join(parts))
+
+
+def proc_status(pid: int) -> dict[str, int]:
+    """Return the numeric fields of ``/proc/<pid>/status`` (VmRSS, VmHWM in KiB, Threads)."""
+    found = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        name, _, value = line.partition(":")
+        words = value.split()
+        if words and words[0].isdigit():
+            found[name] = int(words[0])
+    return found
+
+
+def open_descriptors(pid: int) -> int:
+    """Return how many file descriptors process ``pid`` holds open (Linux ``/proc``)."""
+    try:
+        return len(os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return 0
+
+
+def main_thread_schedstat(pid: int) -> tuple[int, int]:
+    """Return the ns process ``pid``'s main thread has run, and waited for a CPU to run.
+
+    The main thread of ``serve`` runs the event loop: run + waited near the time gone by
+    is a loop that never rests; a large wait is a machine short of CPU for it.
+    """
+    fields = Path(f"/proc/{pid}/task/{pid}/schedstat").read_text().split()
+    return int(fields[0]), int(fields[1])
+
+
+class Watch:
+    """The workers' resident memory, descriptors, threads and CPU, read every ``every`` s.
+
+    Made before the customers come: what it reads first is the idle figure. While the
+    customers play, a thread reads ``VmRSS``, the open descriptors and the threads of
+    each worker and keeps the most; at the end ``VmHWM`` (the most resident memory the
+    process ever had, start-up included) is read too. The main thread's scheduler
+    figures (``/proc/<pid>/task/<pid>/schedstat``) say how busy the event loop was: over
+    the run, and in the busiest two seconds.
+    """
+
+    WINDOW = 2.0  # seconds of the busiest-window figures
+
+    def __init__(self, pids: Sequence[int], every: float = 0.5) -> None:
+        self.pids = list(pids)
+        self.every = every
+        first = [proc_status(pid) for pid in self.pids]
+        self.idle_kib = [status.get("VmRSS", 0) for status in first]
+        self.peak_kib = list(self.idle_kib)
+        self.hwm_kib = [status.get("VmHWM", 0) for status in first]
+        self.idle_threads = [status.get("Threads", 0) for status in first]
+        self.peak_threads = list(self.idle_threads)
+        self.idle_fds = [open_descriptors(pid) for pid in self.pids]
+        self.peak_fds = list(self.idle_fds)
+        now = time.monotonic()
+        self.sched_first = [(now, *main_thread_schedstat(pid)) for pid in self.pids]
+        self.sched_last = list(self.sched_first)
+        self.sched_recent: list[list[tuple[float, int, int]]] = [[s] for s in self.sched_first]
+        # The busiest window: (run + wait share, run share, wait share) of the main thread.
+        self.busiest = [(0.0, 0.0, 0.0) for _ in self.pids]
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Watch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        self._sample(last=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every):
+            self._sample()
+
+    def _sample(self, last: bool = False) -> None:
+        for index, pid in enumerate(self.pids):
+            try:
+                status = proc_status(pid)
+                sched = (time.monotonic(), *main_thread_schedstat(pid))
+            except OSError:  # the worker is gone
+                continue
+            self.peak_kib[index] = max(self.peak_kib[index], status.get("VmRSS", 0))
+            self.peak_threads[index] = max(self.peak_threads[index], status.get("Threads", 0))
+            self.peak_fds[index] = max(self.peak_fds[index], open_descriptors(pid))
+            if last:
+                self.hwm_kib[index] = status.get("VmHWM", 0)
+            self.sched_last[index] = sched
+            recent = self.sched_recent[index]
+            recent.append(sched)
+            while len(recent) > 2 and sched[0] - recent[1][0] >= self.WINDOW:
+                recent.pop(0)
+            if sched[0] - recent[0][0] >= self.WINDOW * 0.9:
+                run, wait = self._shares(recent[0], sched)
+                self.busiest[index] = max(self.busiest[index], (run + wait, run, wait))
+
+    @staticmethod
+    def _shares(first: tuple[float, int, int], last: tuple[float, int, int]) -> tuple[float, float]:
+        seconds = max(last[0] - first[0], 1e-9) * 1e9
+        return (last[1] - first[1]) / seconds, (last[2] - first[2]) / seconds
+
+    def figures(self) -> dict[str, Any]:
+        """Return the figures, per worker, in MiB (memory), descriptors and threads."""
+
+        def mib(values: list[int]) -> list[float]:
+            return [round(kib / 1024, 1) for kib in values]
+
+        def pairs(first: list[int], second: list[int]) -> list[list[int]]:
+            return [[a, b] for a, b in zip(first, second, strict=True)]
+
+        over_run = [
+            self._shares(a, b) for a, b in zip(self.sched_first, self.sched_last, strict=True)
+        ]
+        return {
+            "worker_rss_idle_mib": mib(self.idle_kib),
+            "worker_rss_peak_mib": mib(self.peak_kib),
+            "worker_rss_above_idle_mib": mib(
+                [peak - idle for peak, idle in zip(self.peak_kib, self.idle_kib, strict=True)]
+            ),
+            "worker_vmhwm_mib": mib(self.hwm_kib),
+            "worker_fds_idle_peak": pairs(self.idle_fds, self.peak_fds),
+            "worker_threads_idle_peak": pairs(self.idle_threads, self.peak_threads),
+            # The main thread's (the event loop's) share of the time: running, and ready
+            # to run but waiting for a CPU; over the run, and in the busiest 2 seconds.
+            "worker_loop_run_wait_share": [[round(r, 2), round(w, 2)] for r, w in over_run],
+            "worker_loop_run_wait_share_busiest_2s": [
+                [round(run, 2), round(wait, 2)] for _, run, wait in self.busiest
+            ],
+        }
+
+
 @dataclass
 class Figures:
     """What the customers measured."""
 
     latencies: list[float] = field(default_factory=list)
+    # Seconds to create a conversation, and from a turn's message to the first byte of
+    # its answer (the service says at once that it took the turn: a late first byte is a
+    # request waiting in the service before the turn starts).
+    creates: list[float] = field(default_factory=list)
+    first_bytes: list[float] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)  # requests answered 503
     turns: int = 0
     events: int = 0  # server-sent events received (over HTTP)
+    talking: int = 0  # customers waiting for a turn right now
+    most_talking: int = 0
+
+    def failed(self, where: str, error: BaseException | str) -> None:
+        """Count a request that failed: refused (503) or an error."""
+        if isinstance(error, HttpStatusError) and error.status == 503:
+            self.refused.append(f"{where}: {error}")
+        else:
+            self.errors.append(f"{where}: {error if isinstance(error, str) else repr(error)}")
 
 
-async def stream(client: httpx.AsyncClient, url: str, body: dict[str, Any]) -> list[Any]:
-    """POST ``body`` and return the server-sent events of the reply."""
+class HttpStatusError(RuntimeError):
+    """An answer of the service other than the one expected."""
+
+    def __init__(self, url: str, status: int, text: str) -> None:
+        super().__init__(f"{url}: HTTP {status} {text[:200]}")
+        self.status = status
+
+
+# One TLS context for every customer's client: httpx builds one per client otherwise, and
+# that takes some 45 ms of CPU each (every customer pays it as they arrive).
+_TLS = ssl.create_default_context()
+
+
+async def stream(
+    client: httpx.AsyncClient, url: str, body: dict[str, Any], first: list[float] | None = None
+) -> list[Any]:
+    """POST ``body`` and return the server-sent events of the reply.
+
+    The seconds until the first byte of the answer's body are added to ``first``.
+    """
+    started = time.perf_counter()
     async with client.stream("POST", url, json=body) as response:
-        text = (await response.aread()).decode()
+        chunks: list[bytes] = []
+        async for chunk in response.aiter_bytes():
+            if first is not None and not chunks and response.status_code == 200:
+                first.append(time.perf_counter() - started)
+            chunks.append(chunk)
+        text = b"".join(chunks).decode()
         if response.status_code != 200:
-            raise RuntimeError(f"{url}: HTTP {response.status_code} {text[:200]}")
+            raise HttpStatusError(url, response.status_code, text)
     return parse_sse(text)
 
 
@@ -185,8 +510,14 @@ async def customer(
     figures: Figures,
     crowd: asyncio.Semaphore,
     on_turn: Callable[[], None],
+    arrives: float = 0.0,
 ) -> None:
-    """Hold one conversation of ``turns`` turns, moving between workers turn by turn."""
+    """Hold one conversation of ``turns`` turns, moving between workers turn by turn.
+
+    The customer comes at ``arrives`` (the event loop's clock), then waits for a place
+    in the crowd.
+    """
+    await asyncio.sleep(arrives - asyncio.get_running_loop().time())
     async with crowd:
         await _converse(index, token, stay, workers, turns, figures, on_turn)
 
@@ -202,17 +533,26 @@ async def _converse(
 ) -> None:
     headers = {"Authorization": f"Bearer {token}"}
     texts = customer_turns(stay)
-    async with httpx.AsyncClient(headers=headers, timeout=120) as client:
-        created = await client.post(f"{workers[index % len(workers)]}/api/v1/conversations")
-        if created.status_code != 201:
-            figures.errors.append(f"customer {index}: create: HTTP {created.status_code}")
+    async with httpx.AsyncClient(headers=headers, timeout=120, verify=_TLS) as client:
+        url = f"{workers[index % len(workers)]}/api/v1/conversations"
+        started = time.perf_counter()
+        try:
+            created = await client.post(url)
+            if created.status_code != 201:
+                raise HttpStatusError(url, created.status_code, created.text)
+        except (httpx.HTTPError, HttpStatusError) as error:
+            figures.failed(f"customer {index}: create", error)
             return
+        figures.creates.append(time.perf_counter() - started)
         conversation = created.json()["conversation_id"]
         for turn in range(turns):
             base = f"{workers[(index + turn) % len(workers)]}/api/v1/conversations/{conversation}"
             started = time.perf_counter()
+            figures.talking += 1
+            figures.most_talking = max(figures.most_talking, figures.talking)
             try:
-                events = await stream(client, f"{base}/messages", {"text": texts[turn % 10]})
+                message = {"text": texts[turn % 10]}
+                events = await stream(client, f"{base}/messages", message, figures.first_bytes)
                 pending = [e for e in events if e.name == "pending"]
                 if pending:
                     actions = pending[-1].data["actions"]
@@ -222,10 +562,12 @@ async def _converse(
                     events += await stream(client, f"{base}/decisions", {"decisions": decisions})
                 failed = [e for e in events if e.name == "error"]
                 if failed:
-                    figures.errors.append(f"customer {index} turn {turn}: {failed[0].data}")
+                    figures.failed(f"customer {index} turn {turn}", str(failed[0].data))
             except (httpx.HTTPError, RuntimeError) as error:
-                figures.errors.append(f"customer {index} turn {turn}: {error!r}")
+                figures.failed(f"customer {index} turn {turn}", error)
                 continue
+            finally:
+                figures.talking -= 1
             figures.latencies.append(time.perf_counter() - started)
             figures.turns += 1
             figures.events += len(events)
@@ -237,7 +579,8 @@ def play_in_process(spec_file: Path) -> int:
 
     The worker of ``--in-process``: the same assistant, stores and model client as
     ``serve`` builds (``commands.serve``), driven as the terminal drives it, one thread
-    per customer talking, ``concurrency`` at once. It prints ``ready`` once built, plays
+    per customer talking, ``concurrency`` at once (customer ``i`` comes ``i / arrival_rate``
+    seconds after the start when a rate is given). It prints ``ready`` once built, plays
     when a line comes on its standard input, and then prints the figures as JSON.
     """
     from concurrent.futures import ThreadPoolExecutor
@@ -258,8 +601,12 @@ def play_in_process(spec_file: Path) -> int:
     conversations = Conversations(assistant, store.registry, store.locks, store.desk)
     figures = Figures()
     lock = threading.Lock()
+    rate = spec.get("arrival_rate")
+    start = 0.0  # when the customers start (set below)
 
     def converse(index: int) -> None:
+        if rate:
+            time.sleep(max(0.0, start + index / rate - time.monotonic()))
         stay = spec["stays"][index]
         texts = customer_turns(
             Stay(
@@ -291,6 +638,7 @@ def play_in_process(spec_file: Path) -> int:
 
     print("ready", flush=True)
     sys.stdin.readline()
+    start = time.monotonic()
     with ThreadPoolExecutor(spec["concurrency"]) as pool:
         list(pool.map(converse, range(len(spec["passengers"]))))
     print(json.dumps({"latencies": figures.latencies, "errors": figures.errors}), flush=True)
@@ -361,9 +709,17 @@ def charges(db: Database, passengers: list[str]) -> dict[str, int]:
 
 
 def check_writes(
-    db: Database, passengers: list[str], stays: list[Stay], charged_before: dict[str, int]
+    db: Database,
+    passengers: list[str],
+    stays: list[Stay],
+    charged_before: dict[str, int],
+    expected: int = 1,
 ) -> list[str]:
-    """Return every customer whose stay is missing, doubled, or charged other than once."""
+    """Return every customer whose stay is missing, doubled, or charged other than once.
+
+    ``expected`` is 0 when the conversations stop before the booking turn (the fifth):
+    then no customer may have booked or paid anything.
+    """
     problems = []
     charged_after = charges(db, passengers)
     with db.session() as session:
@@ -379,12 +735,21 @@ def check_writes(
                 )
             )
             charged = charged_after[passenger] - charged_before[passenger]
-            if booked != 1 or charged != 1:
+            if booked != expected or charged != expected:
                 problems.append(f"{passenger}: {booked} stays booked, {charged} charges")
     return problems
 
 
-Played = tuple[Figures, float, float, list[tuple[int, list[int]]]]
+@dataclass
+class Played:
+    """What one run measured: the customers' figures and the workers'."""
+
+    figures: Figures
+    seconds: float  # from the first customer's arrival to the last one's end
+    cpu_seconds: float  # the workers' user + system CPU over that time
+    memory: list[tuple[int, list[int]]]  # (turns, VmRSS KiB per worker), --memory-every
+    watch: Watch
+    own_cpu_seconds: float = 0.0  # this process's (the customers' and the model's)
 
 
 def with_workers(
@@ -398,8 +763,9 @@ def with_workers(
 ) -> Played:
     """Play the customers over HTTP against ``serve`` workers; return the figures.
 
-    Returns the customers' figures, the seconds they took, the workers' CPU seconds, and
-    the workers' memory read every ``--memory-every`` turns.
+    Returns the customers' figures, the seconds they took, the workers' CPU seconds, the
+    workers' memory read every ``--memory-every`` turns and what ``Watch`` read. A worker's
+    log is kept in ``folder``.
     """
     processes: list[subprocess.Popen[bytes]] = []
     urls = []
@@ -430,18 +796,34 @@ def with_workers(
 
         async def run_all() -> None:
             crowd = asyncio.Semaphore(args.concurrency or args.customers)
+            start = asyncio.get_running_loop().time()
+            rate = args.arrival_rate
             await asyncio.gather(
                 *(
-                    customer(i, tokens[i], stays[i], urls, args.turns, figures, crowd, on_turn)
+                    customer(
+                        i,
+                        tokens[i],
+                        stays[i],
+                        urls,
+                        args.turns,
+                        figures,
+                        crowd,
+                        on_turn,
+                        start + i / rate if rate else start,
+                    )
                     for i in range(len(tokens))
                 )
             )
 
+        watch = Watch(pids)
         cpu_before = sum(cpu_seconds(pid) for pid in pids)
+        own_before = time.process_time()
         started = time.perf_counter()
-        asyncio.run(run_all())
+        with watch:
+            asyncio.run(run_all())
         elapsed = time.perf_counter() - started
         cpu_used = sum(cpu_seconds(pid) for pid in pids) - cpu_before
+        own_used = time.process_time() - own_before
     finally:
         for process in processes:
             process.send_signal(signal.SIGINT)
@@ -450,7 +832,7 @@ def with_workers(
                 process.wait(30)
             except subprocess.TimeoutExpired:
                 process.kill()
-    return figures, elapsed, cpu_used, memory
+    return Played(figures, elapsed, cpu_used, memory, watch, own_used)
 
 
 def in_process(
@@ -475,19 +857,21 @@ def in_process(
     try:
         if worker.stdout.readline().strip() != "ready":
             raise SystemExit("the in-process worker did not start")
+        watch = Watch([worker.pid])
         cpu_before = cpu_seconds(worker.pid)
         started = time.perf_counter()
-        worker.stdin.write("go\n")
-        worker.stdin.flush()
-        played = json.loads(worker.stdout.readline())
+        with watch:
+            worker.stdin.write("go\n")
+            worker.stdin.flush()
+            played = json.loads(worker.stdout.readline())
         elapsed = time.perf_counter() - started
         cpu_used = cpu_seconds(worker.pid) - cpu_before
     finally:
         worker.stdin.close()
         if worker.wait(60) != 0:
             raise SystemExit(f"the in-process worker exited with {worker.returncode}")
-    figures = Figures(played["latencies"], played["errors"], len(played["latencies"]))
-    return figures, elapsed, cpu_used, []
+    figures = Figures(played["latencies"], played["errors"], turns=len(played["latencies"]))
+    return Played(figures, elapsed, cpu_used, [], watch)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -505,6 +889,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--memory-every", type=int, metavar="N", help="read the workers' memory every N turns"
     )
     parser.add_argument(
+        "--arrival-rate",
+        type=float,
+        metavar="N",
+        help="customers come N a second (default: all at once)",
+    )
+    parser.add_argument(
+        "--model-latency",
+        type=float,
+        metavar="SECONDS",
+        help="the model waits this long before the first byte of each reply (asyncio server)",
+    )
+    parser.add_argument(
         "--tree",
         type=Path,
         help="run the program from this source tree (python -m cli), e.g. another commit's",
@@ -520,7 +916,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return play_in_process(args.play_in_process)
     if args.in_process and (args.tree is not None or args.workers != 1):
         parser.error("--in-process plays in one process of this tree")
+    if args.turns < 1 or args.customers < 1:
+        parser.error("--customers and --turns take at least 1")
+    if args.arrival_rate is not None and args.arrival_rate <= 0:
+        parser.error("--arrival-rate takes a rate above 0")
+    if args.model_latency is not None and args.model_latency < 0:
+        parser.error("--model-latency takes 0 seconds or more")
 
+    load_at_start = Path("/proc/loadavg").read_text().split()[:3]
     folder = Path(tempfile.mkdtemp(prefix="bench-load-"))
     home = folder / "home"
     db_url = args.db or str(folder / "travel.sqlite")
@@ -554,7 +957,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     tokens = [signer.issue(passenger) for passenger in passengers]
     charged_before = charges(db, passengers)
 
-    with FakeOpenAI(strict=True, responder=respond) as fake:
+    model: FakeOpenAI | SlowModel = (
+        FakeOpenAI(strict=True, responder=respond)
+        if args.model_latency is None
+        else SlowModel(args.model_latency)
+    )
+    with model as fake:
         env["OPENAI_BASE_URL"] = fake.base_url
         if args.in_process:
             spec = {
@@ -573,17 +981,27 @@ def main(argv: Sequence[str] | None = None) -> int:
                 ],
                 "turns": args.turns,
                 "concurrency": args.concurrency or args.customers,
+                "arrival_rate": args.arrival_rate,
             }
-            figures, elapsed, cpu_used, memory = in_process(folder, spec, env, args.memory_every)
+            played = in_process(folder, spec, env, args.memory_every)
         else:
-            figures, elapsed, cpu_used, memory = with_workers(
-                args, common, env, cwd, folder, tokens, stays
-            )
-        requests = len(fake.requests)
-        rejected = len(fake.rejected)
+            played = with_workers(args, common, env, cwd, folder, tokens, stays)
+        if isinstance(fake, SlowModel):
+            requests, rejected = fake.requests, fake.rejected
+        else:
+            requests, rejected = len(fake.requests), len(fake.rejected)
 
-    problems = check_writes(db, passengers, stays, charged_before)
+    figures, elapsed, cpu_used, memory = (
+        played.figures,
+        played.seconds,
+        played.cpu_seconds,
+        played.memory,
+    )
+    problems = check_writes(
+        db, passengers, stays, charged_before, expected=1 if args.turns >= 5 else 0
+    )
     db.dispose()
+    latencies = figures.latencies or [0.0]
     result = {
         "customers": args.customers,
         "turns_per_customer": args.turns,
@@ -592,9 +1010,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "turns": figures.turns,
         "seconds": round(elapsed, 2),
         "turns_per_second": round(figures.turns / elapsed, 2),
-        "turn_p50_ms": round(statistics.median(figures.latencies) * 1000),
-        "turn_p95_ms": round(percentile(figures.latencies, 0.95) * 1000),
-        "turn_max_ms": round(max(figures.latencies) * 1000),
+        "turn_p50_ms": round(statistics.median(latencies) * 1000),
+        "turn_p95_ms": round(percentile(latencies, 0.95) * 1000),
+        "turn_max_ms": round(max(latencies) * 1000),
         "worker_cpu_ms_per_turn": round(cpu_used / max(figures.turns, 1) * 1000, 1),
         "events_per_turn": round(figures.events / max(figures.turns, 1), 1),
         "load_average_1min_at_end": round(os.getloadavg()[0], 2),
@@ -603,6 +1021,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         "errors": len(figures.errors),
         "write_problems": len(problems),
     }
+    if args.arrival_rate is not None:
+        result["arrival_rate_per_second"] = args.arrival_rate
+    if isinstance(fake, SlowModel):
+        result["model_latency_s"] = fake.latency
+        if fake.latency > 0:
+            result["turn_p95_over_model_time"] = round(
+                percentile(latencies, 0.95) / fake.latency, 2
+            )
+        result["model_requests_waiting_at_once_most"] = fake.most_waiting
+        result["model_connections_at_once_most"] = fake.most_connections
+    if not args.in_process:
+        result["customers_waiting_for_a_turn_at_once_most"] = figures.most_talking
+        for name, values in (("create", figures.creates), ("turn_first_byte", figures.first_bytes)):
+            if values:
+                result[f"{name}_p50_ms"] = round(statistics.median(values) * 1000)
+                result[f"{name}_p95_ms"] = round(percentile(values, 0.95) * 1000)
+    result["refused_503"] = len(figures.refused)
+    result["worker_cpu_share_of_one_core"] = round(cpu_used / elapsed, 2)
+    if not args.in_process:
+        result["bench_process_cpu_share_of_one_core"] = round(played.own_cpu_seconds / elapsed, 2)
+    result.update(played.watch.figures())
+    result["load_average_at_start"] = load_at_start
+    result["load_average_at_end"] = Path("/proc/loadavg").read_text().split()[:3]
     if args.memory_every:
         result["worker_rss_mib_by_turns"] = {
             str(turns): [round(kib / 1024, 1) for kib in sizes] for turns, sizes in memory
@@ -612,13 +1053,37 @@ def main(argv: Sequence[str] | None = None) -> int:
             result["worker_rss_last_over_first_window"] = [
                 round(last / start, 3) for last, start in zip(memory[-1][1], first, strict=True)
             ]
-    for error in figures.errors[:10] + problems[:10]:
+    for error in figures.errors[:10] + figures.refused[:3] + problems[:10]:
         print("  !", error)
-    print(json.dumps(result, indent=2))
+    kinds = Counter(_kind(error) for error in figures.errors + figures.refused)
+    for kind, count in kinds.most_common(10):
+        print(f"  ! {count} x {kind}")
+    print(dumps(result))
     if args.json:
         args.json.write_text(json.dumps(result, indent=2) + "\n")
-    shutil.rmtree(folder, ignore_errors=True)
-    return 1 if figures.errors or problems or rejected else 0
+    failed = figures.errors or figures.refused or problems or rejected
+    if failed and not args.in_process:
+        print("the workers' logs are kept:", *sorted(folder.glob("worker-*.log")), sep="\n  ")
+        for path in (home, *folder.glob("*.sqlite*")):  # the databases, not the logs
+            if path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+    else:
+        shutil.rmtree(folder, ignore_errors=True)
+    return 1 if failed else 0
+
+
+def dumps(result: dict[str, Any]) -> str:
+    """Return ``result`` as JSON, one figure a line (a list of figures on its line)."""
+    lines = (f"  {json.dumps(name)}: {json.dumps(value)}" for name, value in result.items())
+    return "{\n" + ",\n".join(lines) + "\n}"
+
+
+def _kind(error: str) -> str:
+    """Return an error's text without the customer and turn it happened to (to count)."""
+    text = re.sub(r"^customer \d+(?: turn \d+)?(?:: create)?: ", "", error)
+    return re.sub(r"/conversations/[0-9a-f-]+", "/conversations/ID", text)[:300]
 
 
 if __name__ == "__main__":
