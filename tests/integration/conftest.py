@@ -37,3 +37,33 @@ def files(built_db: Path, tmp_path: Path) -> Iterator[tuple[Path, Path]]:
     db.parent.mkdir()
     shutil.copyfile(built_db, db)
     yield home, db
+
+
+@pytest.fixture(scope="module")
+def postgres_template(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The name of a built PostgreSQL travel database to copy: the run's own, or one built here.
+
+    Skips the test when no PostgreSQL server is reachable.
+    """
+    from db.clock import fixed_clock
+    from db.engine import Database
+    from tests.support import postgres
+    from tests.support.conversation_stores import postgres_unreachable
+    from tests.support.databases import FIXED_NOW
+
+    reason = postgres_unreachable()
+    if reason is not None:
+        pytest.skip(reason)
+    if request.config.getoption("--engine") == "postgresql":
+        yield str(request.getfixturevalue("template_db_url"))
+        return
+    from db.generate import build_database
+
+    name, url = postgres.create_database()
+    try:
+        built = Database.from_url(url, clock=fixed_clock(FIXED_NOW))
+        build_database(built, seed=7, scale=1)
+        built.dispose()
+        yield name
+    finally:
+        postgres.drop_database(name)

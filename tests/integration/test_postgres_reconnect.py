@@ -37,7 +37,6 @@ from db.passengers import passenger_exists, passenger_summary
 from terminal.live import Watch
 from tests.support import postgres
 from tests.support.assistants import build_assistant
-from tests.support.conversation_stores import postgres_unreachable
 from tests.support.databases import FIXED_NOW
 from tests.support.scripted import ScriptedChatModel, call, say
 from tests.support.tools import payload, run_one
@@ -50,27 +49,6 @@ CUT = (
     "WHERE datname = %s AND pid <> pg_backend_pid()"
 )
 GONE_WITHIN_SECONDS = 10.0
-
-
-@pytest.fixture(scope="module")
-def postgres_template(request: pytest.FixtureRequest) -> Iterator[str]:
-    """The name of a built travel database to copy: the run's own, or one built here."""
-    reason = postgres_unreachable()
-    if reason is not None:
-        pytest.skip(reason)
-    if request.config.getoption("--engine") == "postgresql":
-        yield str(request.getfixturevalue("template_db_url"))
-        return
-    from db.generate import build_database
-
-    name, url = postgres.create_database()
-    try:
-        built = Database.from_url(url, clock=fixed_clock(FIXED_NOW))
-        build_database(built, seed=7, scale=1)
-        built.dispose()
-        yield name
-    finally:
-        postgres.drop_database(name)
 
 
 @pytest.fixture

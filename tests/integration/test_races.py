@@ -67,7 +67,6 @@ from db.models import (
     TripRecommendation,
 )
 from tests.support import forkserver, postgres
-from tests.support.conversation_stores import postgres_unreachable
 from tests.support.databases import FIXED_NOW
 from tests.support.race_child import Call, Forget, Job, Outcome, Unready, serve
 
@@ -163,27 +162,6 @@ def racers() -> Iterator[Racers]:
 
 
 # One database per engine ---------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def postgres_template(request: pytest.FixtureRequest) -> Iterator[str]:
-    """The name of a built PostgreSQL database to copy: the run's own, or one built here."""
-    reason = postgres_unreachable()
-    if reason is not None:
-        pytest.skip(reason)
-    if request.config.getoption("--engine") == "postgresql":
-        yield str(request.getfixturevalue("template_db_url"))
-        return
-    from db.generate import build_database
-
-    name, url = postgres.create_database()
-    try:
-        built = Database.from_url(url, clock=fixed_clock(FIXED_NOW))
-        build_database(built, seed=7, scale=1)
-        built.dispose()
-        yield name
-    finally:
-        postgres.drop_database(name)
 
 
 @dataclass(frozen=True)

@@ -245,3 +245,15 @@ def as_replies(script: list[AIMessage]) -> list[Any]:
         Reply(text=str(m.content), tool_calls=[(c["name"], c["args"]) for c in m.tool_calls])
         for m in script
     ]
+
+
+def read_all(sock: socket.socket, timeout: float) -> bytes:
+    """Return what the server sends on ``sock`` until it closes the connection (or ``timeout``)."""
+    sock.settimeout(timeout)
+    received = b""
+    try:
+        while chunk := sock.recv(65536):
+            received += chunk
+    except (TimeoutError, ConnectionResetError):
+        pass
+    return received

@@ -34,6 +34,7 @@ from tests.support.web import (
     flight_then_hotel_script,
     parse_sse,
     plan_trip,
+    read_all,
 )
 
 
@@ -54,18 +55,6 @@ def live(service: ConversationService) -> Iterator[httpx.Client]:
     server, headers = serving(service)
     with server, httpx.Client(base_url=server.url, headers=headers, timeout=30) as client:
         yield client
-
-
-def read_all(sock: socket.socket, timeout: float) -> bytes:
-    """Return what the server sends until it closes the connection (or ``timeout``)."""
-    sock.settimeout(timeout)
-    received = b""
-    try:
-        while chunk := sock.recv(65536):
-            received += chunk
-    except (TimeoutError, ConnectionResetError):
-        pass
-    return received
 
 
 def closed_by_server(sock: socket.socket, timeout: float) -> bool:

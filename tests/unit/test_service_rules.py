@@ -27,22 +27,10 @@ from server.limits import HEADER_TIMEOUT
 from tests.support.fake_openai import FakeOpenAI, Reply
 from tests.support.terminal import PROGRAM
 from tests.support.waiting import wait_until
-from tests.support.web import SECRET, free_port
+from tests.support.web import SECRET, free_port, read_all
 
 # Nothing listens on the discard port: ``--no-check`` keeps the start from asking it.
 NO_MODEL_SERVER = "http://127.0.0.1:9/v1"
-
-
-def read_all(sock: socket.socket, timeout: float) -> bytes:
-    """Return what the server sends until it closes the connection (or ``timeout``)."""
-    sock.settimeout(timeout)
-    received = b""
-    try:
-        while chunk := sock.recv(65536):
-            received += chunk
-    except (TimeoutError, ConnectionResetError):
-        pass
-    return received
 
 
 @pytest.fixture
