@@ -191,6 +191,7 @@ def build_chat_models(
     # A local server needs no key, but the client insists on one.
     api_key = settings.api_key or "not-needed"
     built: dict[tuple[str, int], BaseChatModel] = {}
+    http_client = async_http_client()
     by_assistant: dict[str, BaseChatModel] = {}
     for assistant in assistant_names(specialists):
         key = (settings.model_for(assistant), settings.max_tokens_for(assistant))
@@ -204,6 +205,7 @@ def build_chat_models(
                 else {"max_tokens": key[1]}
             )
             built[key] = BoundedChatOpenAI(
+                http_async_client=http_client,
                 model=key[0],
                 api_key=api_key,  # type: ignore[arg-type]
                 base_url=settings.base_url,
@@ -218,6 +220,23 @@ def build_chat_models(
             )
         by_assistant[assistant] = built[key]
     return by_assistant
+
+
+def async_http_client() -> Any | None:
+    """Return the HTTP client the models' requests go over: the OpenAI SDK's aiohttp one.
+
+    The SDK's default (httpx) parses HTTP in Python and probes every pooled connection
+    around each request; its aiohttp client (``openai.DefaultAioHttpClient``, public
+    since openai 1.x with the ``aiohttp`` extra) spends about half the CPU per request.
+    Its connections belong to the loop that opens them: every turn of a process runs on
+    one loop (``conversations.loop``). ``None`` (the SDK's default) without aiohttp.
+    """
+    try:
+        from openai import DefaultAioHttpClient
+
+        return DefaultAioHttpClient()
+    except (ImportError, RuntimeError):  # no such client, or aiohttp is not installed
+        return None
 
 
 def context_tokens_of(model: BaseChatModel) -> int:

@@ -420,9 +420,9 @@ def _connection_failure(error: BaseException, openai: Any) -> ProviderFailure | 
         return None
     causes = list(_causes(error))
     transport = [c for c in causes if isinstance(c, (ConnectionError, *_transport_errors()))]
-    # An aiohttp client (the OpenAI SDK's ``DefaultAioHttpClient``, if a caller gives
-    # one) raises a refused connection and a server that hung up as a "ConnectTimeout",
-    # which the SDK makes a timeout: what it was raised from says what happened.
+    # The SDK's aiohttp client (``assistants.models.async_http_client``) raises a refused
+    # connection and a server that hung up as a "ConnectTimeout", which the SDK makes a
+    # timeout: what it was raised from says what happened.
     refused = any(
         isinstance(c, ConnectionRefusedError) or _named(c, "ClientConnectorError") for c in causes
     )
