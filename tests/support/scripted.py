@@ -8,11 +8,12 @@ of the terminal program is exercised too.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any
 
-from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, ToolCall
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
@@ -129,6 +130,23 @@ class ScriptedChatModel(BaseChatModel):
                 response_metadata=dict(reply.response_metadata),
             )
         )
+
+    async def _astream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[ChatGenerationChunk]:
+        # The same chunks, made in a worker thread once per call (a script item may wait,
+        # as a model server does, without holding up the event loop), then streamed on the
+        # loop as an async client streams them. LangChain's default would hand every chunk
+        # of ``_stream`` over from a worker thread.
+        chunks = await asyncio.to_thread(lambda: list(self._stream(messages, stop, None, **kwargs)))
+        for chunk in chunks:
+            if run_manager and chunk.text:
+                await run_manager.on_llm_new_token(chunk.text, chunk=chunk)
+            yield chunk
 
 
 def _json(value: Any) -> str:
