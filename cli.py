@@ -27,13 +27,14 @@ command is a module of ``commands``, and the chat itself lives in ``terminal``.
 from __future__ import annotations
 
 import argparse
+import difflib
 import math
 import sys
 import traceback
 from collections.abc import Iterator, Sequence
 from datetime import UTC, date, datetime, time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from collector import own_process
 from commands.audit import cmd_audit
@@ -105,29 +106,87 @@ def _add_global_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
     )
 
 
-def _chosen_parser(
-    parser: argparse.ArgumentParser, args: argparse.Namespace
-) -> argparse.ArgumentParser:
+class _Parser(argparse.ArgumentParser):
+    """An argument parser that keeps the parsers of its commands, as it makes them.
+
+    ``add_commands`` and ``add_command`` keep what argparse's ``add_subparsers`` and
+    ``add_parser`` return, so that the parser a command was parsed by is found
+    (``_chosen_parser``), and a mistyped command is answered with the nearest one
+    (``error``), without reaching into argparse's private parts.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.name = ""  # the command's words after the program's: "sessions delete"
+        self.commands: dict[str, _Parser] = {}
+        self.command_dest = ""
+        self._command_metavar = ""
+        self._subparsers: Any = None  # what ``add_subparsers`` returned
+        self._given: list[str] = []
+
+    def add_commands(self, dest: str, metavar: str) -> None:
+        """Give this parser commands, chosen by the word ``metavar`` into ``dest``."""
+        self._subparsers = self.add_subparsers(dest=dest, metavar=metavar)
+        self.command_dest = dest
+        self._command_metavar = metavar
+
+    def add_command(self, name: str, **kwargs: Any) -> _Parser:
+        """Add the command ``name`` (``add_parser``'s arguments); return its parser."""
+        command = self._subparsers.add_parser(name, **kwargs)
+        assert isinstance(command, _Parser)  # argparse makes them of this parser's class
+        command.name = f"{self.name} {name}".strip()
+        self.commands[name] = command
+        return command
+
+    def parse_known_args(  # type: ignore[override]  # one signature for argparse's overloads
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        """Parse as argparse does, keeping the words given (for ``error``)."""
+        self._given = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
+
+    def error(self, message: str) -> NoReturn:
+        """Print the usage and the error, naming the nearest command to a mistyped one."""
+        super().error(self._mistyped(message) or message)
+
+    def _mistyped(self, message: str) -> str | None:
+        """Say the command word argparse refused in ``message``, and the nearest one."""
+        if not self.commands or not message.startswith(f"argument {self._command_metavar}:"):
+            return None
+        word = next(
+            (
+                given
+                for given in self._given
+                if not given.startswith("-")
+                and given not in self.commands
+                and repr(given) in message
+            ),
+            None,
+        )
+        if word is None:
+            return None
+        near = difflib.get_close_matches(word, list(self.commands), n=1)
+        said = f"No command {f'{self.name} {word}'.strip()!r}."
+        if near:
+            return f"{said} Did you mean {f'{self.name} {near[0]}'.strip()!r}?"
+        return f"{said} Choose one of: {', '.join(self.commands)}."
+
+
+def _chosen_parser(parser: _Parser, args: argparse.Namespace) -> _Parser:
     """Return the parser of the command (and sub-command) ``args`` were parsed for."""
-    for dest in ("command", "sessions_command", "db_command"):
-        chosen = getattr(args, dest, None)
-        for action in parser._actions:
-            if (
-                isinstance(action, argparse._SubParsersAction)
-                and action.dest == dest
-                and chosen in action.choices
-            ):
-                parser = action.choices[chosen]
+    while parser.command_dest:
+        chosen = getattr(args, parser.command_dest, None)
+        if chosen not in parser.commands:
+            break
+        parser = parser.commands[chosen]
     return parser
 
 
-def _command_parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
+def _command_parsers(parser: _Parser) -> Iterator[_Parser]:
     """Yield the parser of every command and sub-command under ``parser``."""
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for command in action.choices.values():
-                yield command
-                yield from _command_parsers(command)
+    for command in parser.commands.values():
+        yield command
+        yield from _command_parsers(command)
 
 
 class _VersionAction(argparse.Action):
@@ -222,14 +281,14 @@ def _page(name: str) -> dict[str, Any]:
     }
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> _Parser:
     """Return the argument parser of every command."""
-    parser = argparse.ArgumentParser(prog="travel-assistant", **_page(""))
+    parser = _Parser(prog="travel-assistant", **_page(""))
     parser.add_argument("--version", action=_VersionAction, help="print the version and exit")
     _add_global_options(parser, top=True)
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    parser.add_commands("command", "COMMAND")
 
-    chat = commands.add_parser("chat", help="talk to the assistant (the main job)", **_page("chat"))
+    chat = parser.add_command("chat", help="talk to the assistant (the main job)", **_page("chat"))
     chat.add_argument(
         "--passenger-id",
         help='your passenger id, e.g. "3442 587242" (the space is optional; default: '
@@ -262,19 +321,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="longest reply in tokens (default: $TRAVEL_ASSISTANT_MAX_TOKENS or 1024)",
     )
 
-    sessions = commands.add_parser("sessions", help="list saved conversations", **_page("sessions"))
+    sessions = parser.add_command("sessions", help="list saved conversations", **_page("sessions"))
     sessions.add_argument("--passenger-id", help="only this passenger's conversations")
-    sessions_commands = sessions.add_subparsers(dest="sessions_command", metavar="ACTION")
-    delete = sessions_commands.add_parser(
+    sessions.add_commands("sessions_command", "ACTION")
+    delete = sessions.add_command(
         "delete", help="delete a saved conversation", **_page("sessions delete")
     )
     delete.add_argument(
         "thread_id", metavar="ID", help="the session (see: travel-assistant sessions)"
     )
 
-    db = commands.add_parser("db", help="manage the travel database", **_page("db"))
-    db_commands = db.add_subparsers(dest="db_command", metavar="DB_COMMAND")
-    init = db_commands.add_parser(
+    db = parser.add_command("db", help="manage the travel database", **_page("db"))
+    db.add_commands("db_command", "DB_COMMAND")
+    init = db.add_command(
         "init", help="(re)build the travel database (at --db)", **_page("db init")
     )
     init.add_argument(
@@ -292,10 +351,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     init.add_argument("--force", action="store_true", help="replace an existing database")
 
-    commands.add_parser("graph", help="print the assistant graph as Mermaid", **_page("graph"))
-    _add_server_commands(commands)
+    parser.add_command("graph", help="print the assistant graph as Mermaid", **_page("graph"))
+    _add_server_commands(parser)
 
-    evaluate = commands.add_parser(
+    evaluate = parser.add_command(
         "eval",
         help="run the scenario suite against a real model (needs a model endpoint)",
         **_page("eval"),
@@ -379,9 +438,9 @@ def _positive_float(text: str) -> float:
     return value
 
 
-def _add_server_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``serve`` and ``token``."""
-    serve = commands.add_parser("serve", help="run the HTTP API and the web chat", **_page("serve"))
+def _add_server_commands(parser: _Parser) -> None:
+    """Add ``serve``, ``token``, ``audit`` and ``desk``."""
+    serve = parser.add_command("serve", help="run the HTTP API and the web chat", **_page("serve"))
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on")
     serve.add_argument("--port", type=int, default=8000, help="port to listen on")
     serve.add_argument("--model", help="chat model name (default: as for chat)")
@@ -416,7 +475,7 @@ def _add_server_commands(commands: argparse._SubParsersAction[argparse.ArgumentP
         default=BODY_TIMEOUT,
         help=f"seconds for a request's body to arrive (default {BODY_TIMEOUT:g})",
     )
-    token = commands.add_parser(
+    token = parser.add_command(
         "token",
         help="issue a passenger's (or a supervisor's) access token for the service",
         **_page("token"),
@@ -435,13 +494,13 @@ def _add_server_commands(commands: argparse._SubParsersAction[argparse.ArgumentP
         default=24.0,
         help="how long the token is valid, 1/60 to 720 (default 24)",
     )
-    audit = commands.add_parser(
+    audit = parser.add_command(
         "audit", help="show which supervisor looked at which conversation, when", **_page("audit")
     )
     audit.add_argument("--supervisor", metavar="NAME", help="only this supervisor's looks")
     audit.add_argument("--conversation", metavar="ID", help="only the looks at this conversation")
     audit.add_argument("--limit", type=int, default=100, help="the newest N entries (default 100)")
-    desk = commands.add_parser(
+    desk = parser.add_command(
         "desk", help="the staff's desk for conversations handed to a person", **_page("desk")
     )
     desk.add_argument(
@@ -450,8 +509,8 @@ def _add_server_commands(commands: argparse._SubParsersAction[argparse.ArgumentP
         help="your name as customers see it (default: $TRAVEL_ASSISTANT_AGENT)",
     )
     desk.set_defaults(create_db=False)
-    desk_commands = desk.add_subparsers(dest="desk_command", metavar="DESK_COMMAND")
-    desk_commands.add_parser(
+    desk.add_commands("desk_command", "DESK_COMMAND")
+    desk.add_command(
         "queue", help="print the waiting conversations, one a line", **_page("desk queue")
     )
 

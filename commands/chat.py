@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from collector import loading_code
-from commands.chat_start import FirstLine, Loading, known_passenger
+from commands.chat_start import FirstLine, Loading, known_passenger, saved_owner
 from commands.common import (
     EXIT_USAGE,
     CliError,
@@ -36,7 +36,7 @@ from commands.common import (
     settings_of,
 )
 from terminal import Console
-from terminal.live import above_prompt
+from terminal.live import Interrupter, above_prompt
 from terminal.prompter import Prompter, discard_typeahead, new_session_line, sessions_command
 from terminal.signals import ctrl_c_cancels
 
@@ -110,13 +110,25 @@ def _make_prompter(home: Path, passenger_id: str, overrides: Overrides) -> Promp
     answers: PromptSession[str] = PromptSession(
         history=DummyHistory(), input=overrides.pt_input, output=output
     )
+    # What must be answered at once (an action a person proposed) ends the message
+    # prompt, which then starts again with what was being typed (``Interrupter``).
+    interrupter = Interrupter()
+
+    def read_message(text: str) -> str:
+        kept, interrupter.kept = interrupter.kept, ""
+        try:
+            return messages.prompt(text, default=kept, pre_run=interrupter.started)
+        finally:
+            interrupter.ended()
+
     # Keys typed ahead are thrown away at a terminal only: a scripted input (the tests'
     # pipe) holds the answers in order, as piped standard input does.
     return Prompter(
-        lambda text: messages.prompt(text),
+        read_message,
         lambda text: answers.prompt(text),
         (lambda: discard_typeahead(answers.input)) if overrides.pt_input is None else bool,
         above_prompt(messages),
+        interrupter,
     )
 
 
@@ -209,26 +221,50 @@ def cmd_chat(args: argparse.Namespace, console: Console, overrides: Overrides) -
 def _starts_early(args: argparse.Namespace, overrides: Overrides, passenger_id: str) -> bool:
     """Say what needs nothing slow; tell whether the prompt may come before the graph.
 
-    A travel database named but missing, or a passenger a SQLite travel database does
-    not know, is said here, before anything slow is imported. The prompt comes first
-    (``commands.chat_start``) for a new conversation typed at a terminal over a SQLite
-    travel database that is there; otherwise everything is loaded first, as it must be
-    to show a resumed conversation or to build a database.
+    A travel database named but missing, a passenger a SQLite travel database does not
+    know, or a conversation to resume (``--thread-id``) that the conversations store does
+    not have or that is another passenger's, is said here, before anything slow is
+    imported. The prompt comes first (``commands.chat_start``) for a new conversation
+    typed at a terminal over a SQLite travel database that is there; otherwise
+    everything is loaded first, as it must be to show a resumed conversation or to build
+    a database.
     """
     location = db_location(args)
-    if location.path is None or args.create_db:
+    known: bool | None = None
+    if location.path is not None and not args.create_db:
+        if not location.path.exists():
+            if db_named(args):
+                raise _no_database(location)
+        elif passenger_id:  # ``--continue`` alone: the passenger comes from the store
+            known = known_passenger(location.path, passenger_id)
+            if known is False:
+                raise _unknown_passenger(args, passenger_id)
+    if args.thread_id:
+        owner = saved_owner(conversations_location(args), args.thread_id)
+        if owner is not None:
+            _check_saved_thread(args, passenger_id, owner)
         return False
-    if not location.path.exists():
-        if db_named(args):
-            raise _no_database(location)
-        return False
-    if not passenger_id:  # ``--continue`` alone: the passenger comes from the store
-        return False
-    known = known_passenger(location.path, passenger_id)
-    if known is False:
-        raise _unknown_passenger(args, passenger_id)
     interactive = overrides.pt_input is None and sys.stdin.isatty()
-    return bool(known) and interactive and not (args.thread_id or args.continue_latest)
+    return bool(known) and interactive and not args.continue_latest
+
+
+def _check_saved_thread(args: argparse.Namespace, passenger_id: str, owner: str) -> None:
+    """Refuse ``--thread-id`` unless it is a saved conversation (``owner``) of the passenger.
+
+    ``owner`` is the passenger of the conversation, ``""`` when there is none.
+    """
+    if not owner:
+        raise CliError(
+            f"No saved session {args.thread_id!r}. List them with: "
+            + sessions_command(resume_options_of(args), passenger_id),
+            EXIT_USAGE,
+        )
+    if owner != passenger_id:
+        raise CliError(
+            f"Session {args.thread_id!r} belongs to another passenger; "
+            "start a new one without --thread-id.",
+            EXIT_USAGE,
+        )
 
 
 def _unknown_passenger(args: argparse.Namespace, passenger_id: str) -> CliError:
@@ -316,7 +352,11 @@ def _chat_early(
             Thread(thread_id, passenger_id),
             console,
             Prompter(
-                first.reader(prompter.message), prompter.answer, prompter.discard, prompter.show
+                first.reader(prompter.message),
+                prompter.answer,
+                prompter.discard,
+                prompter.show,
+                prompter.interrupter,
             ),
             resume_options=resume_options_of(args),
         )
@@ -363,18 +403,7 @@ def _chat(
     resumed = False
     if args.thread_id:
         record = registry.get(args.thread_id)
-        if record is None:
-            raise CliError(
-                f"No saved session {args.thread_id!r}. List them with: "
-                + sessions_command(resume_options_of(args), passenger_id),
-                EXIT_USAGE,
-            )
-        if record.passenger_id != passenger_id:
-            raise CliError(
-                f"Session {args.thread_id!r} belongs to another passenger; "
-                "start a new one without --thread-id.",
-                EXIT_USAGE,
-            )
+        _check_saved_thread(args, passenger_id, record.passenger_id if record else "")
         thread = Thread(args.thread_id, passenger_id)
         resumed = True
     elif args.continue_latest and (latest := registry.list(passenger_id, limit=1)):

@@ -10,8 +10,9 @@ raised then, as the same one-line error the chat gave before its prompt when it 
 everything first.
 
 The checks that need nothing slow run before the prompt, so that a wrong passenger id
-is said at once: ``known_passenger`` asks a SQLite travel database with the standard
-library's driver alone.
+or conversation is said at once: ``known_passenger`` asks a SQLite travel database with
+the standard library's driver alone, ``saved_owner`` the conversations store (with
+psycopg alone when it is PostgreSQL).
 """
 
 from __future__ import annotations
@@ -20,9 +21,12 @@ import sqlite3
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from terminal.prompter import EXIT_WORDS, clean_input
+
+if TYPE_CHECKING:
+    from locations import Location
 
 T = TypeVar("T")
 
@@ -130,3 +134,61 @@ def known_passenger(path: Path, passenger_id: str) -> bool | None:
     finally:
         connection.close()
     return row is not None
+
+
+def saved_owner(location: Location, thread_id: str) -> str | None:
+    """Return the passenger of the saved conversation ``thread_id`` where ``location`` says.
+
+    ``""`` when there is no such conversation there (no file yet, or no row), ``None``
+    when it cannot tell (not a sessions file, no table, no driver): the full check then
+    runs as before, when the store is opened. Nothing slow is imported and nothing is
+    created: a SQLite file is opened with the standard library's driver, without creating
+    it (``mode=rw``: a read-only connection would leave the WAL's files behind);
+    PostgreSQL is asked with psycopg alone, and a server that cannot be reached is said
+    here as ``open_store`` says it (raised as ``commands.common.CliError``).
+    """
+    if location.path is not None:
+        if not location.path.exists():
+            return ""
+        try:
+            connection = sqlite3.connect(f"{location.path.absolute().as_uri()}?mode=rw", uri=True)
+        except sqlite3.Error:
+            return None
+        try:
+            row = connection.execute(
+                "SELECT passenger_id FROM travel_sessions WHERE thread_id = ?", (thread_id,)
+            ).fetchone()
+        except sqlite3.Error:
+            return None
+        finally:
+            connection.close()
+        return str(row[0]) if row else ""
+    if location.backend != "postgresql":
+        return None
+    return _postgres_owner(location, thread_id)
+
+
+def _postgres_owner(location: Location, thread_id: str) -> str | None:
+    try:
+        import psycopg
+    except ImportError:
+        return None  # the store says what to install
+    from commands.common import EXIT_USAGE, CliError
+    from locations import CONNECT_TIMEOUT_SECONDS, describe_connect_error
+
+    try:
+        connection: Any = psycopg.connect(
+            location.libpq(), autocommit=True, connect_timeout=CONNECT_TIMEOUT_SECONDS
+        )
+    except psycopg.Error as error:
+        raise CliError(describe_connect_error(location, error), EXIT_USAGE) from error
+    try:
+        with connection:
+            row = connection.execute(
+                "SELECT passenger_id FROM travel_sessions WHERE thread_id = %s", (thread_id,)
+            ).fetchone()
+    except psycopg.errors.UndefinedTable:
+        return ""  # a database the store has not set up yet holds no conversation
+    except psycopg.Error:
+        return None
+    return str(row[0]) if row else ""

@@ -224,6 +224,10 @@ def model_failure(detail: str) -> str:
 PERSON_HOLDS_NO_APPROVAL = (
     "An action is waiting for your decision: answer it first, then ask for a person."
 )
+PERSON_AFTER_DECISION = (
+    "You will be put in the queue for a person as soon as you have answered: a person "
+    "cannot take the conversation while an action waits for your decision."
+)
 STAFF_LABEL = "customer service"
 
 

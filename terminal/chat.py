@@ -8,6 +8,7 @@ decision put to the customer with ``terminal.approvals`` before the next message
 
 from __future__ import annotations
 
+import difflib
 import shlex
 import threading
 import uuid
@@ -19,11 +20,18 @@ from typing import TYPE_CHECKING
 from conversations import words
 from conversations.desk import DeskError
 from conversations.events import Cancel, Thread
-from conversations.protocol import DecisionsError, TurnRefusedError
-from conversations.records import AssistantLine, Notice, Outcome, TurnEnd, TurnFailure
+from conversations.protocol import DecisionsError, ToolCallDetail, TurnRefusedError
+from conversations.records import (
+    AssistantLine,
+    CustomerLine,
+    Notice,
+    Outcome,
+    TurnEnd,
+    TurnFailure,
+)
 from conversations.words import MAX_MESSAGE_CHARS
 from terminal.approvals import ask_answers
-from terminal.live import Watch
+from terminal.live import Interrupted, Watch
 from terminal.prompter import (
     EXIT_WORDS,
     Prompter,
@@ -31,11 +39,18 @@ from terminal.prompter import (
     new_session_line,
     sessions_command,
 )
-from terminal.render import PRESS_UP, TurnView, session_table, show_details, show_record
+from terminal.render import (
+    PRESS_UP,
+    TurnView,
+    session_table,
+    show_details,
+    show_record,
+    turn_heading,
+)
 from terminal.signals import ctrl_c_cancels
 
 if TYPE_CHECKING:
-    from conversations.protocol import Answer, Conversation, Conversations, Turn
+    from conversations.protocol import Answer, Conversation, Conversations, Step, Turn
     from conversations.records import Approval
     from conversations.sessions import SessionRecord
     from terminal.console import Console
@@ -58,9 +73,21 @@ Commands:
   /sessions   list your saved conversations, numbered
   /switch N   continue conversation N of /sessions
   /history    show this conversation so far, with every approval and its amount
-  /details    show the tool calls of the last turn and their results (for a supervisor)
+  /details [N]  show the tool calls of the last turn (or of turn N) and their results
   /agent [why]  ask for a person from our customer-service team; they answer here
   /exit       leave (so do exit, quit, q, Ctrl-D and Ctrl-C); the conversation is kept"""
+# The slash commands, for the nearest one to a mistyped one.
+SLASH_COMMANDS = (
+    "/help",
+    "/new",
+    "/sessions",
+    "/switch",
+    "/history",
+    "/details",
+    "/agent",
+    "/exit",
+    "/quit",
+)
 
 
 class ChatSession:
@@ -92,9 +119,12 @@ class ChatSession:
         self.watch: Watch | None = None
         # While an approved action waits for a member of staff's check (second approval).
         self.check_watch: Watch | None = None
-        # Set by a watch when staff decided a check or a person proposed an action: the
-        # next line (Enter will do) first goes on with it.
+        # Set by a watch when staff decided a check, or a person proposed an action and
+        # the prompt cannot be ended for it (piped input): the next line (Enter will do)
+        # first goes on with it.
         self.checked = threading.Event()
+        # A person asked for (``/agent``) at an approval: asked once it is decided.
+        self.person_wanted: str | None = None
 
     @property
     def thread(self) -> Thread:
@@ -116,8 +146,11 @@ class ChatSession:
                     new_session_line(self.thread.thread_id, self.thread.passenger_id)
                 )
             while True:
+                self.ask_what_arrived()
                 try:
                     text = clean_input(self.prompter.message("you> "))
+                except Interrupted:  # a person proposed an action: asked at the loop's top
+                    continue
                 except (EOFError, KeyboardInterrupt):
                     return self.leave()
                 if self.checked.is_set():
@@ -223,12 +256,31 @@ class ChatSession:
             for record in self.conversation.history():
                 show_record(self.console, record)
         elif name == "/details":
-            show_details(self.console, self.conversation.details())
+            self.show_details(rest.strip())
         elif name == "/agent":
             self.ask_for_person(rest.strip())
         else:
-            self.console.error(f"Unknown command {name}. Type /help for the list.")
+            near = difflib.get_close_matches(name, SLASH_COMMANDS, n=1)
+            guess = f" Did you mean {near[0]}?" if near else ""
+            self.console.error(f"Unknown command {name}.{guess} Type /help for the list.")
         return True
+
+    def show_details(self, which: str) -> None:
+        """Show the tool calls of the last turn, or of turn ``which`` (``/details N``).
+
+        Turns are numbered from the conversation's first message, as ``/history`` lists
+        them; a number out of range says which there are.
+        """
+        if not which:
+            show_details(self.console, self.conversation.details())
+            return
+        turns = tool_calls_by_turn(self.conversation.timeline())
+        if not (which.isdecimal() and 1 <= int(which) <= len(turns)):
+            self.console.error(f"No turn {which} here. {turns_here(len(turns))}")
+            return
+        number = int(which)
+        message, details = turns[number - 1]
+        show_details(self.console, details, turn_heading(number, len(turns), message))
 
     def list_sessions(self) -> None:
         """List the passenger's saved conversations, numbered for ``/switch``."""
@@ -316,8 +368,11 @@ class ChatSession:
                 seen.update(r.id for r in lines)
                 told: list[Notice] = []
                 proposed = {a.tool_call_id for a in conversation.approvals()} - asked
-                if proposed and now.status == "held":
-                    asked.update(proposed)
+                asked.update(proposed)
+                # Also when the person handed the conversation back right after: the
+                # action still waits for the customer.
+                interrupter = self.prompter.interrupter if proposed else None
+                if proposed and interrupter is None:
                     told.append(Notice(words.PERSON_PROPOSED))
                     self.checked.set()
                 if now.status != shown["status"]:
@@ -326,11 +381,24 @@ class ChatSession:
                     elif now.status in ("returned", "closed"):
                         told.append(Notice(words.back_with_assistant(now.agent or "A person")))
                 shown.update(count=now.messages, status=now.status)
-                if lines or told:
+                if interrupter is not None:
+                    # Shown and asked at once: the prompt ends, the chat draws and asks.
+                    interrupter.request(partial(self._show_person, lines, told))
+                elif lines or told:
                     self.prompter.show(partial(self._show_person, lines, told))
             return now.open
 
         self.watch = Watch(look, conversation.owner.desk)
+
+    def ask_what_arrived(self) -> None:
+        """Show what ended the prompt (an action a person proposed), and ask it now."""
+        interrupter = self.prompter.interrupter
+        draws = interrupter.take() if interrupter is not None else []
+        if not draws:
+            return
+        for draw in draws:
+            draw()
+        self.ask_pending_approvals()
 
     def _show_person(self, lines: Sequence[AssistantLine], told: Sequence[Notice]) -> None:
         for line in lines:
@@ -446,8 +514,30 @@ class ChatSession:
         """Ask the customer about every pending sensitive action, until none is left.
 
         ``approvals`` are those the turn just ended with (``TurnEnd``): their previews
-        are not computed again; without them they are read from the conversation.
+        are not computed again; without them they are read from the conversation. A
+        person asked for at an approval (``/agent``) is asked for once they are decided:
+        a person cannot take a conversation while an action waits for the customer.
         """
+        try:
+            self._ask_until_decided(approvals)
+            reason = self.person_wanted
+        finally:
+            self.person_wanted = None
+        if reason is not None:
+            self.ask_for_person(reason)
+
+    def _want_person(self, reason: str) -> str:
+        """Note ``/agent [reason]`` typed at an approval; return what the customer is told.
+
+        A conversation a person has, or waits for, already is not queued again.
+        """
+        person = self.conversation.person_notice()
+        if person is not None:
+            return person.text
+        self.person_wanted = reason or self.person_wanted or ""
+        return words.PERSON_AFTER_DECISION
+
+    def _ask_until_decided(self, approvals: Sequence[Approval] | None) -> None:
         while True:
             if approvals is None:
                 approvals = self.conversation.approvals()
@@ -459,7 +549,11 @@ class ChatSession:
             if not approvals and not self.conversation.waiting():
                 return
             answers = ask_answers(
-                self.console, self.prompter.answer, approvals, self.prompter.discard
+                self.console,
+                self.prompter.answer,
+                approvals,
+                self.prompter.discard,
+                self._want_person,
             )
             turn = self.claim(BUSY_DECISION_NOT_SENT)
             if turn is None:
@@ -477,6 +571,33 @@ class ChatSession:
             if ended is None:
                 return
             approvals = ended.approvals
+
+
+def tool_calls_by_turn(steps: Iterable[Step]) -> list[tuple[str, list[ToolCallDetail]]]:
+    """Split a conversation's timeline into turns: each customer message, its tool calls.
+
+    A turn runs from a customer message to the next, as ``Conversation.details`` takes
+    the last one; tool calls before the first message (there are none) are left out.
+    """
+    turns: list[tuple[str, list[ToolCallDetail]]] = []
+    for step in steps:
+        if isinstance(step, CustomerLine):
+            turns.append((step.text, []))
+        elif isinstance(step, ToolCallDetail) and turns:
+            turns[-1][1].append(step)
+    return turns
+
+
+def turns_here(count: int) -> str:
+    """Say which turns ``/details N`` can show in a conversation of ``count`` turns."""
+    if count == 0:
+        return "This conversation has no turns yet."
+    if count == 1:
+        return "This conversation has one turn: /details 1 (or /details) shows it."
+    return (
+        f"This conversation has turns 1 to {count}: /details N shows turn N (1 is the "
+        "first), /details alone the last."
+    )
 
 
 def _resolve(

@@ -6,7 +6,9 @@ desk``. Each side watches the desk's row of the conversation (``conversations.de
 counter bumped by every message, and the hand-off's state) in a thread of its own: it
 wakes on the desk's notification on PostgreSQL (``LISTEN``), or polls briefly on SQLite,
 and shows what is new above the prompt it is reading, without disturbing what is being
-typed (prompt_toolkit's ``run_in_terminal``).
+typed (prompt_toolkit's ``run_in_terminal``). What must be answered at once (an action a
+person proposed) ends the prompt instead (``Interrupter``): the chat shows it and asks,
+then puts back what was being typed.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -51,6 +54,75 @@ def above_prompt(session: Any | None) -> Show:
             draw()
 
     return show
+
+
+class Interrupted(Exception):
+    """The message prompt was ended from another thread: something is to be asked first."""
+
+
+class Interrupter:
+    """End the message prompt from another thread, for something to be asked at once.
+
+    ``request(draw)`` keeps ``draw`` and ends the prompt being read, or the next one as
+    soon as it starts (its ``pre_run``, ``started``): the prompt then raises
+    ``Interrupted``, and the chat ``take``s what to draw before it asks. What was typed
+    is kept (``kept``) for the next prompt to start with, and the ended prompt's line is
+    erased, so the screen reads as if the question had come between two keys.
+
+    A ``request`` may come while the chat is not at its prompt (in a turn, at an
+    approval): it waits for the next one, or for ``take`` before it.
+    """
+
+    def __init__(self) -> None:
+        """Start with nothing to ask."""
+        self._lock = threading.Lock()
+        self._draws: list[Callable[[], None]] = []
+        self._app: Any = None  # the prompt's application while it runs
+        self.kept = ""
+
+    def request(self, draw: Callable[[], None]) -> None:
+        """Keep ``draw`` and end the prompt being read (from any thread)."""
+        with self._lock:
+            self._draws.append(draw)
+            app = self._app
+        if app is not None:
+            # The prompt may have just ended, its loop closed: then the next prompt ends
+            # as it starts, or the chat takes the draw before it.
+            with suppress(AttributeError, RuntimeError):
+                app.loop.call_soon_threadsafe(self._end, app)
+
+    def started(self) -> None:
+        """Note the prompt that runs (its ``pre_run``); end it at once if asked to."""
+        from prompt_toolkit.application import get_app
+
+        app = get_app()
+        with self._lock:
+            self._app = app
+        self._end(app)
+
+    def ended(self) -> None:
+        """Note that the prompt has returned."""
+        with self._lock:
+            app, self._app = self._app, None
+        if app is not None:
+            app.erase_when_done = False
+
+    def _end(self, app: Any) -> None:
+        """End the prompt ``app`` with ``Interrupted``, if something waits (its loop's thread)."""
+        with self._lock:
+            if not self._draws or app is not self._app:
+                return
+            if app.future is None or app.future.done():
+                return
+            self.kept = app.current_buffer.text
+            app.erase_when_done = True
+            app.exit(exception=Interrupted())
+
+    def take(self) -> list[Callable[[], None]]:
+        """Return what was asked to be drawn since the last call, and forget it."""
+        with self._lock:
+            draws, self._draws = self._draws, []
+        return draws
 
 
 class Watch:

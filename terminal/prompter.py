@@ -11,7 +11,10 @@ import sys
 from collections.abc import Callable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from terminal.live import Interrupter
 
 # What leaves the chat when typed at ``you>``.
 EXIT_WORDS = frozenset({"exit", "quit", "q", ":q", "/exit", "/quit"})
@@ -30,12 +33,17 @@ class Prompter:
             pass it on, or type-ahead would answer an approval.
         show: Prints what arrives from elsewhere (a person's message) above the prompt
             being read, from any thread (``terminal.live.above_prompt``).
+        interrupter: Ends the prompt ``message`` reads, from any thread, for what must
+            be asked at once (``terminal.live.Interrupter``); ``message`` then raises
+            ``terminal.live.Interrupted``. ``None`` where a prompt cannot be ended (piped
+            input): what arrives is then shown and waits for the next line.
     """
 
     message: Callable[[str], str]
     answer: Callable[[str], str]
     discard: Callable[[], bool]
     show: Callable[[Callable[[], None]], None]
+    interrupter: Interrupter | None = None
 
 
 def discard_typeahead(pt_input: Any) -> bool:

@@ -113,12 +113,17 @@ class TurnView:
                 console.status(outcome.text)
 
 
-def show_details(console: Console, details: Sequence[ToolCallDetail]) -> None:
-    """Show the tool calls of the last turn and their raw results, for a supervisor."""
+def show_details(
+    console: Console, details: Sequence[ToolCallDetail], turn: str = "the last turn"
+) -> None:
+    """Show the tool calls of a turn and their raw results, for a supervisor.
+
+    ``turn`` names it in the heading: the last turn, or "turn 2 of 5 ..." (``/details N``).
+    """
     if not details:
-        console.status("The last turn made no tool calls.")
+        console.status(f"{turn[:1].upper()}{turn[1:]} made no tool calls.")
         return
-    console.status(f"Tool calls of the last turn ({len(details)}):")
+    console.status(f"Tool calls of {turn} ({len(details)}):")
     for detail in details:
         arguments = json.dumps(dict(detail.arguments), ensure_ascii=False, default=str)
         console.status(f"→ {detail.tool} {arguments}")
@@ -129,6 +134,11 @@ def show_details(console: Console, details: Sequence[ToolCallDetail]) -> None:
         if len(content) > DETAIL_CHARS:
             content = content[:DETAIL_CHARS] + "…"
         console.status(f"  ← [{detail.outcome}] {content}")
+
+
+def turn_heading(number: int, count: int, message: str) -> str:
+    """Name turn ``number`` of ``count`` by its customer message, for ``/details N``."""
+    return f'turn {number} of {count} ("{_title(message)}")'
 
 
 def _title(text: str) -> str:

@@ -77,18 +77,25 @@ def test_desk_customer_and_person_talk_across_two_terminals(files: tuple[Path, P
         desk.expect("customer> Thank you, it is a blue suitcase.", timeout=10)
         assert server.requests == []  # the model was not asked anything meanwhile
 
-        # Ana proposes an action; the customer decides it in their window, and still the
-        # model is not asked anything.
+        # Ana proposes an action; the customer decides it in their window (asked at once,
+        # while half a line is typed, which is back afterwards), and still the model is
+        # not asked anything.
+        customer.expect("you>")
+        customer.send("and my bag is")
+        customer.expect("bag is")  # drawn: the prompt has it
         change = {"ticket_no": FIXTURE_TICKET_NO, "new_flight_id": tomorrow_flight(db)}
         desk.send(f"/propose update_ticket_to_new_flight {json.dumps(change)}\r")
         desk.expect("Proposed to the customer: Change flight")
-        customer.expect("An action waits for your decision. Press Enter", timeout=10)
-        customer.send("\r")
-        customer.expect("Approve this action")
+        customer.expect("I propose this for you: Change flight", timeout=10)
+        customer.expect("Approval needed: Change flight")
+        customer.expect("Approve this action\\? \\[y/N\\]")
         customer.send("y\r")
         customer.expect("you>")
         desk.expect("Approved: Change flight", timeout=10)
         assert ticket_flight(db) == change["new_flight_id"]
+        customer.send(" blue.\r")  # the end of the line typed before the question
+        desk.expect("customer> and my bag is blue.", timeout=10)
+        customer.expect("you>")
         assert server.requests == []
 
         desk.send(f"/back {NOTE}\r")
@@ -167,3 +174,48 @@ def test_desk_a_large_change_waits_for_the_staff_check_then_runs_once(
         desk.send("/exit\r")
         desk.expect(pexpect.EOF)
     assert "Traceback" not in customer.logfile_read.text + desk.logfile_read.text
+
+
+def test_desk_agent_typed_at_an_approval_asks_for_a_person_once_it_is_decided(
+    files: tuple[Path, Path],
+) -> None:
+    # "/agent" at "Approve this action? [y/N]" is not a no: the customer is told a person
+    # comes once the action is decided (a person cannot take a conversation while an
+    # action waits for the customer), the question is asked again, and after the answer
+    # the conversation is queued for a person with the reason given.
+    home, db = files
+    before = ticket_flight(db)
+    script, _ = change_script(db, "Tomorrow's LX0112 has seats. I'll move you.")
+    script[-1] = Reply(text="Understood: your ticket stays as it is.")
+    with FakeOpenAI(script) as server:
+        customer = spawn(server, chat_args(db, PASSENGER_ID, home=home), color=False)
+        customer.timeout = 60
+        customer.expect("you>")
+        customer.send("Please move my flight to tomorrow\r")
+        customer.expect("Approve this action")
+        customer.send("/agent what would it cost me?\r")
+        customer.expect("You will be put in the queue for a person as soon as you have answered")
+        customer.expect("Approve this action")  # asked again: nothing was decided
+        assert len(server.requests) == 2
+        customer.send("n\r")
+        customer.expect("Why not\\?")
+        customer.send("\r")
+        customer.expect("your ticket stays as it is")
+        customer.expect("number 1 in the queue")
+        customer.expect("you>")
+        customer.sendcontrol("d")
+        customer.expect(pexpect.EOF)
+        customer.close()
+    assert customer.exitstatus == 0
+    assert ticket_flight(db) == before  # declined by the "n", not by "/agent"
+    told = " ".join(str(m.get("content")) for m in server.requests[-1]["messages"])
+    assert "/agent" not in told  # not the reason of the no
+    listed = subprocess.run(
+        [str(PROGRAM), *_desk_args(home, db, "queue")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    (line,) = listed.stdout.splitlines()
+    assert line.split("\t")[3:] == ["customer", "what would it cost me?"]

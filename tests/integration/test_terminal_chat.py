@@ -162,3 +162,59 @@ def test_terminal_missing_policy_file_is_said_when_the_first_message_is_sent(
     # What was typed is kept: Up brings it back in the next session.
     history = (home / "history" / FIXTURE_PASSENGER_ID.replace(" ", "_")).read_text()
     assert "what is the refund policy?" in history
+
+
+def test_terminal_mistyped_slash_command_names_the_nearest_one(files: tuple[Path, Path]) -> None:
+    home, db = files
+    with FakeOpenAI([]) as server:
+        child = spawn(server, chat_args(db, PASSENGER_ID, home=home), color=False)
+        child.expect("you>")
+        child.send("/detials\r")
+        child.expect("Unknown command /detials. Did you mean /details\\? Type /help")
+        child.expect("you>")
+        child.send("/zzz\r")
+        child.expect("Unknown command /zzz. Type /help")  # nothing near: no guess
+        child.expect("you>")
+        child.send("exit\r")
+        child.expect(pexpect.EOF)
+        child.close()
+    assert child.exitstatus == 0
+    assert server.requests == []  # neither was sent to the assistant
+
+
+def test_terminal_details_n_shows_the_tool_calls_of_turn_n(files: tuple[Path, Path]) -> None:
+    home, db = files
+    search = ("search_flights", {"departure_airport": "CDG", "arrival_airport": "BSL"})
+    script = [
+        Reply(tool_calls=[search]),
+        Reply(text="There are flights every day."),
+        Reply(text="Hello again."),
+    ]
+    with FakeOpenAI(script) as server:
+        child = spawn(server, chat_args(db, PASSENGER_ID, home=home), color=False)
+        child.expect("you>")
+        child.send("flights to Basel?\r")
+        child.expect("flights every day")
+        child.expect("you>")
+        child.send("hi\r")
+        child.expect("Hello again")
+        child.expect("you>")
+        child.send("/details\r")  # alone: the last turn, as before
+        child.expect("The last turn made no tool calls.")
+        child.expect("you>")
+        child.send("/details 1\r")
+        child.expect('Tool calls of turn 1 of 2 \\("flights to Basel\\?"\\) \\(1\\):')
+        child.expect('→ search_flights {"departure_airport": "CDG", "arrival_airport": "BSL"}')
+        child.expect("← \\[ok\\]")
+        child.expect("you>")
+        child.send("/details 2\r")
+        child.expect('Turn 2 of 2 \\("hi"\\) made no tool calls.')
+        child.expect("you>")
+        child.send("/details 3\r")
+        child.expect("No turn 3 here. This conversation has turns 1 to 2: /details N shows turn N")
+        child.expect("you>")
+        child.send("exit\r")
+        child.expect(pexpect.EOF)
+        child.close()
+    assert child.exitstatus == 0
+    assert "Traceback" not in child.logfile_read.text
