@@ -808,10 +808,14 @@ class ConversationService:
                 async with aclosing(run()) as outcomes:
                     async for outcome in outcomes:
                         if isinstance(outcome, TurnFailure):
-                            self.failures.add(thread_id, outcome.kind, outcome.text, outcome.detail)
+                            stopped = self.runner.stopped(thread_id)
+                            if not (outcome.kind == "cancelled" and stopped):  # Stop: no error
+                                self.failures.add(
+                                    thread_id, outcome.kind, outcome.text, outcome.detail
+                                )
                             if outcome.detail and outcome.kind not in ("model", "time_limit"):
                                 log.warning("A turn of %s failed: %s", thread_id, outcome.detail)
-                            yield failure_event(outcome, self.runner.stopped(thread_id))
+                            yield failure_event(outcome, stopped)
                         else:
                             for event in stream_events(outcome):
                                 yield event

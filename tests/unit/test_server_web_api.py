@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import Path
@@ -13,6 +14,7 @@ import httpx
 import openai
 import pytest
 from fastapi.testclient import TestClient
+from langchain_core.messages import AIMessage
 
 from db.engine import Database
 from db.fixtures import BUSINESS_PASSENGER_ID, FIXTURE_PASSENGER_ID
@@ -157,6 +159,42 @@ def test_delete_and_stop_while_a_turn_runs(
     finally:
         service.runner.release(conversation)
     assert client.get(path).status_code == 200
+
+
+def test_a_customers_stop_is_not_listed_to_staff_as_a_failure(
+    app_client: tuple[TestClient, dict[str, str]],
+    service: ConversationService,
+    model: ScriptedChatModel,
+) -> None:
+    client, _ = app_client
+    asked, answer = threading.Event(), threading.Event()
+
+    def slow(_messages: object) -> AIMessage:
+        asked.set()
+        answer.wait(30)  # the model takes its time; the customer presses Stop meanwhile
+        return say("Too late.")
+
+    request = httpx.Request("POST", "http://127.0.0.1:9/v1/chat/completions")
+    model.extend(slow, openai.APIConnectionError(request=request))
+    conversation = new_conversation(client)
+    base = f"/api/v1/conversations/{conversation}"
+    streamed: list[str] = []
+    sender = threading.Thread(
+        target=lambda: streamed.append(client.post(f"{base}/messages", json={"text": "hi"}).text)
+    )
+    sender.start()
+    try:
+        assert asked.wait(30)
+        assert client.post(f"{base}/stop").json() == {"stopping": True}
+    finally:
+        answer.set()
+        sender.join(30)
+    [error] = [e for e in parse_sse(streamed[0]) if e.name == "error"]
+    assert error.data["kind"] == "stopped"
+    assert service.failures.of(conversation) == []  # staff see no error for a Stop
+    # A real failure is listed.
+    client.post(f"{base}/messages", json={"text": "again"})
+    assert [f.kind for f in service.failures.of(conversation)] == ["model"]
 
 
 def test_follow_answers_204_when_no_turn_ran_here(
