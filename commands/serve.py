@@ -44,7 +44,6 @@ if TYPE_CHECKING:
     from server.service import ConversationService
 
 # A supervisor's name, as the audit log records it.
-MAX_SUPERVISOR_NAME = 200
 
 
 def _signer(args: argparse.Namespace) -> TokenSigner:
@@ -203,13 +202,14 @@ def _lifetime(args: argparse.Namespace) -> timedelta:
 
 def _supervisor_token(args: argparse.Namespace, console: Console) -> int:
     """Print a supervisor's token: it reads every conversation and acts at the desk, audited."""
-    from server.auth import SUPERVISOR
+    from server.auth import MAX_SUBJECT_CHARS, SUPERVISOR, subject_problem
 
     name = " ".join(args.supervisor.split())
-    if not name or not name.isprintable() or len(name) > MAX_SUPERVISOR_NAME:
+    # The limit is what the desk stores of a name, so the name compared is the one kept.
+    if not name or subject_problem(name) is not None:
         raise CliError(
             f"--supervisor takes who you are, as the audit log records it (printable, at "
-            f"most {MAX_SUPERVISOR_NAME} characters), e.g. --supervisor ana@example.com.",
+            f"most {MAX_SUBJECT_CHARS} characters), e.g. --supervisor ana@example.com.",
             EXIT_USAGE,
         )
     lifetime = _lifetime(args)
@@ -217,7 +217,8 @@ def _supervisor_token(args: argparse.Namespace, console: Console) -> int:
     console.say(token)
     console.status(
         f"Supervisor token for {name}, valid for {args.hours:g} hours: it reads every "
-        "conversation and changes nothing, and every look is recorded. Open "
+        "conversation and, at the desk, takes conversations, writes to customers, proposes "
+        "actions and decides second approvals; every look and every act is recorded. Open "
         "http://127.0.0.1:8000/supervisor#token=<token>."
     )
     return EXIT_OK

@@ -7,7 +7,11 @@ naming who it is for (``sub``), their ``role`` (``customer`` or ``supervisor``; 
 without one, as issued before roles existed, is a customer's), when it was issued and
 when it expires; the service accepts nothing else (no other algorithm, no token without
 an expiry, no other issuer or audience, no other role). A customer's token acts for its
-passenger only; a supervisor's reads every conversation and changes nothing.
+passenger only; a supervisor's reads every conversation and acts at the desk (takes a
+conversation, writes, proposes, decides second approvals), every look and act audited.
+A subject is printable text of at most ``MAX_SUBJECT_CHARS`` characters, and no token
+lives longer than ``MAX_LIFETIME``, whoever signed it: both are checked at issue and at
+every verification.
 
 The signing secret is ``TRAVEL_ASSISTANT_SECRET`` when it is set (at least 32
 characters; every worker of a deployment needs the same one), otherwise a random secret
@@ -38,6 +42,9 @@ ISSUER = "travel-assistant"
 AUDIENCE = "travel-assistant-api"
 DEFAULT_LIFETIME = timedelta(hours=24)
 MAX_LIFETIME = timedelta(days=30)
+# The longest subject (a passenger id, a member of staff's name): what the desk stores
+# of a name (``conversations.desk.AGENT_CHARS``; a test keeps the two equal).
+MAX_SUBJECT_CHARS = 80
 
 Role = Literal["customer", "supervisor"]
 CUSTOMER: Role = "customer"
@@ -129,6 +136,19 @@ def _read_secret_file(path: Path) -> str:
     return value
 
 
+def subject_problem(subject: str) -> str | None:
+    """Say what is wrong with a token's subject, or ``None`` when it can be one.
+
+    Printable text (no control character, no NUL, which PostgreSQL cannot store, no lone
+    surrogate, which no database can) of at most ``MAX_SUBJECT_CHARS`` characters.
+    """
+    if len(subject) > MAX_SUBJECT_CHARS:
+        return f"is longer than {MAX_SUBJECT_CHARS} characters"
+    if not subject.isprintable() or any("\ud800" <= c <= "\udfff" for c in subject):
+        return "holds characters that are not printable text"
+    return None
+
+
 class TokenSigner:
     """Issue and check the tokens of passengers and supervisors with one secret."""
 
@@ -153,6 +173,11 @@ class TokenSigner:
         if not subject.strip():
             raise ValueError(
                 "A token needs a passenger id." if role == CUSTOMER else "A token needs a name."
+            )
+        problem = subject_problem(subject)
+        if problem is not None:
+            raise ValueError(
+                f"A token's {'passenger id' if role == CUSTOMER else 'name'} {problem}."
             )
         if role not in ROLES:
             raise ValueError(f"A token's role is one of {', '.join(ROLES)}, not {role!r}.")
@@ -194,6 +219,14 @@ class TokenSigner:
         subject = claims.get("sub")
         if not isinstance(subject, str) or not subject.strip():
             raise AuthError("The token names no passenger.")
+        if subject_problem(subject) is not None:
+            raise AuthError("The token is not valid.")
+        # However it was signed, no token lives longer than ``issue`` allows.
+        if int(claims["exp"]) - int(claims["iat"]) > MAX_LIFETIME.total_seconds():
+            raise AuthError(
+                f"The token lives longer than {MAX_LIFETIME.days} days; ask for a new one "
+                "(travel-assistant token)."
+            )
         # Tokens issued before roles existed carry none: they are customers'.
         role = claims.get("role", CUSTOMER)
         if role not in ROLES:

@@ -10,12 +10,15 @@ from pathlib import Path
 import jwt
 import pytest
 
+from conversations.desk import AGENT_CHARS
 from db.fixtures import FIXTURE_PASSENGER_ID
 from server.auth import (
     ALGORITHM,
     AUDIENCE,
     CUSTOMER,
     ISSUER,
+    MAX_LIFETIME,
+    MAX_SUBJECT_CHARS,
     MIN_SECRET_CHARS,
     SECRET_ENV,
     SECRET_FILE,
@@ -72,6 +75,40 @@ def test_server_token_lives_thirty_days_at_most_and_not_a_second_more() -> None:
     assert longest.expires_at == now + timedelta(days=30)
     with pytest.raises(ValueError, match="30 days"):
         signer.issue(FIXTURE_PASSENGER_ID, timedelta(days=30, seconds=1), now=now)
+
+
+def _signed(claims: dict[str, object]) -> str:
+    """A token signed with the service's own secret, whatever it says."""
+    now = int(datetime.now(UTC).timestamp())
+    base = {"iat": now, "exp": now + 3600, "iss": ISSUER, "aud": AUDIENCE, "role": CUSTOMER}
+    return jwt.encode({**base, **claims}, SECRET, algorithm=ALGORITHM)
+
+
+@pytest.mark.parametrize(
+    "subject", ["\ud800", "3442\x00587242", "a\nb", "x" * (MAX_SUBJECT_CHARS + 1)]
+)
+def test_server_token_signed_with_the_secret_but_a_bad_subject_is_refused(subject: str) -> None:
+    signer = TokenSigner(SECRET)
+    with pytest.raises(AuthError, match="not valid"):
+        signer.verify(_signed({"sub": subject}))
+    with pytest.raises(ValueError, match=r"not printable|longer than"):
+        signer.issue(subject)
+
+
+def test_server_token_subject_of_the_longest_length_is_accepted() -> None:
+    signer = TokenSigner(SECRET)
+    name = "x" * MAX_SUBJECT_CHARS
+    assert signer.verify(_signed({"sub": name})).subject == name
+    assert MAX_SUBJECT_CHARS == AGENT_CHARS  # the name checked is the name stored
+
+
+def test_server_token_living_longer_than_thirty_days_is_refused_however_signed() -> None:
+    signer = TokenSigner(SECRET)
+    now = int(datetime.now(UTC).timestamp())
+    longest = int(MAX_LIFETIME.total_seconds())
+    assert signer.verify(_signed({"sub": "ana", "iat": now, "exp": now + longest}))
+    with pytest.raises(AuthError, match="30 days"):
+        signer.verify(_signed({"sub": "ana", "iat": now, "exp": now + longest + 1}))
 
 
 def test_server_secret_of_exactly_the_minimum_length_is_accepted_and_one_less_is_not(
@@ -251,15 +288,18 @@ def test_server_token_roles_customer_by_default_supervisor_acts_for_no_passenger
         signer.issue("ana", role="admin")  # type: ignore[arg-type]
 
 
-def test_cli_token_supervisor_prints_a_read_only_token(tmp_path: Path) -> None:
+def test_cli_token_supervisor_prints_a_token_that_says_what_it_can_do(tmp_path: Path) -> None:
     home = tmp_path / "app"
     result = run(["--home", str(home), "token", "--supervisor", "  Ana   López "])
     assert result.code == 0, result.err
     claims = TokenSigner(load_secret(home, env={})).verify(result.out.strip())
     assert (claims.role, claims.subject) == (SUPERVISOR, "Ana López")
-    assert "changes nothing" in result.err and "/supervisor" in result.err
+    assert "changes nothing" not in result.err and "/supervisor" in result.err
+    assert "proposes actions and decides second approvals" in " ".join(result.err.split())
     assert not (home / "travel.sqlite").exists()  # no passenger to look up, no database
-    for bad in ("", "   ", "a\x07b", "x" * 201):
+    longest = "x" * MAX_SUBJECT_CHARS  # what the desk stores of a name, and no more
+    assert run(["--home", str(home), "token", "--supervisor", longest]).code == 0
+    for bad in ("", "   ", "a\x07b", "x" * (MAX_SUBJECT_CHARS + 1)):
         refused = run(["--home", str(home), "token", "--supervisor", bad])
         assert (refused.code, refused.out) == (2, ""), bad
         assert "--supervisor takes who you are" in refused.err
