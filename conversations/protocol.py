@@ -327,8 +327,12 @@ class Conversation:
         The customer's side applies it (``Turn.resume_checked``): the action runs, or
         the assistant is told staff refused it.
 
+        Four eyes: the member of staff who proposed the action cannot give its second
+        approval (nor refuse it in the check's place); another one decides.
+
         Raises:
-            DeskError: No such check here, or it was decided already.
+            DeskError: No such check here, it was decided already, or ``staff`` proposed
+                the action.
         """
         found = self.owner.desk.check(check_id)
         if found is None or found.thread_id != self.thread_id:
@@ -337,6 +341,12 @@ class Conversation:
         if found.tool_call_id not in pending:
             self.owner.desk.end_checks(self.thread_id, "withdrawn")
             raise DeskError(f"Check {check_id} is not waiting any more: the action was dropped.")
+        proposer = _proposer(self.assistant.messages(self.thread), found.tool_call_id)
+        if proposer and proposer == " ".join(staff.split()):
+            raise DeskError(
+                f"You proposed this action, so another member of staff must decide check "
+                f"{check_id}: a second approval needs a second person."
+            )
         decided = self.owner.desk.decide_check(
             check_id, staff, self.owner.now(), approved=approved, reason=reason
         )
@@ -956,6 +966,15 @@ def _needs_check(preview: ActionPreview, answer: Answer | None, above: int | Non
 
 def _cents(amount: Amount | None) -> int:
     return amount.cents if amount is not None else 0
+
+
+def _proposer(messages: Sequence[AnyMessage], call_id: str) -> str | None:
+    """Return the member of staff who proposed the call ``call_id``, if a person did."""
+    for message in reversed(messages):
+        if isinstance(message, AIMessage) and any(c["id"] == call_id for c in message.tool_calls):
+            person = message.response_metadata.get(PERSON_KEY)
+            return str(person) if person else None
+    return None
 
 
 def _handoff_call(messages: Sequence[AnyMessage]) -> Mapping[str, Any] | None:

@@ -20,7 +20,7 @@ from conversations.protocol import Answer, Conversation, Conversations, Decision
 from conversations.records import ActionRecord, Notice, Outcome, TurnEnd
 from conversations.store import ConversationStore
 from db.engine import Database
-from db.fixtures import FIXTURE_PASSENGER_ID
+from db.fixtures import FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO
 from db.rules import parse_money
 from tests.support.flights import ticket_flight
 from tests.support.scripted import ScriptedChatModel, say
@@ -216,3 +216,31 @@ def test_second_approval_starts_one_cent_above_the_amount(
         conversation = conversations.get(Thread("t-5", FIXTURE_PASSENGER_ID))
         approve(conversation, change_flight(conversation, model, travel_db))
         assert bool(store.desk.checks_waiting()) is checked
+
+
+def test_second_approval_is_never_given_by_the_member_of_staff_who_proposed_the_action(
+    make_assistant: Callable[..., TravelAssistant],
+    store: ConversationStore,
+    model: ScriptedChatModel,
+    travel_db: Database,
+) -> None:
+    # Four eyes: Ana proposes a flight change above the amount, the customer says yes;
+    # Ana cannot give the second approval, Bruno can, and the audit log names both.
+    conversations = conversations_over(make_assistant, store, above=parse_money("EUR 10"))
+    conversation = conversations.get(Thread("t-eyes", FIXTURE_PASSENGER_ID))
+    trip = plan_trip(travel_db)
+    change = {"ticket_no": FIXTURE_TICKET_NO, "new_flight_id": trip.new_flight_id}
+    conversation.ask_for_person("move my flight please")
+    conversation.take(ANA)
+    proposed = conversation.person_proposes(ANA, "update_ticket_to_new_flight", change)
+    with conversation.claim() as turn:
+        list(turn.resolve({proposed.tool_call_id: Answer(True)}))
+    (check,) = conversation.checks()
+    for decision in (True, False):
+        with pytest.raises(DeskError, match="another member of staff"):
+            conversation.decide_check(f"  {ANA} ", check.id, approved=decision)
+    assert not conversation.checks()[0].decided
+    decided = conversation.decide_check("Bruno", check.id, approved=True)
+    assert decided.staff == "Bruno" and decided.approved
+    resume(conversation)
+    assert ticket_flight(travel_db) == trip.new_flight_id
