@@ -33,6 +33,9 @@ from typing_extensions import TypedDict
 # The assistant that answers when no specialist is active (also its node's name).
 PRIMARY_ASSISTANT: Final = "primary_assistant"
 POP = "pop"
+# Empties the stack: the primary assistant answers next (a person handed the conversation
+# back, ``conversations.protocol.Conversation.hand_back``).
+RESET = "reset"
 
 
 def update_dialog_stack(left: list[str], right: str | None) -> list[str]:
@@ -40,8 +43,8 @@ def update_dialog_stack(left: list[str], right: str | None) -> list[str]:
 
     Args:
         left: The current stack, bottom first.
-        right: A specialist name to push, ``"pop"`` to drop the top, or ``None`` to keep
-            the stack as it is.
+        right: A specialist name to push, ``"pop"`` to drop the top, ``"reset"`` to empty
+            it, or ``None`` to keep the stack as it is.
 
     Returns:
         The new stack; popping an empty stack leaves it empty.
@@ -50,6 +53,8 @@ def update_dialog_stack(left: list[str], right: str | None) -> list[str]:
         return left
     if right == POP:
         return left[:-1]
+    if right == RESET:
+        return []
     return [*left, right]
 
 

@@ -59,7 +59,7 @@ from assistants.providers import (
 )
 from assistants.routing import last_tool_batch
 from assistants.specialists import CallKind, Crew, build_crew
-from assistants.state import active_assistant
+from assistants.state import PRIMARY_ASSISTANT, RESET, active_assistant
 from conversations.events import (
     CANCELLED_KEY,
     CUT_KEY,
@@ -507,17 +507,23 @@ class TravelAssistant:
         snapshot = self._state(self.config(thread))
         return bool(snapshot.next) and not self.pending_actions(thread)
 
-    def append(self, thread: Thread, messages: Sequence[AnyMessage]) -> None:
+    def append(
+        self, thread: Thread, messages: Sequence[AnyMessage], *, to_primary: bool = False
+    ) -> None:
         """Add ``messages`` to ``thread`` outside a turn, without running any assistant.
 
         For what is said while a person holds the conversation (``conversations.desk``):
         the messages are saved as the active assistant's step, which ends the run, so
-        the next message is answered by that assistant as usual.
+        the next message is answered by that assistant as usual; with ``to_primary``,
+        by the primary assistant (every specialist leaves the dialog stack).
         """
         config = self.config(thread)
         snapshot = self._save_finished_step(config)
         owner = active_assistant(snapshot.values.get("dialog_state"))
-        self.graph.update_state(config, {"messages": list(messages)}, as_node=owner)
+        values: dict[str, Any] = {"messages": list(messages)}
+        if to_primary and owner != PRIMARY_ASSISTANT:
+            values["dialog_state"] = RESET
+        self.graph.update_state(config, values, as_node=owner)
 
     def preview(self, thread: Thread, action: PendingAction) -> ActionPreview:
         """Describe what ``action`` would do (before -> after, price), without doing it."""

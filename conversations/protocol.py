@@ -530,7 +530,7 @@ class Conversation:
         self.owner.desk.bump(self.thread_id)
 
     def hand_back(self, agent: str, note: str = "", *, close: bool = False) -> Handoff:
-        """End ``agent``'s hold: the assistant answers again, having read ``note``.
+        """End ``agent``'s hold: the primary assistant answers again, having read ``note``.
 
         ``close`` records that the person finished the matter rather than handing it
         back; the assistant answers the next message either way.
@@ -539,13 +539,19 @@ class Conversation:
             DeskError: ``agent`` does not hold the conversation.
         """
         self._held_by(agent)
+        said: list[AnyMessage] = []
         if note.strip():
-            staff = AIMessage(
-                content=words.staff_note(agent, note.strip()),
-                response_metadata={PERSON_KEY: agent, STAFF_NOTE_KEY: True},
+            said.append(
+                AIMessage(
+                    content=words.staff_note(agent, note.strip()),
+                    response_metadata={PERSON_KEY: agent, STAFF_NOTE_KEY: True},
+                )
             )
+        # The primary assistant goes on, having read the note: whichever specialist was
+        # active before the hand-off knew nothing of what the person did since.
+        if said or self.assistant.active_assistant(self.thread) != PRIMARY:
             with self.claim(5.0):
-                self.assistant.append(self.thread, [staff])
+                self.assistant.append(self.thread, said, to_primary=True)
         self.owner.desk.bump(self.thread_id)
         return self.owner.desk.end(self.thread_id, agent, self.owner.now(), note=note, close=close)
 

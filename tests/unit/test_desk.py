@@ -180,6 +180,31 @@ def test_handoff_while_a_person_holds_it_the_assistant_never_answers(
     assert not any("Claim 4411" in getattr(r, "text", "") for r in conversation.history())
 
 
+@pytest.mark.parametrize("note", ["Refund of the car deposit sent.", ""])
+def test_after_a_hand_back_the_primary_assistant_answers_not_the_specialist_before(
+    conversations: Conversations, model: ScriptedChatModel, note: str
+) -> None:
+    # The car-rental specialist had the conversation when the customer asked for a
+    # person; after the person hands it back, a flight question goes to the primary.
+    conversation = conversations.get(Thread("t-back", FIXTURE_PASSENGER_ID))
+    model.script = [
+        say("", call("ToBookCarRental", {"location": "Basel", "request": "a small car"})),
+        say("Which dates would you like the car for?"),
+    ]
+    _send(conversation, "I need a car in Basel")
+    assert conversation.assistant_name() == "book_car_rental"
+    conversation.ask_for_person("the deposit was charged twice")
+    conversation.take("Ana Lima")
+    conversation.hand_back("Ana Lima", note)
+    assert conversation.assistant_name() == "primary_assistant"
+    model.script = [say("Your flight leaves at 09:00.")]
+    outcomes = _send(conversation, "What time is my flight?")
+    [line] = [o for o in outcomes if isinstance(o, AssistantLine)]
+    assert line.assistant == "primary_assistant"
+    sent = " ".join(str(m.content) for m in model.received[-1])
+    assert (note in sent) if note else "Ana Lima" not in sent
+
+
 def test_handoff_by_the_assistant_queues_it_with_the_model_s_reason(
     conversations: Conversations, model: ScriptedChatModel
 ) -> None:
