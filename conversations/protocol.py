@@ -774,6 +774,16 @@ class Turn:
         previews = list(self.conversation.previews())
         owner = self.conversation.owner
         checked = {c.tool_call_id: c for c in self.conversation.checks()}
+        # The customer's no needs no check: an open check of an action they now decline
+        # ends as withdrawn, and staff can no longer approve it.
+        declined = [
+            key
+            for key, check in checked.items()
+            if not check.decided and not (key in answers and answers[key].approved)
+        ]
+        if declined:
+            owner.desk.end_checks(self._thread.thread_id, "withdrawn", only=declined)
+            checked = {key: check for key, check in checked.items() if key not in declined}
         needed = [
             (action, preview)
             for action, preview in previews

@@ -244,3 +244,28 @@ def test_second_approval_is_never_given_by_the_member_of_staff_who_proposed_the_
     assert decided.staff == "Bruno" and decided.approved
     resume(conversation)
     assert ticket_flight(travel_db) == trip.new_flight_id
+
+
+def test_second_approval_the_customers_no_while_the_check_waits_withdraws_it(
+    make_assistant: Callable[..., TravelAssistant],
+    store: ConversationStore,
+    model: ScriptedChatModel,
+    travel_db: Database,
+) -> None:
+    conversations = conversations_over(make_assistant, store, above=parse_money("EUR 10"))
+    conversation = conversations.get(Thread("t-no", FIXTURE_PASSENGER_ID))
+    before = ticket_flight(travel_db)
+    ended = change_flight(conversation, model, travel_db)
+    approve(conversation, ended)
+    (check,) = conversation.checks()
+    (action,) = ended.approvals
+    model.extend(say("Understood, I left your flight as it was."))
+    with conversation.claim() as turn:
+        outcomes = list(turn.resolve({action.tool_call_id: Answer(False, "changed my mind")}))
+    [record] = [o for o in outcomes if isinstance(o, ActionRecord)]
+    assert record.outcome == "declined"
+    assert conversation.checks() == []  # no check waits for an action that cannot run
+    assert store.desk.check(check.id).status == "withdrawn"  # type: ignore[union-attr]
+    with pytest.raises(DeskError, match=r"no check|not waiting"):
+        conversation.decide_check(ANA, check.id, approved=True)
+    assert ticket_flight(travel_db) == before
