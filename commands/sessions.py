@@ -95,6 +95,7 @@ def cmd_sessions_delete(args: argparse.Namespace, console: Console) -> int:
             with store.turn_lock(args.thread_id, BUSY_WAIT_SECONDS):
                 store.saver.delete_thread(args.thread_id)
                 store.registry.delete(args.thread_id)
+                store.desk.end_checks(args.thread_id, "withdrawn")  # nothing left to check
         except ConversationBusyError as error:
             raise CliError(
                 f"Session {args.thread_id} is busy: the assistant is answering in another "

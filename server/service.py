@@ -879,6 +879,8 @@ class ConversationService:
             if isinstance(saver, BaseCheckpointSaver):
                 saver.delete_thread(thread.thread_id)
             self.sessions.delete(thread.thread_id)
+            # No check may wait for an action that can no longer run.
+            self.conversations.desk.end_checks(thread.thread_id, "withdrawn")
         finally:
             self.release(thread)
 

@@ -22,6 +22,7 @@ from conversations.store import ConversationStore
 from db.engine import Database
 from db.fixtures import FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO
 from db.rules import parse_money
+from server.service import ConversationService
 from tests.support.flights import ticket_flight
 from tests.support.scripted import ScriptedChatModel, say
 from tests.support.web import FLIGHT_REQUEST, flight_then_hotel_script, plan_trip
@@ -269,3 +270,20 @@ def test_second_approval_the_customers_no_while_the_check_waits_withdraws_it(
     with pytest.raises(DeskError, match=r"no check|not waiting"):
         conversation.decide_check(ANA, check.id, approved=True)
     assert ticket_flight(travel_db) == before
+
+
+def test_second_approval_deleting_the_conversation_withdraws_its_check(
+    make_assistant: Callable[..., TravelAssistant],
+    store: ConversationStore,
+    model: ScriptedChatModel,
+    travel_db: Database,
+) -> None:
+    service = ConversationService.over_store(
+        make_assistant(checkpointer=store.saver), store, check_above=parse_money("EUR 10")
+    )
+    thread = Thread("t-gone", FIXTURE_PASSENGER_ID)
+    conversation = service.conversations.get(thread)
+    approve(conversation, change_flight(conversation, model, travel_db))
+    (check,) = conversation.checks()
+    service.delete(thread)
+    assert store.desk.check(check.id).status == "withdrawn"  # type: ignore[union-attr]
