@@ -21,6 +21,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import aclosing
+from dataclasses import dataclass, field
 from typing import Any, cast
 from uuid import UUID, uuid4
 
@@ -63,6 +64,7 @@ from assistants.state import PRIMARY_ASSISTANT, RESET, active_assistant
 from conversations.events import (
     CANCELLED_KEY,
     CUT_KEY,
+    CUT_REPLY_KEY,
     Cancel,
     CutCause,
     MessageEvent,
@@ -583,7 +585,14 @@ class TravelAssistant:
         """
         return self._close_cut(self.config(thread), cause)
 
-    def _close_cut(self, config: RunnableConfig, cause: CutCause) -> bool:
+    def _close_cut(
+        self, config: RunnableConfig, cause: CutCause, said: Sequence[AIMessage] = ()
+    ) -> bool:
+        """Close the cut turn (see ``cancel_turn``); ``said``: the replies cut mid-stream.
+
+        What the customer read of a reply that never finished is kept, before the note,
+        so the history shows what the live page showed.
+        """
         snapshot = self._save_finished_step(config)
         messages: list[AnyMessage] = snapshot.values.get("messages", [])
         _, pending = last_tool_batch(messages)
@@ -597,6 +606,7 @@ class TravelAssistant:
             or not_run_answer(c, CUT_TOOL_MESSAGES[cause], "cancelled", **{CUT_KEY: cause})
             for c in pending
         ]
+        closing += said
         closing.append(
             AIMessage(
                 content=TURN_CUT_NOTES[cause],
@@ -640,6 +650,7 @@ class TravelAssistant:
             interrupt_after=stop_after,
         )
         streamed: dict[str, str] = {}
+        streaming = _Streaming()
         saved: Mapping[str, Any] | None = None
         # A step's messages wait for the step's checkpoint: a message is shown as done
         # only once it is saved (a turn whose save is refused shows its failure instead).
@@ -649,8 +660,9 @@ class TravelAssistant:
             with cancelling(stop):
                 async for mode, payload in stream:
                     if mode == "messages":
-                        token = _token(payload, streamed)
-                        if token is not None and not stop.is_set():  # none after a cancel
+                        token = None if stop.is_set() else _token(payload, streamed)
+                        if token is not None:  # none after a cancel
+                            streaming.nodes[token.message_id or ""] = token.assistant
                             yield token
                     elif mode == "checkpoints":
                         saved = cast("Mapping[str, Any]", payload)
@@ -662,6 +674,7 @@ class TravelAssistant:
                             rest = _unstreamed(event, streamed)
                             if rest is not None:
                                 yield rest
+                            streaming.done.add(event.message.id or "")
                             unsaved.append(event)
             finished = True
             for event in unsaved:
@@ -672,13 +685,13 @@ class TravelAssistant:
                 yield event
         except TurnCancelledError:
             finished = True
-            self._close_cut(config, cancel_cause(stop, cancelled))
+            self._close_cut(config, cancel_cause(stop, cancelled), streaming.cut(streamed))
             raise
         except Exception as error:
             finished = True
             if is_provider_error(error):
                 cause: CutCause = "time_limit" if isinstance(error, ModelDeadlineError) else "model"
-                self._close_cut(config, cause)
+                self._close_cut(config, cause, streaming.cut(streamed))
                 raise ModelProviderError(describe_provider_error(error)) from error
             # A bug, the conversations database failing, or a lost turn lock: the turn is
             # left as a dead process leaves it, and whoever holds the conversation next
@@ -694,7 +707,8 @@ class TravelAssistant:
             if not finished:  # the caller stopped reading: stop the run, then close it
                 stop.set()
                 if await _ended_in_failure(stream):
-                    self._close_cut(config, cancel_cause(stop, cancelled))
+                    said = streaming.cut(streamed)
+                    self._close_cut(config, cancel_cause(stop, cancelled), said)
 
     def _end_at_step_limit(self, config: RunnableConfig) -> Iterator[TurnEvent]:
         """Close a run that hit the recursion limit with a polite message."""
@@ -805,6 +819,26 @@ def _unstreamed(event: MessageEvent, streamed: dict[str, str]) -> TokenEvent | N
         return None
     streamed[message.id or ""] = message.content
     return TokenEvent(message.content[len(sent) :], event.node, message.id)
+
+
+@dataclass
+class _Streaming:
+    """Which replies of a run streamed (by message id, with their node), which finished."""
+
+    nodes: dict[str, str] = field(default_factory=dict)
+    done: set[str] = field(default_factory=set)
+
+    def cut(self, streamed: Mapping[str, str]) -> list[AIMessage]:
+        """Return the replies the customer saw part of that never finished, as said."""
+        return [
+            AIMessage(content=text, id=key or None, name=self.nodes[key], **_CUT_REPLY)
+            for key, text in streamed.items()
+            if key not in self.done and key in self.nodes and text.strip()
+        ]
+
+
+# A reply cut mid-stream, kept as far as the customer read it (``_Streaming.cut``).
+_CUT_REPLY: dict[str, Any] = {"response_metadata": {CUT_REPLY_KEY: True}}
 
 
 async def _ended_in_failure(stream: AsyncIterator[Any]) -> bool:

@@ -20,6 +20,8 @@ CANCELLED_KEY = "turn_cancelled"
 # ``response_metadata`` key of that note (and ``artifact`` key of the calls it left
 # unanswered) naming why the turn was cut short: a ``CutCause``.
 CUT_KEY = "cut_cause"
+# ``response_metadata`` key of a reply cut mid-stream, kept as far as the customer read it.
+CUT_REPLY_KEY = "cut_mid_reply"
 
 # ``response_metadata`` keys of what a person from the customer-service team wrote into a
 # conversation (``conversations.desk``): their name on a message to the customer, and the

@@ -29,6 +29,7 @@ from conversations.assistant import (
     TurnCancelledError,
     is_cancel_note,
 )
+from conversations.events import Cancel
 from db.engine import Database
 from db.fixtures import FIXTURE_PASSENGER_ID
 from tests.support.assistants import build_assistant
@@ -77,6 +78,29 @@ def test_cancel_stops_at_the_next_token_and_closes_the_turn(
 
     list(api.send(THREAD, "are you there?", cancel=threading.Event()))
     assert roles(model.received[-1]) == ["human", "ai", "human"]  # still a valid conversation
+    assert api.messages(THREAD)[-1].content == "Hello again."
+
+
+def test_a_reply_cut_mid_stream_keeps_what_the_customer_read(
+    api: TravelAssistant, model: ScriptedChatModel
+) -> None:
+    cancel = Cancel()
+    model.extend(say(LONG_REPLY), say("Hello again."))
+    shown: list[str] = []
+    with pytest.raises(TurnCancelledError):
+        for event in api.send(THREAD, "hi", cancel=cancel):
+            if isinstance(event, TokenEvent):
+                shown.append(event.text)
+                if len(shown) == 3:
+                    cancel.set()  # Stop, with three words of the reply on the screen
+    assert shown == ["word0 ", "word1 ", "word2 "]
+    messages = api.messages(THREAD)
+    assert [type(m) for m in messages] == [HumanMessage, AIMessage, AIMessage]
+    kept, note = messages[1], messages[2]
+    assert kept.content == "word0 word1 word2 "  # what was read, no more
+    assert not is_cancel_note(kept) and is_cancel_note(note)
+    list(api.send(THREAD, "are you there?"))
+    assert roles(model.received[-1])[-1] == "human"  # the next request is well formed
     assert api.messages(THREAD)[-1].content == "Hello again."
 
 
