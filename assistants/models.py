@@ -14,6 +14,7 @@ the prompt is trimmed to the server's context window
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -234,9 +235,27 @@ def async_http_client() -> Any | None:
     try:
         from openai import DefaultAioHttpClient
 
-        return DefaultAioHttpClient()
+        client = DefaultAioHttpClient()
     except (ImportError, RuntimeError):  # no such client, or aiohttp is not installed
         return None
+    _HTTP_CLIENTS.append(client)
+    return client
+
+
+# The clients ``async_http_client`` made, to close before the process ends.
+_HTTP_CLIENTS: list[Any] = []
+
+
+async def close_http_clients() -> None:
+    """Close the models' HTTP clients, on the loop their connections belong to.
+
+    The service does it as it stops, and ``conversations.loop`` when the process exits;
+    aiohttp would otherwise complain on stderr of sessions left open.
+    """
+    while _HTTP_CLIENTS:
+        client = _HTTP_CLIENTS.pop()
+        with contextlib.suppress(Exception):  # leaving anyway: a close that fails is no loss
+            await client.aclose()
 
 
 def context_tokens_of(model: BaseChatModel) -> int:

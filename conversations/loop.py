@@ -14,6 +14,7 @@ would. So a cancel set on seeing an event stops the turn before its next step.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import os
 import queue
@@ -50,7 +51,23 @@ def turn_loop() -> asyncio.AbstractEventLoop:
         loop = asyncio.new_event_loop()
         threading.Thread(target=loop.run_forever, name="turns", daemon=True).start()
         _loop = (os.getpid(), loop)
+        atexit.register(_close_clients, loop)
         return loop
+
+
+# How long the process waits at exit for the models' HTTP clients to close.
+_CLOSE_SECONDS = 2.0
+
+
+def _close_clients(loop: asyncio.AbstractEventLoop) -> None:
+    """Close the models' HTTP clients on the turn loop, as the process exits."""
+    if loop.is_closed() or not loop.is_running():
+        return
+    from assistants.models import close_http_clients
+
+    closing = asyncio.run_coroutine_threadsafe(close_http_clients(), loop)
+    with contextlib.suppress(Exception):  # leaving anyway
+        closing.result(_CLOSE_SECONDS)
 
 
 def _check_not_on(loop: asyncio.AbstractEventLoop) -> None:

@@ -37,6 +37,7 @@ from fastapi.staticfiles import StaticFiles
 from pydantic import TypeAdapter
 from starlette.datastructures import MutableHeaders
 
+from assistants.models import close_http_clients
 from conversations.assistant import Thread
 from conversations.loop import use_turn_loop
 from server.access import customer
@@ -700,6 +701,7 @@ def create_app(
         # Cancel the turns still running and wait for them to close, off the loop.
         if service is not None:
             await anyio.to_thread.run_sync(service.close)
+        await close_http_clients()  # the models' clients, on the loop they belong to
 
     app = _Api(
         title="Meridian Travel assistant",

@@ -282,6 +282,10 @@ class StartupApp:
             elif message["type"] == "lifespan.shutdown":
                 # Running turns are cancelled and waited for: off the loop.
                 await asyncio.to_thread(self.startup.close)
+                if self.startup.app is not None:  # the models were built: close their clients
+                    from assistants.models import close_http_clients
+
+                    await close_http_clients()  # on the loop their connections belong to
                 await send({"type": "lifespan.shutdown.complete"})
                 return
 
