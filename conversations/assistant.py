@@ -829,12 +829,20 @@ class _Streaming:
     done: set[str] = field(default_factory=set)
 
     def cut(self, streamed: Mapping[str, str]) -> list[AIMessage]:
-        """Return the replies the customer saw part of that never finished, as said."""
-        return [
-            AIMessage(content=text, id=key or None, name=self.nodes[key], **_CUT_REPLY)
+        """Return the reply the customer saw part of that never finished, as said.
+
+        Only the last one: a model call that failed and was retried streamed its reply
+        again from the start, so an earlier attempt's part is superseded.
+        """
+        unfinished = [
+            (key, text)
             for key, text in streamed.items()
             if key not in self.done and key in self.nodes and text.strip()
         ]
+        if not unfinished:
+            return []
+        key, text = unfinished[-1]
+        return [AIMessage(content=text, id=key or None, name=self.nodes[key], **_CUT_REPLY)]
 
 
 # A reply cut mid-stream, kept as far as the customer read it (``_Streaming.cut``).

@@ -156,13 +156,16 @@ def test_a_dropped_connection_then_a_new_message(travel_db: Database) -> None:
             list(assistant.send(THREAD, "Hello?"))
         assert raised.value.retryable
         assert len(server.requests) == 2  # retried once
-        # The failed turn was closed saying why: the model reads that its server failed
-        # (not that the customer cancelled) before the next message.
+        # The failed turn was closed saying why: the model reads what the customer read
+        # of the broken reply (the retried attempt's, once), then that its server failed
+        # (not that the customer cancelled), before the next message.
         assert streamed(assistant.send(THREAD, "Are you there?")) == "Hello again."
     last = server.requests[-1]["messages"]
     assert [m["role"] for m in last] == ["system", "user", "assistant", "user"]
     assert customer_text(last[1]["content"]) == "Hello?"
-    assert last[2]["content"] == TURN_CUT_NOTES["model"]
+    read, _, note = last[2]["content"].rpartition("\n\n")
+    assert note == TURN_CUT_NOTES["model"]
+    assert read == "This"  # the dropped stream's first chunks, as the customer saw them
     assert customer_text(last[3]["content"]) == "Are you there?"
     assert not server.rejected
 

@@ -20,6 +20,7 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from assistants.approvals import facts_of
+from assistants.models import ModelSettings, build_chat_models
 from conversations.assistant import (
     Decision,
     MessageEvent,
@@ -34,6 +35,7 @@ from db.engine import Database
 from db.fixtures import FIXTURE_PASSENGER_ID
 from tests.support.assistants import build_assistant
 from tests.support.cli import chat, chat_args, leave_pending_approval
+from tests.support.fake_openai import FakeOpenAI, Reply
 from tests.support.flights import change_call, ticket_flight
 from tests.support.scripted import ScriptedChatModel, call, say
 
@@ -82,26 +84,33 @@ def test_cancel_stops_at_the_next_token_and_closes_the_turn(
 
 
 def test_a_reply_cut_mid_stream_keeps_what_the_customer_read(
-    api: TravelAssistant, model: ScriptedChatModel
+    make_assistant: Callable[..., TravelAssistant], fixed_db: Database
 ) -> None:
-    cancel = Cancel()
-    model.extend(say(LONG_REPLY), say("Hello again."))
-    shown: list[str] = []
-    with pytest.raises(TurnCancelledError):
-        for event in api.send(THREAD, "hi", cancel=cancel):
-            if isinstance(event, TokenEvent):
-                shown.append(event.text)
-                if len(shown) == 3:
-                    cancel.set()  # Stop, with three words of the reply on the screen
-    assert shown == ["word0 ", "word1 ", "word2 "]
-    messages = api.messages(THREAD)
-    assert [type(m) for m in messages] == [HumanMessage, AIMessage, AIMessage]
-    kept, note = messages[1], messages[2]
-    assert kept.content == "word0 word1 word2 "  # what was read, no more
-    assert not is_cancel_note(kept) and is_cancel_note(note)
-    list(api.send(THREAD, "are you there?"))
-    assert roles(model.received[-1])[-1] == "human"  # the next request is well formed
-    assert api.messages(THREAD)[-1].content == "Hello again."
+    # A real client streaming from a server that sends a word every 50 ms: the customer
+    # presses Stop with three words on the screen, while the reply is still coming.
+    script = [Reply(text=LONG_REPLY), Reply(text="Hello again.")]
+    with FakeOpenAI(script, chunk_delay=0.05) as server:
+        models = build_chat_models(
+            ModelSettings(model="scripted", base_url=server.base_url, api_key="k")
+        )
+        api = make_assistant(db=fixed_db, model=models, retry_policy=None)
+        cancel = Cancel()
+        shown: list[str] = []
+        with pytest.raises(TurnCancelledError):
+            for event in api.send(THREAD, "hi", cancel=cancel):
+                if isinstance(event, TokenEvent):
+                    shown.append(event.text)
+                    if len(shown) == 3:
+                        cancel.set()  # Stop
+        assert shown == ["word0 ", "word1 ", "word2 "]
+        messages = api.messages(THREAD)
+        assert [type(m) for m in messages] == [HumanMessage, AIMessage, AIMessage]
+        kept, note = messages[1], messages[2]
+        assert kept.content == "word0 word1 word2 "  # what was read, no more
+        assert not is_cancel_note(kept) and is_cancel_note(note)
+        list(api.send(THREAD, "are you there?"))
+        assert api.messages(THREAD)[-1].content == "Hello again."
+        assert not server.rejected  # the next request is a conversation servers accept
 
 
 def test_cancel_runs_no_tool_after_it(api: TravelAssistant, model: ScriptedChatModel) -> None:

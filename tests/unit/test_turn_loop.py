@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
@@ -109,6 +113,7 @@ def test_a_callers_own_sqlite_saver_saves_a_turn(
 
 
 WAITING_TURNS = 40
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_turns_waiting_for_the_model_hold_no_thread(fixed_db: Database) -> None:
@@ -164,3 +169,39 @@ def test_turns_waiting_for_the_model_hold_no_thread(fixed_db: Database) -> None:
 def _our_threads() -> int:
     """Threads of this process, less the fake model server's (one per request)."""
     return sum(1 for t in threading.enumerate() if "process_request_thread" not in (t.name or ""))
+
+
+EXITING = """
+import sys
+from langchain_core.messages import HumanMessage, SystemMessage
+from assistants.calls import bounded
+from assistants.models import ModelSettings, build_chat_models
+from conversations.loop import run
+
+settings = ModelSettings(model="m", base_url=sys.argv[1], api_key="k")
+model = build_chat_models(settings)["primary_assistant"]
+request = [SystemMessage("s"), HumanMessage("hi")]
+print(run(lambda: bounded(model.ainvoke(request), 10)).content)
+"""
+
+
+def test_a_process_that_used_the_model_exits_without_leaving_its_client_open(
+    tmp_path: Path,
+) -> None:
+    # The models' aiohttp client is closed on the turn loop as the process exits; left
+    # open, aiohttp complains on stderr (what a customer leaving the chat would see).
+    script = tmp_path / "exiting.py"
+    script.write_text(EXITING, encoding="utf-8")
+    with FakeOpenAI([Reply(text="hello")], strict=False) as fake:
+        done = subprocess.run(
+            [sys.executable, str(script), fake.base_url],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "hello"
+    assert "Unclosed" not in done.stderr, done.stderr
