@@ -9,6 +9,7 @@ import shlex
 import sys
 import threading
 import uuid
+from contextlib import AbstractContextManager, nullcontext
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -336,30 +337,34 @@ def _chat_early(
     # (the program was not ready for it yet), and it stays in the input history.
     first_cancel = threading.Event()
     try:
-        if first.message is not None and not loading.done:
-            console.thinking.start()  # the turn's own spinner goes on from here
-            with ctrl_c_cancels(
+        # From the moment the first message is entered until its turn takes Ctrl-C over,
+        # Ctrl-C takes the message back, also when the load was over before it came: a
+        # quick Ctrl-C right after Enter would otherwise end the program.
+        interrupts: AbstractContextManager[None] = nullcontext()
+        if first.message is not None:
+            if not loading.done:
+                console.thinking.start()  # the turn's own spinner goes on from here
+            interrupts = ctrl_c_cancels(
                 first_cancel, console.err, "(nothing to resume yet)", console.thinking.cancelling
-            ):
-                conversations = loading.result()  # a problem found by the load is raised here
-        else:
-            conversations = loading.result()
-        from conversations.events import Thread
-        from terminal.chat import ChatSession
+            )
+        with interrupts:
+            conversations = loading.result()  # a problem found by the load is raised here
+            from conversations.events import Thread
+            from terminal.chat import ChatSession
 
-        session = ChatSession(
-            conversations,
-            Thread(thread_id, passenger_id),
-            console,
-            Prompter(
-                first.reader(prompter.message),
-                prompter.answer,
-                prompter.discard,
-                prompter.show,
-                prompter.interrupter,
-            ),
-            resume_options=resume_options_of(args),
-        )
+            session = ChatSession(
+                conversations,
+                Thread(thread_id, passenger_id),
+                console,
+                Prompter(
+                    first.reader(prompter.message),
+                    prompter.answer,
+                    prompter.discard,
+                    prompter.show,
+                    prompter.interrupter,
+                ),
+                resume_options=resume_options_of(args),
+            )
         if first_cancel.is_set():
             first.drop()
             console.thinking.stop()
