@@ -649,7 +649,6 @@ class TravelAssistant:
             durability="sync",
             interrupt_after=stop_after,
         )
-        streamed: dict[str, str] = {}
         streaming = _Streaming()
         saved: Mapping[str, Any] | None = None
         # A step's messages wait for the step's checkpoint: a message is shown as done
@@ -660,9 +659,8 @@ class TravelAssistant:
             with cancelling(stop):
                 async for mode, payload in stream:
                     if mode == "messages":
-                        token = None if stop.is_set() else _token(payload, streamed)
+                        token = None if stop.is_set() else streaming.token(payload)
                         if token is not None:  # none after a cancel
-                            streaming.nodes[token.message_id or ""] = token.assistant
                             yield token
                     elif mode == "checkpoints":
                         saved = cast("Mapping[str, Any]", payload)
@@ -671,10 +669,9 @@ class TravelAssistant:
                         unsaved.clear()
                     else:
                         for event in _events(payload):
-                            rest = _unstreamed(event, streamed)
+                            rest = streaming.finish(event)
                             if rest is not None:
                                 yield rest
-                            streaming.done.add(event.message.id or "")
                             unsaved.append(event)
             finished = True
             for event in unsaved:
@@ -685,13 +682,13 @@ class TravelAssistant:
                 yield event
         except TurnCancelledError:
             finished = True
-            self._close_cut(config, cancel_cause(stop, cancelled), streaming.cut(streamed))
+            self._close_cut(config, cancel_cause(stop, cancelled), streaming.cut())
             raise
         except Exception as error:
             finished = True
             if is_provider_error(error):
                 cause: CutCause = "time_limit" if isinstance(error, ModelDeadlineError) else "model"
-                self._close_cut(config, cause, streaming.cut(streamed))
+                self._close_cut(config, cause, streaming.cut())
                 raise ModelProviderError(describe_provider_error(error)) from error
             # A bug, the conversations database failing, or a lost turn lock: the turn is
             # left as a dead process leaves it, and whoever holds the conversation next
@@ -707,8 +704,7 @@ class TravelAssistant:
             if not finished:  # the caller stopped reading: stop the run, then close it
                 stop.set()
                 if await _ended_in_failure(stream):
-                    said = streaming.cut(streamed)
-                    self._close_cut(config, cancel_cause(stop, cancelled), said)
+                    self._close_cut(config, cancel_cause(stop, cancelled), streaming.cut())
 
     def _end_at_step_limit(self, config: RunnableConfig) -> Iterator[TurnEvent]:
         """Close a run that hit the recursion limit with a polite message."""
@@ -789,64 +785,64 @@ def _events(payload: Any) -> Iterator[MessageEvent]:
 _SHOWN = (AIMessage, ToolMessage)
 
 
-def _token(payload: Any, streamed: dict[str, str]) -> TokenEvent | None:
-    """Return a ``messages`` event as a token of a reply, or ``None`` for anything else.
-
-    ``streamed`` collects the text streamed so far under each message id.
-    """
-    chunk, metadata = payload
-    if type(chunk) is not AIMessageChunk or not isinstance(chunk.content, str):
-        return None
-    if not chunk.content:
-        return None
-    node = str((metadata or {}).get("langgraph_node", ""))
-    if chunk.id:
-        streamed[chunk.id] = streamed.get(chunk.id, "") + chunk.content
-    return TokenEvent(chunk.content, node, chunk.id)
-
-
-def _unstreamed(event: MessageEvent, streamed: dict[str, str]) -> TokenEvent | None:
-    """Return the end of a streamed reply that its tokens did not carry, as one more token.
-
-    A reply cut at the output limit ends with a note the node adds after the stream
-    (``assistants.assistant``): the customer sees it stream like the rest.
-    """
-    message = event.message
-    sent = streamed.get(message.id or "")
-    if not sent or not isinstance(message, AIMessage) or not isinstance(message.content, str):
-        return None
-    if len(message.content) <= len(sent) or not message.content.startswith(sent):
-        return None
-    streamed[message.id or ""] = message.content
-    return TokenEvent(message.content[len(sent) :], event.node, message.id)
-
-
 @dataclass
 class _Streaming:
-    """Which replies of a run streamed (by message id, with their node), which finished."""
+    """The replies of a run as they streamed: their text so far and node, by message id."""
 
+    texts: dict[str, str] = field(default_factory=dict)
     nodes: dict[str, str] = field(default_factory=dict)
     done: set[str] = field(default_factory=set)
 
-    def cut(self, streamed: Mapping[str, str]) -> list[AIMessage]:
+    def token(self, payload: Any) -> TokenEvent | None:
+        """Return a ``messages`` event as a token of a reply, or ``None`` for anything else."""
+        chunk, metadata = payload
+        if type(chunk) is not AIMessageChunk or not isinstance(chunk.content, str):
+            return None
+        if not chunk.content:
+            return None
+        node = str((metadata or {}).get("langgraph_node", ""))
+        if chunk.id:
+            self.texts[chunk.id] = self.texts.get(chunk.id, "") + chunk.content
+            self.nodes[chunk.id] = node
+        return TokenEvent(chunk.content, node, chunk.id)
+
+    def finish(self, event: MessageEvent) -> TokenEvent | None:
+        """Mark ``event``'s message finished; return what its tokens did not carry, if any.
+
+        A reply cut at the output limit ends with a note the node adds after the stream
+        (``assistants.assistant``): the customer sees it stream like the rest.
+        """
+        message = event.message
+        key = message.id or ""
+        self.done.add(key)
+        sent = self.texts.get(key)
+        if not sent or not isinstance(message, AIMessage) or not isinstance(message.content, str):
+            return None
+        if len(message.content) <= len(sent) or not message.content.startswith(sent):
+            return None
+        self.texts[key] = message.content
+        return TokenEvent(message.content[len(sent) :], event.node, message.id)
+
+    def cut(self) -> list[AIMessage]:
         """Return the reply the customer saw part of that never finished, as said.
 
         Only the last one: a model call that failed and was retried streamed its reply
         again from the start, so an earlier attempt's part is superseded.
         """
         unfinished = [
-            (key, text)
-            for key, text in streamed.items()
-            if key not in self.done and key in self.nodes and text.strip()
+            (key, text) for key, text in self.texts.items() if key not in self.done and text.strip()
         ]
         if not unfinished:
             return []
         key, text = unfinished[-1]
-        return [AIMessage(content=text, id=key or None, name=self.nodes[key], **_CUT_REPLY)]
-
-
-# A reply cut mid-stream, kept as far as the customer read it (``_Streaming.cut``).
-_CUT_REPLY: dict[str, Any] = {"response_metadata": {CUT_REPLY_KEY: True}}
+        return [
+            AIMessage(
+                content=text,
+                id=key,
+                name=self.nodes[key],
+                response_metadata={CUT_REPLY_KEY: True},
+            )
+        ]
 
 
 async def _ended_in_failure(stream: AsyncIterator[Any]) -> bool:

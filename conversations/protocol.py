@@ -888,7 +888,6 @@ class Turn:
         Raises:
             DecisionsError: As ``check_checked`` says.
         """
-        self.check_checked()  # raised here, not at the first event
         return iterate(lambda: self.aresume_checked(cancel=cancel, cancelled_by=cancelled_by))
 
     async def aresume_checked(
