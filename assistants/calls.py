@@ -100,12 +100,34 @@ async def bounded(call: Awaitable[T], reply_seconds: float | None = None) -> T:
             stopped.cancel()
     if task in done and not (cancel is not None and cancel.is_set()):
         return task.result()  # a reply that ended after the cancel is dropped, as cut
-    task.cancel()
-    with contextlib.suppress(BaseException):  # wait until the connection is closed
-        await task
+    await _cancel_and_wait(task)  # until the connection is closed
     if cancel is not None and cancel.is_set():
         raise TurnCancelledError("The turn was cancelled.")
     raise ModelDeadlineError(_seconds(reply_seconds, whole_run), whole_run=whole_run)
+
+
+# How long a cancelled call is given to end before it is cancelled again.
+_RECANCEL_SECONDS = 0.05
+
+
+async def _cancel_and_wait(task: asyncio.Future[T]) -> None:
+    """Cancel ``task`` and return once it has ended.
+
+    One cancel is not always enough. On Python 3.11, ``asyncio.wait_for`` drops a
+    cancel that arrives in the same loop pass as the result it waits for, and
+    langchain-openai waits for every streamed chunk with it: a reply that streams fast
+    kept running, after its cancel, to its end. So the call is cancelled again until it
+    ends.
+    """
+    try:
+        while not task.done():
+            task.cancel()
+            await asyncio.wait({task}, timeout=_RECANCEL_SECONDS)
+    except BaseException:  # the turn itself is cancelled while it waits
+        task.cancel()
+        raise
+    if not task.cancelled():
+        task.exception()  # looked at, so asyncio does not log it as never retrieved
 
 
 def _time_left(reply_seconds: float | None) -> tuple[float | None, bool]:

@@ -208,6 +208,29 @@ def test_a_call_is_bounded_by_its_reply_limit_and_by_the_runs() -> None:
     assert time.monotonic() - started < 2
 
 
+def test_a_call_that_lets_a_cancel_slip_is_cancelled_again() -> None:
+    # On Python 3.11 asyncio.wait_for drops a cancel that meets a result in the same
+    # loop pass, and langchain-openai waits for each streamed chunk with it: the call
+    # goes on as if it had never been cancelled.
+    cancels = []
+
+    async def streams_on() -> str:
+        for _ in range(200):
+            try:
+                await asyncio.sleep(0.05)
+            except asyncio.CancelledError:
+                cancels.append(time.monotonic())
+                if len(cancels) > 1:
+                    raise
+        return "the whole reply"
+
+    started = time.monotonic()
+    with pytest.raises(ModelDeadlineError, match="limit for one reply"):
+        asyncio.run(bounded(streams_on(), 0.05))
+    assert len(cancels) == 2
+    assert time.monotonic() - started < 2
+
+
 CONTEXT_FULL = error_body("the request exceeds the available context size, try increasing it")
 
 
