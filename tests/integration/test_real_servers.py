@@ -152,8 +152,9 @@ def test_the_strict_server_refuses_roles_that_do_not_alternate(travel_db: Databa
 def test_a_dropped_connection_then_a_new_message(travel_db: Database) -> None:
     with FakeOpenAI([Drop(), Drop(), Reply(text="Hello again.")]) as server:
         assistant = assistant_for(server, travel_db)
+        shown: list[Any] = []
         with pytest.raises(ModelProviderError, match="broke off") as raised:
-            list(assistant.send(THREAD, "Hello?"))
+            shown.extend(assistant.send(THREAD, "Hello?"))
         assert raised.value.retryable
         assert len(server.requests) == 2  # retried once
         # The failed turn was closed saying why: the model reads what the customer read
@@ -165,7 +166,10 @@ def test_a_dropped_connection_then_a_new_message(travel_db: Database) -> None:
     assert customer_text(last[1]["content"]) == "Hello?"
     read, _, note = last[2]["content"].rpartition("\n\n")
     assert note == TURN_CUT_NOTES["model"]
-    assert read == "This"  # the dropped stream's first chunks, as the customer saw them
+    # The dropped stream's first chunks, as the customer saw them. Whether any reached the
+    # customer before the error is a race (LangGraph drops what a failed step had not
+    # handed on yet); what is kept is what was shown.
+    assert read == ("This" if streamed(iter(shown)) else "")
     assert customer_text(last[3]["content"]) == "Are you there?"
     assert not server.rejected
 
