@@ -16,12 +16,18 @@ from commands.common import (
     CliError,
     Overrides,
     conversations_location,
+    default_model_factory,
     open_existing_store,
     open_store,
+    settings_of,
 )
 from terminal import Console
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from langchain_core.language_models import BaseChatModel
+
     from terminal.prompter import Prompter
 
 AGENT_ENV = "TRAVEL_ASSISTANT_AGENT"
@@ -48,15 +54,36 @@ def cmd_desk(args: argparse.Namespace, console: Console, overrides: Overrides) -
 
         database = open_chat_db(args, console, overrides)
         try:
-            # The desk never calls the model: the assistant is built to read and preview.
-            assistant = TravelAssistant.build(drawing_model(), store.saver, db=database)
+            # The model answers only when a check decided here lets the customer's turn
+            # go on; without one configured, the customer's side goes on with it.
+            models = _models(args, overrides)
+            assistant = TravelAssistant.build(
+                models if models is not None else drawing_model(), store.saver, db=database
+            )
             conversations = Conversations(assistant, store.registry, store.locks, store.desk)
             session = DeskSession(
-                conversations, agent, console, _prompter(overrides), audit=store.audit
+                conversations,
+                agent,
+                console,
+                _prompter(overrides),
+                audit=store.audit,
+                applies=models is not None,
             )
             return session.run()
         finally:
             database.dispose()
+
+
+def _models(
+    args: argparse.Namespace, overrides: Overrides
+) -> Mapping[str, BaseChatModel] | BaseChatModel | None:
+    """Return the chat models the chat would use, or ``None`` when none is configured."""
+    try:
+        if overrides.model_factory is not None:
+            return overrides.model_factory(None)
+        return default_model_factory(settings_of(args), None)
+    except CliError:
+        return None
 
 
 def cmd_desk_queue(args: argparse.Namespace, console: Console) -> int:

@@ -483,6 +483,20 @@ class Desk:
         with self.engine.connect() as connection:
             return [_check(row) for row in connection.execute(query).mappings()]
 
+    def checks_to_apply(self, decided_before: datetime | None = None) -> list[Check]:
+        """Return the checks staff decided whose actions were not yet run or refused.
+
+        Whoever decided the last check of a conversation applies them at once; what is
+        left here was not (the process stopped in between). ``decided_before`` keeps out
+        the ones decided since then, which their decider is still applying.
+        """
+        query = CHECKS.select().where(CHECKS.c.status.in_(("approved", "refused")))
+        if decided_before is not None:
+            query = query.where(CHECKS.c.decided_at < _utc(decided_before))
+        with self.engine.connect() as connection:
+            rows = connection.execute(query.order_by(CHECKS.c.id)).mappings()
+            return [_check(row) for row in rows]
+
     def check(self, check_id: int) -> Check | None:
         """Return one check, whatever its state."""
         with self.engine.connect() as connection:

@@ -353,6 +353,21 @@ class Conversation:
         self.owner.desk.bump(self.thread_id)
         return decided
 
+    def apply_checked(self, wait: float = 5.0) -> list[Outcome]:
+        """Go on with the actions staff decided, here and now; return what it did.
+
+        Whoever gives the last decision calls it (the desk, the service), so that an
+        approved action runs then, whether or not the customer's window is open. Exactly
+        once: under the conversation's claim, and only while decided checks are left.
+
+        Raises:
+            TurnRefusedError: A turn of the conversation still ran after ``wait``
+                seconds (it goes on with them; the service's sweep does otherwise).
+            DecisionsError: Nothing is left to apply, or a check still waits.
+        """
+        with self.claim(wait) as turn:
+            return list(turn.resume_checked(cancelled_by="service"))
+
     def waiting(self) -> bool:
         """Tell whether the run must be resumed: actions to decide, or writes to report.
 

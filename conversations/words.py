@@ -281,6 +281,32 @@ def check_decided(staff: str, title: str, approved: bool, reason: str) -> str:
 
 
 PRESS_ENTER_TO_GO_ON = "Press Enter to go on."
+APPLIED_LATER = "The decision is kept: it is applied as soon as that turn ends."
+APPLIED_ELSEWHERE = "The customer's side has applied the decision already."
+APPLIED_BY_CUSTOMER = (
+    "This desk has no model configured, so the customer's side applies the decision: "
+    "their window at once, or the service."
+)
+
+
+def apply_failed(why: str) -> str:
+    """Return what the desk is told when applying a decision failed there."""
+    return (
+        f"Applying the decision here failed ({why}); it is kept, and the customer's side "
+        "goes on with it."
+    )
+
+
+def desk_outcome(title: str, outcome: str, reason: str | None) -> str:
+    """Return what the desk is told became of an action once its checks were applied."""
+    why = f": {reason}" if reason else "."
+    if outcome == "approved":
+        return f"{title}: done. The customer sees it in their conversation."
+    if outcome == "failed":
+        return f"{title}: the rules refused it when it ran{why}"
+    return f"{title}: not done{why}"
+
+
 NOTHING_CHECKED = "No action waits for a check by our customer-service team here."
 CHECK_WAITING = (
     "You said yes; a member of our customer-service team checks it too before it is done. "

@@ -337,10 +337,12 @@ def _router() -> APIRouter:
         tags=["approvals"],
         summary="Go on once staff checked the actions you approved; the rest streams",
         description="An action you approved that moves more than the second-approval "
-        "amount waits for a member of staff (its pending entry has a check). Once every "
-        "check is decided, this applies them: an approved action runs, a refused one is "
-        "not done and the assistant is told why. The events are those of sending a "
-        "message. 409 while a check still waits.",
+        "amount waits for a member of staff (its pending entry has a check). The service "
+        "applies the checks itself as soon as the last one is decided (follow it with "
+        "the conversation's events): an approved action runs, a refused one is not done "
+        "and the assistant is told why. This applies them should that not have happened "
+        "(the service stopped in between). The events are those of sending a message. "
+        "409 while a check still waits, or once they are applied.",
         responses={**_NOT_FOUND, **_CONFLICT},
     )
     async def resume(
@@ -697,6 +699,8 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         use_turn_loop(asyncio.get_running_loop())  # every turn of the process runs here
+        if service is not None:
+            service.start_background()
         yield
         # Cancel the turns still running and wait for them to close, off the loop.
         if service is not None:

@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Annotated, Any, Literal, cast
 
+import anyio
 from fastapi import APIRouter, Depends, Request
 from fastapi import Path as PathParam
 from pydantic import BaseModel, Field, StrictBool, field_validator
@@ -384,6 +385,20 @@ class PersonDesk:
         self._record(staff, conversation, "approved" if approved else "refused")
         return staff_check_out(decided)
 
+    async def go_on(self, check_id: int) -> None:
+        """Run the actions of ``check_id``'s conversation once staff decided every check.
+
+        The last decision is what an approved action waited for: it runs now, as a turn
+        of the service, whether or not the customer's window is open.
+        """
+        found = await anyio.to_thread.run_sync(self.desk.check, check_id)
+        if found is None:
+            return
+        thread = Thread(found.thread_id, found.passenger_id)
+        conversation = self.conversations.get(thread)
+        if await anyio.to_thread.run_sync(conversation.checks_decided):
+            await self.service.apply_checked(thread)
+
     def hand_back(self, agent: str, conversation_id: str, note: str, close: bool) -> HandoffOut:
         """End ``agent``'s hold of ``conversation_id``: the assistant answers again.
 
@@ -519,9 +534,11 @@ def staff_router() -> APIRouter:
     @routes.post(
         "/checks/{check_id}",
         summary="Approve or refuse an action a customer approved (the second approval)",
-        description="Your yes lets the action run when the customer's side goes on; "
-        "your no is told to the customer and to the assistant with your reason. Each "
-        "check is decided once.",
+        description="When yours is the last check the customer's actions wait for, they "
+        "are applied at once, whether or not the customer's window is open: an approved "
+        "action runs; a refused one is not done, and the customer and the assistant are "
+        "told your reason. The customer's page follows it live (the conversation's "
+        "events); its end is in the history. Each check is decided once.",
         responses={
             404: {"model": Problem, "description": "No such check."},
             409: {
@@ -530,13 +547,17 @@ def staff_router() -> APIRouter:
             },
         },
     )
-    def decide_check(
+    async def decide_check(
         people: People,
         claims: Staff,
         check_id: Annotated[int, PathParam(ge=1, le=2**62)],
         body: CheckDecisionIn,
     ) -> StaffCheckOut:
-        return people.decide_check(claims.subject, check_id, body.approved, body.reason)
+        decided = await anyio.to_thread.run_sync(
+            people.decide_check, claims.subject, check_id, body.approved, body.reason
+        )
+        await people.go_on(check_id)
+        return decided
 
     return routes
 

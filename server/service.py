@@ -21,6 +21,7 @@ a conversation whose turn runs in another worker (or in a terminal) answers 409.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
 import secrets
@@ -40,6 +41,7 @@ from conversations import words
 from conversations.audit import AuditLog, SqliteAuditLog
 from conversations.desk import Check
 from conversations.events import Cancel, Thread
+from conversations.loop import turn_loop
 from conversations.protocol import (
     Answer,
     Conversations,
@@ -103,6 +105,9 @@ STILL_ANSWERING = (
     "The assistant is still answering in this conversation; wait for the reply to finish."
 )
 STOPPING = "The service is stopping; try again in a moment."
+# How often a worker looks for checks staff decided that nobody went on with (their
+# decider stopped before it could).
+SWEEP_SECONDS = 30.0
 
 
 class ServiceError(Exception):
@@ -634,6 +639,7 @@ class ConversationService:
         self.runner = runner or TurnRunner()
         self.audit: AuditLog = audit if audit is not None else SqliteAuditLog.in_memory()
         self.failures = RecentFailures()
+        self._sweeper: concurrent.futures.Future[None] | None = None
 
     @classmethod
     def over_store(
@@ -788,10 +794,60 @@ class ConversationService:
 
     def start_resume(self, thread: Thread, cancel: threading.Event) -> Journaled:
         """Go on with the customer's kept answers once staff decided; stream the turn."""
+        return self._start_resume(thread, cancel).read(pause=KEEPALIVE_SECONDS)
+
+    def _start_resume(self, thread: Thread, cancel: threading.Event) -> Journal:
         turn = self.runner.turn(thread.thread_id)
-        return self._stream(
+        return self._start(
             thread, lambda: turn.aresume_checked(cancel=cancel, cancelled_by="service")
         )
+
+    async def apply_checked(self, thread: Thread) -> bool:
+        """Go on with ``thread``'s actions now that staff decided every check of them.
+
+        Called when the last decision arrives, so that an approved action runs then,
+        whether or not the customer's window is open: as a turn of this service, which
+        the customer's page follows (``follow``) and whose end is in the history. Exactly
+        once, whoever else tries too (the customer's window, another worker): under the
+        conversation's claim, and only while decided checks are left.
+
+        Returns whether it started; not when a turn of the conversation runs already (it
+        is the one that goes on, or the sweep does later) or nothing is left to apply.
+        """
+        try:
+            cancel = await asyncio.to_thread(self.claim, thread)
+        except (ConflictError, UnavailableError) as error:
+            log.info("The checked actions of %s wait: %s", thread.thread_id, error.detail)
+            return False
+        try:
+            await asyncio.to_thread(self.check_resume, thread)
+            self._start_resume(thread, cancel)
+        except ConflictError:  # applied meanwhile, or a check still waits
+            self.release(thread)
+            return False
+        except BaseException:
+            self.release(thread)
+            raise
+        return True
+
+    def start_background(self) -> None:
+        """Start the sweep of decided checks on the turn loop (``serve`` does, once).
+
+        The sweep goes on with what staff decided when its decider could not (it
+        stopped in between): at once, then every ``SWEEP_SECONDS``.
+        """
+        if self._sweeper is None:
+            self._sweeper = asyncio.run_coroutine_threadsafe(self._sweep(), turn_loop())
+
+    async def _sweep(self) -> None:
+        while True:
+            try:
+                decided = await asyncio.to_thread(self.conversations.desk.checks_to_apply)
+                for thread in dict.fromkeys(Thread(c.thread_id, c.passenger_id) for c in decided):
+                    await self.apply_checked(thread)
+            except Exception:  # the store is away for now: the next sweep tries again
+                log.exception("Looking for decided checks failed")
+            await asyncio.sleep(SWEEP_SECONDS)
 
     def _stream(
         self,
@@ -799,6 +855,14 @@ class ConversationService:
         run: Callable[[], AsyncGenerator[Outcome, None]],
         first: Sequence[StreamEvent] = (),
     ) -> Journaled:
+        return self._start(thread, run, first).read(pause=KEEPALIVE_SECONDS)
+
+    def _start(
+        self,
+        thread: Thread,
+        run: Callable[[], AsyncGenerator[Outcome, None]],
+        first: Sequence[StreamEvent] = (),
+    ) -> Journal:
         thread_id = thread.thread_id
 
         async def work() -> AsyncIterator[StreamEvent]:
@@ -829,7 +893,7 @@ class ConversationService:
                     reference=reference,
                 )
 
-        return self.runner.start(thread_id, work).read(pause=KEEPALIVE_SECONDS)
+        return self.runner.start(thread_id, work)
 
     def follow(self, thread: Thread, last_event_id: str | None) -> Journaled | None:
         """Return the events of the turn this process runs (or just ran) for ``thread``.
@@ -886,4 +950,6 @@ class ConversationService:
 
     def close(self) -> None:
         """Cancel running turns and wait for them (the service is stopping)."""
+        if self._sweeper is not None:
+            self._sweeper.cancel()
         self.runner.close()

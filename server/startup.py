@@ -201,6 +201,7 @@ class Startup:
             if not closing:
                 app.state.service = service  # what the routes read (``server.app``)
                 self.service = service
+                service.start_background()
         if closing:  # the service was stopped while it was being built
             self._close(service)
         self.done.set()

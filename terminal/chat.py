@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import shlex
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -26,6 +27,7 @@ from conversations.records import (
     CustomerLine,
     Notice,
     Outcome,
+    Record,
     TurnEnd,
     TurnFailure,
 )
@@ -58,6 +60,9 @@ if TYPE_CHECKING:
 EXIT_OK = 0
 # How long a turn waits for another window's turn of the same conversation to end.
 BUSY_WAIT_SECONDS = 2.0
+# How long checks staff decided may wait for their decider to apply them before this
+# window does it (their decider stopped first).
+APPLY_GRACE_SECONDS = 3.0
 BUSY_MESSAGE_NOT_SENT = f"Your message was not sent. {PRESS_UP}"
 BUSY_DECISION_NOT_SENT = (
     "Your answer was not sent; the action stays pending and is asked again before your next "
@@ -419,42 +424,83 @@ class ChatSession:
     # A second approval: staff check the customer's yes ------------------------------------------
 
     def wait_for_check(self) -> None:
-        """Go on with the checks staff decided, or say the action waits and watch for them."""
+        """Say the action waits for staff, and show what becomes of it as it happens.
+
+        Whoever gives the last decision applies it at once (the desk, the service), and
+        the watch shows its outcome above the prompt: nothing to press. Checks decided
+        that nobody applied (their decider stopped first) are applied here: at once when
+        the conversation is opened, after ``APPLY_GRACE_SECONDS`` while watching.
+        """
         conversation = self.conversation
         if conversation.checks_decided():
-            turn = self.claim(BUSY_DECISION_NOT_SENT)
-            if turn is None:
-                return
-            with turn:
-                try:
-                    ended = self.play(partial(_resume_checked, turn))
-                except DecisionsError:
-                    return  # another window went on with it first
-            if ended is not None and ended.approvals:
-                self.ask_pending_approvals(ended.approvals)
+            self.apply_checked_here()
             return
-        if self.check_watch is None or not self.check_watch.watching:
-            self.console.status(words.CHECK_WAITING)
+        if self.check_watch is not None and self.check_watch.watching:
+            return
+        self.console.status(words.CHECK_WAITING)
+        known = len(conversation.history())
+        decided: dict[str, float] = {}
 
-            def look() -> bool:
-                checks = conversation.checks()
-                if not checks:
-                    return False  # dropped, or applied in another window
-                if all(c.decided for c in checks):
-                    told = [
-                        words.check_decided(c.staff, c.title, c.approved, c.reason) for c in checks
-                    ]
-                    self.checked.set()
-                    self.prompter.show(partial(self._show_checked, told))
-                    return False
+        def look() -> bool:
+            checks = conversation.checks()
+            if not checks:  # applied (or dropped): show how it ended
+                new = [
+                    r
+                    for r in conversation.history()[known:]
+                    if not (isinstance(r, AssistantLine) and r.person)  # the person watch's
+                ]
+                self._tell(partial(self._show_records, new), ask=bool(conversation.approvals()))
+                return False
+            if not all(c.decided for c in checks):
                 return True
+            if "at" not in decided:
+                decided["at"] = time.monotonic()
+                told = [words.check_decided(c.staff, c.title, c.approved, c.reason) for c in checks]
+                self.prompter.show(partial(self._show_told, told))
+            elif time.monotonic() - decided["at"] > APPLY_GRACE_SECONDS:
+                self._tell(self.apply_checked_here, ask=True)
+                return False
+            return True
 
-            self.check_watch = Watch(look, conversation.owner.desk, name="check-watch")
+        self.check_watch = Watch(
+            look, conversation.owner.desk, name="check-watch", every=APPLY_GRACE_SECONDS
+        )
 
-    def _show_checked(self, told: Sequence[str]) -> None:
+    def apply_checked_here(self) -> None:
+        """Apply the checks staff decided in this window, as the rest of the turn."""
+        turn = self.claim(BUSY_DECISION_NOT_SENT)
+        if turn is None:
+            return
+        with turn:
+            try:
+                ended = self.play(partial(_resume_checked, turn))
+            except DecisionsError:  # applied elsewhere meanwhile: show how it ended
+                self.show_last_exchange(header=False)
+                return
+        if ended is not None and ended.approvals:
+            self.ask_pending_approvals(ended.approvals)
+
+    def _tell(self, draw: Callable[[], None], *, ask: bool) -> None:
+        """Show ``draw`` above the prompt; with ``ask``, end the prompt and ask after it.
+
+        Without a prompt to end (piped input), the next line goes on with it.
+        """
+        interrupter = self.prompter.interrupter
+        if not ask:
+            self.prompter.show(draw)
+        elif interrupter is not None:
+            interrupter.request(draw)
+        else:
+            self.checked.set()
+            self.prompter.show(partial(self._show_told, [words.PRESS_ENTER_TO_GO_ON]))
+
+    def _show_records(self, records: Sequence[Record]) -> None:
+        for record in records:
+            show_record(self.console, record)
+
+    def _show_told(self, told: Sequence[str]) -> None:
         for text in told:
             self.console.status(text)
-        self.console.status(words.PRESS_ENTER_TO_GO_ON)
 
     # Turns and approvals ------------------------------------------------------------------
 

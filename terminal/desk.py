@@ -22,12 +22,14 @@ from conversations.desk import Check, DeskError, Handoff
 from conversations.events import Thread
 from conversations.protocol import (
     ActionStep,
+    Conversation,
+    DecisionsError,
     HandOverStep,
     Step,
     ToolCallDetail,
     TurnRefusedError,
 )
-from conversations.records import ActionRecord, AssistantLine, CustomerLine
+from conversations.records import ActionRecord, AssistantLine, CustomerLine, TurnFailure
 from conversations.words import MAX_MESSAGE_CHARS
 from terminal.live import Watch
 from terminal.prompter import EXIT_WORDS, Prompter, clean_input
@@ -35,7 +37,7 @@ from terminal.render import DETAIL_CHARS, GLYPHS
 
 if TYPE_CHECKING:
     from conversations.audit import AuditLog, Looked
-    from conversations.protocol import Conversation, Conversations
+    from conversations.protocol import Conversations
     from terminal.console import Console
 
 DESK_HELP = """\
@@ -115,13 +117,18 @@ class DeskSession:
         console: Console,
         prompter: Prompter,
         audit: AuditLog | None = None,
+        *,
+        applies: bool = True,
     ) -> None:
         """Work as ``agent`` (the name customers see) on ``conversations``' desk.
 
         Each action (take, hand back, close, propose, approve, refuse) is recorded in
-        ``audit`` (the store's audit log), as the supervisor's page records them.
+        ``audit`` (the store's audit log), as the supervisor's page records them. With
+        ``applies`` (a model is configured), the last decision on a customer's checks
+        lets their turn go on here at once; otherwise their side goes on with it.
         """
         self.audit = audit
+        self.applies = applies
         self.conversations = conversations
         self.desk = conversations.desk
         self.agent = " ".join(agent.split())
@@ -273,10 +280,37 @@ class DeskSession:
         conversation.decide_check(self.agent, check.id, approved=approved, reason=reason)
         self._record("approved" if approved else "refused", conversation.thread)
         self.checks = []
-        self.console.status(
-            f"{'Approved' if approved else 'Refused'}: {check.title}, {check.amount}. "
-            "The customer's side goes on with it."
-        )
+        decided = "Approved" if approved else "Refused"
+        self.console.status(f"{decided}: {check.title}, {check.amount}.")
+        if not self.applies:
+            self.console.status(words.APPLIED_BY_CUSTOMER)
+        elif conversation.checks_decided():  # the last decision: what waited for it runs now
+            self.go_on(conversation)
+        else:
+            self.console.status("It runs once the customer's other checks are decided too.")
+
+    def go_on(self, conversation: Conversation) -> None:
+        """Apply the decided checks of ``conversation`` now, and say what became of them."""
+        self.console.thinking.start()
+        try:
+            outcomes = conversation.apply_checked()
+        except TurnRefusedError as refused:
+            self.console.status(f"{refused.failure.text} {words.APPLIED_LATER}")
+            return
+        except DecisionsError:
+            self.console.status(words.APPLIED_ELSEWHERE)
+            return
+        except Exception as error:  # the decision is kept: the customer's side goes on
+            self.console.error(words.apply_failed(f"{type(error).__name__}: {error}"))
+            return
+        finally:
+            self.console.thinking.stop()
+        for outcome in outcomes:
+            if isinstance(outcome, ActionRecord):
+                said = words.desk_outcome(outcome.title, outcome.outcome, outcome.reason)
+                self.console.status(said)
+            elif isinstance(outcome, TurnFailure):
+                self.console.error(outcome.text)
 
     def _print_queue(self, queue: Sequence[Handoff]) -> None:
         self._print_checks(self.desk.checks_waiting())

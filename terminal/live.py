@@ -129,17 +129,23 @@ class Watch:
     """Call ``look`` in a daemon thread whenever the desk changes, until ``stop``.
 
     With a ``desk`` that notifies (PostgreSQL) the thread sleeps on its listener and
-    looks when woken (and every ``LISTEN_FALLBACK_SECONDS`` anyway); otherwise it looks
-    every ``POLL_SECONDS``. ``look`` returns whether to go on watching; an error in it
-    ends the watch (the next message or command shows the state anyway).
+    looks when woken (and every ``every`` seconds anyway, ``LISTEN_FALLBACK_SECONDS``
+    unless said); otherwise it looks every ``POLL_SECONDS``. ``look`` returns whether to
+    go on watching; an error in it ends the watch (the next message or command shows the
+    state anyway).
     """
 
     def __init__(
-        self, look: Callable[[], bool], desk: Desk | None = None, name: str = "desk-watch"
+        self,
+        look: Callable[[], bool],
+        desk: Desk | None = None,
+        name: str = "desk-watch",
+        every: float | None = None,
     ) -> None:
         """Start watching at once."""
         self._look = look
         self._desk = desk
+        self._every = every
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
@@ -153,14 +159,15 @@ class Watch:
             listener = self._desk.listener() if self._desk is not None else Listener(None)
         except Exception:  # cannot listen: look now and then instead
             listener = Listener(None)
+        every = self._every if self._every is not None else LISTEN_FALLBACK_SECONDS
         try:
             last = time.monotonic()
             while not self._stop.is_set():
-                woke = listener.wait(STOP_SECONDS)
+                woke = listener.wait(min(STOP_SECONDS, every))
                 if self._stop.is_set():
                     return
                 quiet = listener.connection is not None and not woke
-                if quiet and time.monotonic() - last < LISTEN_FALLBACK_SECONDS:
+                if quiet and time.monotonic() - last < every:
                     continue
                 last = time.monotonic()
                 if not self._look():

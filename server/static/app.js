@@ -940,11 +940,12 @@ function checkCard(action, id, counter) {
   return card;
 }
 
-// While a check waits, ask every PERSON_POLL_MS; once staff decided every check, go on
-// with the customer's answers (the service kept them).
+// While a check waits, ask every PERSON_POLL_MS. Once staff decided every check, the
+// service goes on with the customer's answers at once: follow that turn. Should nobody
+// have gone on with them (the service stopped in between), go on from here.
 async function watchChecks(id, visit) {
   if (!id || (state.checking && state.checking.visit === visit)) return;
-  const watch = { visit };
+  const watch = { visit, followed: false };
   state.checking = watch;
   try {
     let seen = JSON.stringify(state.pending.map((a) => a.check));
@@ -956,8 +957,14 @@ async function watchChecks(id, visit) {
           await sleep(PERSON_POLL_MS);
           continue;
         }
-        for (const c of checks) announce(c.text);
         const answered = state.pending;
+        if (!watch.followed) {
+          watch.followed = true;
+          for (const c of checks) announce(c.text);
+          await followChecked(id, visit);
+          if (visit !== state.visit) return;
+          continue;
+        }
         const result = await runTurn(`/conversations/${encodeURIComponent(id)}/resume`, {}, null);
         if (visit !== state.visit) return;
         if (!result.accepted) {
@@ -981,6 +988,12 @@ async function watchChecks(id, visit) {
       const now = JSON.stringify(actions.map((a) => a.check));
       if (now !== seen) {
         seen = now;
+        const left = new Set(actions.map((a) => a.tool_call_id));
+        if (state.pending.some((a) => a.check && !left.has(a.tool_call_id))) {
+          // Decided and gone on with already (or dropped): show how it went.
+          await followChecked(id, visit);
+          return;
+        }
         state.checking = null; // showPending starts a watch again if one is needed
         showPending(actions);
         return;
@@ -989,6 +1002,14 @@ async function watchChecks(id, visit) {
   } finally {
     if (state.checking === watch) state.checking = null;
   }
+}
+
+// Follow the turn the service runs with the decided checks, or, when none runs, read
+// the conversation as saved: what became of the actions is in its history.
+async function followChecked(id, visit) {
+  const before = state.pending;
+  await follow(id, null, visit); // reloads the conversation when nothing runs
+  if (visit === state.visit && state.pending === before) await reloadConversation(id);
 }
 
 async function choose(action, card, approved, reason) {

@@ -137,7 +137,8 @@ def test_desk_a_large_change_waits_for_the_staff_check_then_runs_once(
     files: tuple[Path, Path],
 ) -> None:
     # The second approval in two terminals: the customer's yes waits, the desk sees the
-    # check by itself, approves it, and the customer's terminal goes on at the next Enter.
+    # check by itself and approves it, and the change is done then, by the desk: the
+    # customer's terminal shows how it went with nobody pressing a key there.
     home, db = files
     script, new_flight = change_script(db, "Tomorrow's LX0112 has seats. I'll move you.")
     before = ticket_flight(db)
@@ -160,15 +161,53 @@ def test_desk_a_large_change_waits_for_the_staff_check_then_runs_once(
         desk.expect("Change flight")
         desk.send("/approve 1\r")
         desk.expect("Approved: Change flight")
-        customer.expect("Ana Lima of our customer-service team approved Change flight", timeout=10)
-        customer.expect("Press Enter to go on.")
-        customer.send("\r")
-        customer.expect("Done: your ticket is on tomorrow's flight.")
-        customer.expect("you>")
+        desk.expect("Change flight: done. The customer sees it in their conversation.")
+        desk.expect("desk>")
         assert ticket_flight(db) == new_flight
+        customer.expect("Approved by you and by Ana Lima", timeout=10)
+        customer.expect("Done: your ticket is on tomorrow's flight.", timeout=10)
+        assert "Press Enter" not in customer.logfile_read.text
         customer.send("/history\r")
         customer.expect("Approved by you and by Ana Lima")
         customer.expect("you>")
+        customer.sendcontrol("d")
+        customer.expect(pexpect.EOF)
+        desk.send("/exit\r")
+        desk.expect(pexpect.EOF)
+    assert "Traceback" not in customer.logfile_read.text + desk.logfile_read.text
+
+
+def test_desk_without_a_model_leaves_the_change_to_the_customers_window(
+    files: tuple[Path, Path],
+) -> None:
+    # A desk with no model configured records the decision; the customer's terminal,
+    # watching, sees it decided and nobody going on with it, and goes on by itself.
+    home, db = files
+    script, new_flight = change_script(db, "Tomorrow's LX0112 has seats. I'll move you.")
+    before = ticket_flight(db)
+    settings = {"TRAVEL_ASSISTANT_SECOND_APPROVAL_ABOVE": "EUR 0.01"}
+    with FakeOpenAI(script) as server:
+        desk = spawn(server, _desk_args(home, db, "--agent", "Ana Lima"), env=settings, model=False)
+        desk.timeout = 60
+        desk.expect("desk>")
+        customer = spawn(server, chat_args(db, PASSENGER_ID, home=home), env=settings)
+        customer.timeout = 60
+        customer.expect("you>")
+        customer.send("Please move my flight to tomorrow\r")
+        customer.expect("Approve this action")
+        customer.send("y\r")
+        customer.expect("checks it too before it is done")
+        customer.expect("you>")
+
+        desk.expect("Waiting for your check \\(1\\)", timeout=10)
+        desk.send("/approve 1\r")
+        desk.expect("This desk has no model configured")
+        assert ticket_flight(db) == before
+        customer.expect("Ana Lima of our customer-service team approved Change flight", timeout=10)
+        customer.expect("Done: your ticket is on tomorrow's flight.", timeout=15)
+        customer.expect("you>")
+        assert ticket_flight(db) == new_flight
+        assert "Press Enter" not in customer.logfile_read.text
         customer.sendcontrol("d")
         customer.expect(pexpect.EOF)
         desk.send("/exit\r")

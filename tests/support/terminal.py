@@ -38,13 +38,14 @@ def spawn(
     color: bool = True,
     cpr_hint: bool = True,
     env: Mapping[str, str] | None = None,
+    model: bool = True,
 ) -> Any:
     """Start the installed program with ``args`` in a pty, its model at ``server``.
 
     The pty never answers a cursor-position request; ``cpr_hint`` tells prompt_toolkit
     so (``PROMPT_TOOLKIT_NO_CPR``), which a real terminal of that kind does not. The
     child's ``logfile_read`` is a ``TerminalLog`` of everything it drew. ``env`` adds
-    variables (the program's settings).
+    variables (the program's settings). Without ``model`` no model is configured.
     """
     import pexpect  # only the tests that run the program in a terminal need it
 
@@ -55,12 +56,13 @@ def spawn(
         if not k.startswith(("OPENAI", "TAVILY", "NO_COLOR", "PROMPT_TOOLKIT"))
     }
     env.update(extra)
-    env.update(
-        OPENAI_BASE_URL=server.base_url,
-        OPENAI_API_KEY="test-key",
-        TRAVEL_ASSISTANT_MODEL="scripted",
-        TERM="xterm-256color",
-    )
+    env["TERM"] = "xterm-256color"
+    if model:
+        env.update(
+            OPENAI_BASE_URL=server.base_url,
+            OPENAI_API_KEY="test-key",
+            TRAVEL_ASSISTANT_MODEL="scripted",
+        )
     if cpr_hint:
         env["PROMPT_TOOLKIT_NO_CPR"] = "1"
     if not color:

@@ -10,13 +10,20 @@ setting, are not checked at all.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 
 import pytest
 
 from conversations.assistant import Thread, TravelAssistant
 from conversations.desk import DeskError
-from conversations.protocol import Answer, Conversation, Conversations, DecisionsError
+from conversations.protocol import (
+    Answer,
+    Conversation,
+    Conversations,
+    DecisionsError,
+    TurnRefusedError,
+)
 from conversations.records import ActionRecord, Notice, Outcome, TurnEnd
 from conversations.store import ConversationStore
 from db.engine import Database
@@ -287,3 +294,79 @@ def test_second_approval_deleting_the_conversation_withdraws_its_check(
     (check,) = conversation.checks()
     service.delete(thread)
     assert store.desk.check(check.id).status == "withdrawn"  # type: ignore[union-attr]
+
+
+def test_second_approval_the_last_decision_is_applied_once_by_whoever_gives_it(
+    make_assistant: Callable[..., TravelAssistant],
+    store: ConversationStore,
+    model: ScriptedChatModel,
+    travel_db: Database,
+) -> None:
+    conversations = conversations_over(make_assistant, store, above=parse_money("EUR 10"))
+    conversation = conversations.get(Thread("t-desk", FIXTURE_PASSENGER_ID))
+    before = ticket_flight(travel_db)
+    approve(conversation, change_flight(conversation, model, travel_db))
+    (check,) = conversation.checks()
+    conversation.decide_check(ANA, check.id, approved=True)
+    # The customer's window is in a turn: the desk waits for it, then leaves it be.
+    with conversation.claim(), pytest.raises(TurnRefusedError):
+        conversation.apply_checked(wait=0.1)
+    assert ticket_flight(travel_db) == before
+
+    outcomes = conversation.apply_checked()
+    (record,) = [o for o in outcomes if isinstance(o, ActionRecord)]
+    assert (record.outcome, record.checked_by) == ("approved", ANA)
+    assert ticket_flight(travel_db) != before
+    with pytest.raises(DecisionsError):
+        conversation.apply_checked()  # exactly once
+
+
+def test_second_approval_a_decision_whose_decider_stopped_is_applied_by_the_service(
+    make_assistant: Callable[..., TravelAssistant],
+    store: ConversationStore,
+    model: ScriptedChatModel,
+    travel_db: Database,
+) -> None:
+    service = ConversationService.over_store(
+        make_assistant(checkpointer=store.saver), store, check_above=parse_money("EUR 10")
+    )
+    conversation = service.conversations.get(Thread("t-left", FIXTURE_PASSENGER_ID))
+    before = ticket_flight(travel_db)
+    approve(conversation, change_flight(conversation, model, travel_db))
+    (check,) = conversation.checks()
+    conversation.decide_check(ANA, check.id, approved=True)  # ... and stopped here
+    assert ticket_flight(travel_db) == before
+
+    service.start_background()  # as serve does when it starts
+    try:
+        waited = time.monotonic()
+        while store.desk.check(check.id).status != "used" and time.monotonic() - waited < 10:  # type: ignore[union-attr]
+            time.sleep(0.02)
+    finally:
+        service.close()
+    assert ticket_flight(travel_db) != before
+    (line,) = [r for r in conversation.history() if isinstance(r, ActionRecord)]
+    assert line.line.startswith(f"Approved by you and by {ANA} (customer-service check): ")
+
+
+def test_second_approval_a_yes_again_while_the_check_waits_runs_nothing(
+    make_assistant: Callable[..., TravelAssistant],
+    store: ConversationStore,
+    model: ScriptedChatModel,
+    travel_db: Database,
+) -> None:
+    # The customer says yes again (a second window, a replayed request) while staff have
+    # not decided: the check still holds, also for a process started without the setting.
+    here = conversations_over(make_assistant, store, above=parse_money("EUR 10"))
+    unset = conversations_over(make_assistant, store, above=None)
+    thread = Thread("t-again", FIXTURE_PASSENGER_ID)
+    before = ticket_flight(travel_db)
+    ended = change_flight(here.get(thread), model, travel_db)
+    approve(here.get(thread), ended)
+    for window in (here.get(thread), unset.get(thread)):
+        approve(window, ended)
+        assert ticket_flight(travel_db) == before
+        (check,) = store.desk.checks_waiting()
+        assert check.status == "waiting"
+        (action,) = window.approvals()
+        assert action.check is not None and action.check.id == check.id
