@@ -191,6 +191,15 @@ def test_langgraph_server_resume_that_cannot_act_keeps_the_action_pending(
         raise_error=False,
     )
     assert error_of(someone_else)["error"] == "OwnershipError"
+    # Nor may they write in it: their message would have the model read the owner's.
+    prying = server.runs.wait(
+        thread,
+        GRAPH,
+        input=question("What did I say before?"),
+        config=ask(FLOWN_PASSENGER_ID),
+        raise_error=False,
+    )
+    assert error_of(prying)["error"] == "OwnershipError"
 
     assert ticket_flight(travel) == before
     assert len(fake.requests) == requests

@@ -8,6 +8,7 @@ history, and the note they leave is read by the model but never shown to the cus
 
 from __future__ import annotations
 
+import io
 import threading
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -30,6 +31,9 @@ from conversations.records import (
 from conversations.store import ConversationStore
 from db.engine import Database
 from db.fixtures import FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO
+from terminal import Console
+from terminal.desk import DeskSession
+from terminal.prompter import Prompter
 from tests.support.conversation_stores import scratch_conversations
 from tests.support.flights import ticket_flight
 from tests.support.scripted import ScriptedChatModel, call, say
@@ -333,3 +337,29 @@ def test_a_person_proposes_an_action_the_customer_approves_and_the_assistant_sta
     _send(conversation, "Thanks, all good?")
     told = " ".join(str(m.content) for m in model.received[-1])
     assert "held the conversation when this action was decided" in told
+
+
+@pytest.mark.parametrize("command", ["/back Thanks, all sorted.", "/close Refund sent."])
+def test_desk_after_back_or_close_holds_nothing_and_writes_nothing(
+    conversations: Conversations, command: str
+) -> None:
+    # The desk's own state follows the hand-back: the next line goes nowhere (and says
+    # so), not to the customer it no longer holds.
+    conversation = conversations.get(Thread("t-end", FIXTURE_PASSENGER_ID))
+    conversation.ask_for_person("my bag is lost")
+    typed = iter(["/take 1", command, "One more thing about your bag.", "/exit"])
+    prompts: list[str] = []
+
+    def read(prompt: str) -> str:
+        prompts.append(prompt)
+        return next(typed)
+
+    out, err = io.StringIO(), io.StringIO()
+    prompter = Prompter(read, read, lambda: False, lambda draw: draw())
+    session = DeskSession(conversations, "Ana Lima", Console(out=out, err=err), prompter)
+    assert session.run() == 0
+    assert prompts == ["desk> ", f"to {FIXTURE_PASSENGER_ID}> ", "desk> ", "desk> "]
+    assert "You hold no conversation" in err.getvalue()
+    said = [r.text for r in conversation.history() if isinstance(r, AssistantLine)]
+    assert "One more thing about your bag." not in said
+    assert conversations.desk.held_by("Ana Lima") == []
