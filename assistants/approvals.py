@@ -94,6 +94,7 @@ NotRun = Literal[
     "unknown_tool",
     "one_specialist_at_a_time",
     "superseded",
+    "handed_back",
     "step_limit",
     "cancelled",
     "refused",

@@ -89,6 +89,10 @@ explicit approval carries an action out. Ask the customer again if it is still w
 SUPERSEDED_MESSAGE = """\
 Not run: the customer sent a new message instead of approving this action."""
 
+HANDED_BACK_MESSAGE = """\
+Not run: the person from customer service handed the conversation back before the \
+customer decided this action."""
+
 STEP_LIMIT_TOOL_MESSAGE = """\
 Not run: this turn reached its step limit before the action could run."""
 

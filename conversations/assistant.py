@@ -26,7 +26,15 @@ from typing import Any, cast
 from uuid import UUID, uuid4
 
 from langchain_core.callbacks import BaseCallbackHandler
-from langchain_core.messages import AIMessage, AIMessageChunk, AnyMessage, HumanMessage, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    AnyMessage,
+    BaseMessage,
+    HumanMessage,
+    RemoveMessage,
+    ToolMessage,
+)
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.errors import GraphRecursionError
@@ -46,6 +54,7 @@ from assistants.approvals import (
 from assistants.calls import cancelling
 from assistants.prompts import (
     CUT_TOOL_MESSAGES,
+    HANDED_BACK_MESSAGE,
     STEP_LIMIT_APOLOGY,
     STEP_LIMIT_TOOL_MESSAGE,
     TURN_CUT_NOTES,
@@ -510,7 +519,12 @@ class TravelAssistant:
         return bool(snapshot.next) and not self.pending_actions(thread)
 
     def append(
-        self, thread: Thread, messages: Sequence[AnyMessage], *, to_primary: bool = False
+        self,
+        thread: Thread,
+        messages: Sequence[AnyMessage],
+        *,
+        to_primary: bool = False,
+        drop_pending: bool = False,
     ) -> None:
         """Add ``messages`` to ``thread`` outside a turn, without running any assistant.
 
@@ -518,11 +532,30 @@ class TravelAssistant:
         the messages are saved as the active assistant's step, which ends the run, so
         the next message is answered by that assistant as usual; with ``to_primary``,
         by the primary assistant (every specialist leaves the dialog stack).
+
+        An action waiting for the customer's decision stays the last thing said, still
+        to be decided: the messages go before it. With ``drop_pending`` (a hand-back) it
+        is answered as not done instead, and the messages follow.
         """
         config = self.config(thread)
         snapshot = self._save_finished_step(config)
         owner = active_assistant(snapshot.values.get("dialog_state"))
-        values: dict[str, Any] = {"messages": list(messages)}
+        said: list[BaseMessage] = list(messages)
+        current: list[AnyMessage] = snapshot.values.get("messages", [])
+        ai, pending = last_tool_batch(current)
+        if pending and ai is not None and drop_pending:
+            answers = [not_run_answer(c, HANDED_BACK_MESSAGE, "handed_back") for c in pending]
+            node = self._owners[str(pending[0]["name"])].specialist.sensitive_node
+            self.graph.update_state(config, {"messages": answers}, as_node=node)
+        elif pending and ai is not None:
+            # Its call and what answered it so far move after the new messages.
+            tail = current[next(i for i, m in enumerate(current) if m is ai) :]
+            said = [
+                *(RemoveMessage(id=str(m.id)) for m in tail if m.id),
+                *said,
+                *(m.model_copy(update={"id": str(uuid4())}) for m in tail),
+            ]
+        values: dict[str, Any] = {"messages": said}
         if to_primary and owner != PRIMARY_ASSISTANT:
             values["dialog_state"] = RESET
         self.graph.update_state(config, values, as_node=owner)

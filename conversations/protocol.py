@@ -563,10 +563,14 @@ class Conversation:
                 )
             )
         # The primary assistant goes on, having read the note: whichever specialist was
-        # active before the hand-off knew nothing of what the person did since.
-        if said or self.assistant.active_assistant(self.thread) != PRIMARY:
+        # active before the hand-off knew nothing of what the person did since. An
+        # action still waiting for the customer ends as not done, its checks withdrawn.
+        pending = self.assistant.pending_actions(self.thread)
+        if said or pending or self.assistant.active_assistant(self.thread) != PRIMARY:
             with self.claim(5.0):
-                self.assistant.append(self.thread, said, to_primary=True)
+                self.assistant.append(self.thread, said, to_primary=True, drop_pending=True)
+        if pending:
+            self.owner.desk.end_checks(self.thread_id, "withdrawn")
         self.owner.desk.bump(self.thread_id)
         return self.owner.desk.end(self.thread_id, agent, self.owner.now(), note=note, close=close)
 

@@ -42,6 +42,7 @@ REFUSALS_WITH_DETAIL = frozenset({"not_yours", "rules", "unavailable"})
 NOT_DONE_WORDS = {
     "no_decision": "no answer was given",
     "superseded": "you sent a new message instead of answering",
+    "handed_back": "customer service handed the conversation back before you decided",
     "step_limit": "the assistant ran out of steps",
     "cancelled": "the turn was cancelled",
     # A call left by a turn cut short for another reason than a cancel (``cut_reason``).

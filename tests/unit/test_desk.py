@@ -363,3 +363,54 @@ def test_desk_after_back_or_close_holds_nothing_and_writes_nothing(
     said = [r.text for r in conversation.history() if isinstance(r, AssistantLine)]
     assert "One more thing about your bag." not in said
     assert conversations.desk.held_by("Ana Lima") == []
+
+
+def test_a_person_writing_while_their_proposal_waits_leaves_it_to_the_customer(
+    conversations: Conversations, model: ScriptedChatModel, travel_db: Database
+) -> None:
+    # The proposal stays the last thing said, still to be decided: what the person
+    # writes meanwhile goes before it.
+    conversation = conversations.get(Thread("t-explain", FIXTURE_PASSENGER_ID))
+    trip = plan_trip(travel_db)
+    change = {"ticket_no": FIXTURE_TICKET_NO, "new_flight_id": trip.new_flight_id}
+    conversation.ask_for_person("move my flight please")
+    conversation.take("Ana Lima")
+    approval = conversation.person_proposes("Ana Lima", "update_ticket_to_new_flight", change)
+    conversation.person_says("Ana Lima", "It is the 09:00 flight; please say yes below.")
+    assert [a.tool_call_id for a in conversation.approvals()] == [approval.tool_call_id]
+    said = [r.text for r in conversation.history() if isinstance(r, AssistantLine)]
+    assert said[-2:] == [
+        "It is the 09:00 flight; please say yes below.",
+        "I propose this for you: Change flight. Please check it and answer yes or no.",
+    ]
+    with conversation.claim() as turn:
+        list(turn.resolve({approval.tool_call_id: Answer(True)}))
+    assert ticket_flight(travel_db) == trip.new_flight_id
+
+
+def test_a_hand_back_while_an_action_waits_ends_it_as_not_done_and_withdraws_its_check(
+    conversations: Conversations, model: ScriptedChatModel, travel_db: Database
+) -> None:
+    conversation = conversations.get(Thread("t-dropped", FIXTURE_PASSENGER_ID))
+    trip = plan_trip(travel_db)
+    before = ticket_flight(travel_db)
+    change = {"ticket_no": FIXTURE_TICKET_NO, "new_flight_id": trip.new_flight_id}
+    conversation.ask_for_person("move my flight please")
+    conversation.take("Ana Lima")
+    approval = conversation.person_proposes("Ana Lima", "update_ticket_to_new_flight", change)
+    conversations.check_above = 1  # the customer's yes waits for a check
+    with conversation.claim() as turn:
+        list(turn.resolve({approval.tool_call_id: Answer(True)}))
+    (check,) = conversation.checks()
+    conversation.hand_back("Ana Lima", "Could not reach the airline.")
+    assert conversation.approvals() == [] and conversation.checks() == []
+    assert conversations.desk.check(check.id).status == "withdrawn"  # type: ignore[union-attr]
+    (record,) = [r for r in conversation.history() if isinstance(r, ActionRecord)]
+    assert record.outcome == "not_done"
+    assert record.reason == "customer service handed the conversation back before you decided"
+    model.script = [say("Your flight is unchanged. Anything else?")]
+    _send(conversation, "So is my flight moved?")  # a well-formed conversation for the model
+    told = " ".join(str(m.content) for m in model.received[-1])
+    assert "handed the conversation back before the customer decided" in told
+    assert "Could not reach the airline." in told
+    assert ticket_flight(travel_db) == before
