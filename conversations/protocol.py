@@ -33,6 +33,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
+from pydantic import BaseModel, ValidationError
 
 from assistants.approvals import (
     ActionPreview,
@@ -82,6 +83,7 @@ from conversations.records import (
 from db.values import fmt_money
 
 if TYPE_CHECKING:
+    from assistants.specialists import Crew
     from conversations.sessions import SessionRecord, SessionStore
 
 __all__ = [
@@ -591,13 +593,14 @@ class Conversation:
         if name not in crew.sensitive_names:
             actions = ", ".join(sorted(crew.sensitive_names))
             raise DeskError(f"{name} is not an action the customer can approve; one of: {actions}.")
+        _check_arguments(crew, name, args)
         if self.assistant.pending_actions(self.thread):
             raise DeskError("An action already waits for the customer's decision.")
         preview = describe_action(
             self.assistant.db, self.thread.passenger_id, name, args, crew.previews
         )
-        if preview.error:
-            raise DeskError(f"Not possible: {words.refusal_text(preview)}")
+        if preview.error:  # staff read the rule's own words, which name what is wrong
+            raise DeskError(f"Not possible: {preview.error}")
         message = AIMessage(
             content=words.person_proposes(preview.title),
             response_metadata={PERSON_KEY: " ".join(agent.split())},
@@ -989,6 +992,29 @@ def _decision(
         return Decision(True, None, shown, amount=preview.amount, checked_by=staff)
     reason = answer.reason if answer is not None else None
     return Decision(False, reason, shown, amount=preview.amount)
+
+
+def _check_arguments(crew: Crew, name: str, args: Mapping[str, Any]) -> None:
+    """Refuse arguments ``name`` does not take, or lacks, naming each and why.
+
+    Raises:
+        DeskError: An argument is unknown, missing, or not of its kind.
+    """
+    (tool,) = [t for t in crew.all_tools() if t.name == name]
+    schema = tool.tool_call_schema
+    if not isinstance(schema, type) or not issubclass(schema, BaseModel):
+        return
+    takes = ", ".join(schema.model_fields)
+    unknown = [key for key in args if key not in schema.model_fields]
+    if unknown:
+        raise DeskError(f"{name} takes {takes}; {', '.join(unknown)} is not one of its arguments.")
+    try:
+        schema.model_validate(dict(args))
+    except ValidationError as error:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or name}: {e['msg']}" for e in error.errors()
+        )
+        raise DeskError(f"{name} takes {takes}. {problems}.") from None
 
 
 def _needs_check(preview: ActionPreview, answer: Answer | None, above: int | None) -> bool:

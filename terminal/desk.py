@@ -45,13 +45,14 @@ Write to take the next step; what you type goes to the customer of the conversat
 Commands:
   /queue          the conversations waiting for a person, longest waiting first
   /take [N|ID]    take conversation N of /queue (or by id; the first one without either)
-  /show           the whole conversation: messages, tool calls and results, approvals
+  /show [N|ID]    the whole conversation: messages, tool calls and results, approvals;
+                  the one you hold, or N of /queue, or any waiting or checked one by id
   /back [NOTE]    hand it back to the assistant; the assistant reads NOTE, the customer not
   /close [NOTE]   the same, recording that you finished the matter yourself
   /propose [ACTION JSON]  put an action to the customer for their y/n, e.g.
-                  /propose cancel_hotel {"hotel_id": 3}; without arguments, the actions
+                  /propose cancel_hotel {"booking_id": 3}; without arguments, the actions
   /checks         large actions customers approved that wait for your check
-  /approve N      approve check N of /checks (the action runs when the customer goes on)
+  /approve N      approve check N of /checks (the last one runs the action at once)
   /refuse N WHY   refuse check N; the customer and the assistant are told WHY
   /help           this help
   /exit           leave (the conversations you hold stay yours until you hand them back)"""
@@ -197,7 +198,7 @@ class DeskSession:
             elif name == "/take":
                 self.take(rest)
             elif name == "/show":
-                self.show()
+                self.show(rest)
             elif name in ("/back", "/close"):
                 self.end(rest, close=name == "/close")
             elif name == "/propose":
@@ -236,7 +237,7 @@ class DeskSession:
         except ValueError as error:
             raise DeskError(f"The arguments are not JSON: {error}.") from None
         if not isinstance(args, dict):
-            raise DeskError('Give the arguments as a JSON object, e.g. {"hotel_id": 3}.')
+            raise DeskError('Give the arguments as a JSON object, e.g. {"booking_id": 3}.')
         try:
             approval = self.holding.person_proposes(self.agent, action, args)
         except TurnRefusedError as refused:
@@ -263,7 +264,17 @@ class DeskSession:
                 f"{number}. passenger {check.passenger_id}: {check.title}, {check.amount}  "
                 f"[{check.thread_id}]"
             )
-        self.console.status("Decide with /approve N or /refuse N WHY.")
+            for line in self._preview(check):
+                self.console.status(f"     {line}")
+        self.console.status("Decide with /approve N or /refuse N WHY; read it with /show ID.")
+
+    def _preview(self, check: Check) -> tuple[str, ...]:
+        """Return what ``check``'s action would do, as the customer saw it before saying yes."""
+        conversation = self.conversations.get(Thread(check.thread_id, check.passenger_id))
+        for approval in conversation.approvals():
+            if approval.tool_call_id == check.tool_call_id:
+                return approval.lines
+        return ()
 
     def decide_check(self, rest: str, *, approved: bool) -> None:
         """Approve or refuse a waiting check, by its number in /checks."""
@@ -312,8 +323,17 @@ class DeskSession:
             elif isinstance(outcome, TurnFailure):
                 self.console.error(outcome.text)
 
+    def _print_changes(self, queue: Sequence[Handoff] | None, checks: bool) -> None:
+        if checks:
+            self.show_checks()
+        if queue is not None:
+            self._print_people(queue)
+
     def _print_queue(self, queue: Sequence[Handoff]) -> None:
         self._print_checks(self.desk.checks_waiting())
+        self._print_people(queue)
+
+    def _print_people(self, queue: Sequence[Handoff]) -> None:
         if not queue:
             self.console.status("Nobody is waiting for a person.")
             return
@@ -363,13 +383,41 @@ class DeskSession:
             )
         self.watch_customer()
 
-    def show(self) -> None:
-        """Show the whole conversation held, step by step."""
-        if self.holding is None:
-            self.console.status("You hold no conversation: /take one first.")
-            return
-        for step in self.holding.timeline():
+    def show(self, which: str = "") -> None:
+        """Show a whole conversation, step by step: the one held, or one staff may read.
+
+        ``which`` is a number of /queue or the id of a conversation that waits for a
+        person or has a check; reading it is recorded in the audit log.
+        """
+        if not which:
+            if self.holding is None:
+                self.console.status("You hold no conversation: /take one, or /show N or ID.")
+                return
+            conversation = self.holding
+        else:
+            conversation = self._readable(which)
+            self._record("conversation", conversation.thread)
+            self.console.status(
+                f"Conversation of passenger {conversation.thread.passenger_id} "
+                f"[{conversation.thread_id}]:"
+            )
+        for step in conversation.timeline():
             show_step(self.console, step)
+
+    def _readable(self, which: str) -> Conversation:
+        """Return the conversation ``which`` names, if staff may read it from the desk."""
+        queue = self.listed or self.desk.queue()
+        if which.isdigit() and 1 <= int(which) <= len(queue):
+            return self._conversation(queue[int(which) - 1])
+        current = self.desk.current(which)
+        if current is not None:
+            return self._conversation(current)
+        for check in self.desk.checks_of(which):
+            return self.conversations.get(Thread(check.thread_id, check.passenger_id))
+        raise DeskError(
+            f"{which} is neither a number of /queue nor a conversation that waits for a "
+            "person or has a check."
+        )
 
     def write(self, text: str) -> None:
         """Send ``text`` to the customer of the conversation held."""
@@ -445,7 +493,6 @@ class DeskSession:
     def watch_queue(self) -> None:
         """While nothing is held, show the queue again when someone new joins it."""
         self.stop_watching()
-        known = {h.thread_id for h in self.listed}
         known_checks = {c.id for c in self.desk.checks_waiting()}
 
         def look() -> bool:
@@ -453,16 +500,20 @@ class DeskSession:
                 return False
             queue = self.desk.queue()
             checks = self.desk.checks_waiting()
-            joined = any(h.thread_id not in known for h in queue) or any(
-                c.id not in known_checks for c in checks
-            )
-            known.clear()
-            known.update(h.thread_id for h in queue)
+            # What changed, whoever changed it (a newcomer, another person taking one,
+            # a check decided elsewhere): the numbers of /take and /approve follow.
+            queue_moved = [h.thread_id for h in queue] != [h.thread_id for h in self.listed]
+            checks_moved = {c.id for c in checks} != known_checks
+            if not (queue_moved or checks_moved):
+                return True
+            self.listed = queue
             known_checks.clear()
             known_checks.update(c.id for c in checks)
-            if joined:
-                self.listed = queue
-                self.prompter.show(partial(self._print_queue, queue))
+            if checks_moved:
+                self.checks = []
+            self.prompter.show(
+                partial(self._print_changes, queue if queue_moved else None, checks_moved)
+            )
             return True
 
         self.watch = Watch(look, self.desk)

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import io
 import threading
+import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -414,3 +416,85 @@ def test_a_hand_back_while_an_action_waits_ends_it_as_not_done_and_withdraws_its
     assert "handed the conversation back before the customer decided" in told
     assert "Could not reach the airline." in told
     assert ticket_flight(travel_db) == before
+
+
+def test_a_refused_proposal_names_the_argument_and_why(conversations: Conversations) -> None:
+    conversation = conversations.get(Thread("t-args", FIXTURE_PASSENGER_ID))
+    conversation.ask_for_person("cancel my hotel")
+    conversation.take("Ana Lima")
+    propose = partial(conversation.person_proposes, "Ana Lima", "cancel_hotel")
+    with pytest.raises(DeskError, match="cancel_hotel takes booking_id; hotel_id is not one"):
+        propose({"hotel_id": 3})
+    with pytest.raises(DeskError, match=r"takes booking_id\. booking_id: Field required"):
+        propose({})
+    with pytest.raises(DeskError, match="booking_id: Input should be a valid integer"):
+        propose({"booking_id": "the blue one"})
+    with pytest.raises(DeskError, match=r"Not possible: .*999"):
+        propose({"booking_id": 999})  # the rule's own words, which name the booking
+    assert conversation.approvals() == []
+
+
+def test_desk_reads_any_waiting_or_checked_conversation_and_shows_what_a_check_decides(
+    make_assistant: Callable[..., TravelAssistant],
+    model: ScriptedChatModel,
+    travel_db: Database,
+) -> None:
+    store = ConversationStore.in_memory()
+    assistant = make_assistant(checkpointer=store.saver)
+    conversations = Conversations(assistant, store.registry, desk=store.desk, check_above=1)
+    waiting = conversations.get(Thread("t-queue", FIXTURE_PASSENGER_ID))
+    model.script = [say("Let me find someone for you.")]
+    _send(waiting, "My seat was broken on the way here.")
+    waiting.ask_for_person("broken seat")
+    checked = conversations.get(Thread("t-check", FIXTURE_PASSENGER_ID))
+    trip = plan_trip(travel_db)
+    change = {"ticket_no": FIXTURE_TICKET_NO, "new_flight_id": trip.new_flight_id}
+    model.script = [
+        say("", call("ToFlightBookingAssistant", {"request": "move"})),
+        say("Moving you.", call("update_ticket_to_new_flight", change)),
+    ]
+    ended = _send(checked, "Move me to tomorrow")[-1]
+    assert isinstance(ended, TurnEnd)
+    (approval,) = ended.approvals
+    with checked.claim() as turn:
+        list(turn.resolve({approval.tool_call_id: Answer(True)}))
+    typed = iter(["/show 1", "/checks", "/show t-check", "/show t-nobody", "/exit"])
+    out, err = io.StringIO(), io.StringIO()
+    prompter = Prompter(lambda _: next(typed), lambda _: "", lambda: False, lambda draw: draw())
+    session = DeskSession(conversations, "Ana Lima", Console(out=out, err=err), prompter)
+    assert session.run() == 0
+    shown = out.getvalue() + err.getvalue()
+    assert "customer> My seat was broken on the way here." in shown
+    assert "1. passenger" in shown and "Change flight" in shown
+    for line in approval.lines:  # the check shows what the customer said yes to
+        assert line in shown
+    assert "customer> Move me to tomorrow" in shown
+    assert "t-nobody is neither a number of /queue nor a conversation" in err.getvalue()
+    assert conversations.desk.held_by("Ana Lima") == []  # reading takes nothing
+    store.close()
+
+
+def test_desk_queue_follows_what_others_do_without_a_key_pressed(
+    conversations: Conversations,
+) -> None:
+    # Another member of staff takes the only waiting conversation: this desk's list is
+    # redrawn by itself, so /take 1 never names a conversation that left the queue.
+    conversation = conversations.get(Thread("t-gone-by", FIXTURE_PASSENGER_ID))
+    conversation.ask_for_person("my flight was cancelled")
+    out, err = io.StringIO(), io.StringIO()
+    lines = iter(["/exit"])
+
+    def read(prompt: str) -> str:
+        conversation.take("Bruno Costa")
+        waited = time.monotonic()
+        while "Nobody is waiting for a person." not in err.getvalue():
+            assert time.monotonic() - waited < 10, err.getvalue()
+            time.sleep(0.05)
+        return next(lines)
+
+    prompter = Prompter(read, read, lambda: False, lambda draw: draw())
+    session = DeskSession(conversations, "Ana Lima", Console(out=out, err=err), prompter)
+    assert session.run() == 0
+    said = err.getvalue()
+    assert said.index("Waiting for a person (1):") < said.index("Nobody is waiting for a person.")
+    assert session.listed == []
