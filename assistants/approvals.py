@@ -31,13 +31,17 @@ which does not offer them for approval again.
 same quote the write applies (each tools module declares its previews). The amount to
 pay or refund travels as numbers beside the words (``Amount``): on the preview, on the
 decision that the caller builds from it, and on the answer's facts.
+
+The preview, the amount and the decision themselves (``ActionPreview``, ``Amount``,
+``Decision``) are defined in ``assistants.decisions``, beneath this module and
+``assistants.inbox`` alike, and handed on from here to the callers.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal, cast
 
 from langchain_core.messages import AnyMessage, ToolCall, ToolMessage
@@ -46,6 +50,10 @@ from langchain_core.tools import BaseTool
 from langgraph.types import interrupt
 from pydantic import BaseModel, ValidationError
 
+from assistants.decisions import ActionPreview as ActionPreview
+from assistants.decisions import Amount as Amount
+from assistants.decisions import Decision as Decision
+from assistants.decisions import Refusal, amount_data
 from assistants.inbox import (
     NO_PASSENGER_TO_ACT,
     ApprovalResponseError,
@@ -73,7 +81,6 @@ from db.errors import (
     TravelError,
     UnavailableError,
 )
-from db.values import AmountKind
 from db.writes import find_stored_result
 from tools.common import (
     Preview,
@@ -100,79 +107,6 @@ NotRun = Literal[
     "refused",
 ]
 HandOver = Literal["enter", "leave"]
-# Why a preview's quote refused the call, by the kind of ``TravelError`` it raised.
-Refusal = Literal["not_found", "not_yours", "rules", "unavailable", "invalid", "other"]
-
-
-@dataclass(frozen=True)
-class Amount:
-    """The money a sensitive call moves, as its preview states it in its last line.
-
-    Taken from the quote's own numbers, so callers never read it back from the words.
-
-    Attributes:
-        kind: ``"pay"`` when the customer is charged, ``"refund"`` when they get money
-            back.
-        cents: How much, never negative; 0 when nothing is paid or refunded (the
-            preview still says so, e.g. "To pay: EUR 0.00").
-    """
-
-    kind: AmountKind
-    cents: int
-
-    @property
-    def free(self) -> bool:
-        """Tell whether the call moves no money at all."""
-        return self.cents == 0
-
-    def as_data(self) -> dict[str, Any]:
-        """Return the amount as plain data, as it travels in configs and artifacts."""
-        return {"kind": self.kind, "cents": self.cents}
-
-    @classmethod
-    def from_data(cls, data: Any) -> Amount | None:
-        """Read ``as_data``'s output back; anything else (absent, malformed) is ``None``."""
-        if not isinstance(data, Mapping):
-            return None
-        kind, cents = data.get("kind"), data.get("cents")
-        if kind not in ("pay", "refund") or type(cents) is not int or cents < 0:
-            return None
-        return cls(cast(AmountKind, kind), cents)
-
-
-def _amount_data(amount: Amount | None) -> dict[str, Any] | None:
-    return amount.as_data() if amount is not None else None
-
-
-@dataclass(frozen=True)
-class Decision:
-    """The customer's answer to one pending sensitive call."""
-
-    approved: bool
-    reason: str | None = None
-    # The preview lines the customer decided on: kept on the answer for the record
-    # (``AnswerFacts.shown``), never sent to the model.
-    shown: tuple[str, ...] = ()
-    # Not the customer's no: the preview showed the call cannot succeed, so the caller
-    # told the customer why and did not ask; ``reason`` is the refusal, for the model.
-    refused: bool = False
-    # The amount the shown preview stated (``ActionPreview.amount``), kept on the answer
-    # with ``shown`` for callers that show it apart (``AnswerFacts.amount``).
-    amount: Amount | None = None
-    # The member of staff who checked the customer's yes (a second approval above an
-    # amount), kept on the answer for the record (``AnswerFacts.checked_by``).
-    checked_by: str | None = None
-
-    def as_config(self) -> dict[str, Any]:
-        """Return the decision as plain data, as it travels in the run's config."""
-        return {
-            "approved": self.approved and not self.refused,
-            "reason": self.reason,
-            "shown": list(self.shown),
-            "refused": self.refused,
-            "amount": _amount_data(self.amount),
-            "checked_by": self.checked_by,
-        }
 
 
 @dataclass(frozen=True)
@@ -313,7 +247,7 @@ def denial_answer(
         "declined",
         reason=reason or None,
         shown=list(shown),
-        amount=_amount_data(amount),
+        amount=amount_data(amount),
         **facts,
     )
 
@@ -323,7 +257,7 @@ def _approved_answer(answer: ToolMessage, decision: Decision | None) -> ToolMess
     artifact = dict(answer.artifact) if isinstance(answer.artifact, Mapping) else {}
     shown = decision.shown if decision is not None else ()
     amount = decision.amount if decision is not None else None
-    artifact.update(approved=True, shown=list(shown), amount=_amount_data(amount))
+    artifact.update(approved=True, shown=list(shown), amount=amount_data(amount))
     if decision is not None and decision.checked_by:
         artifact["checked_by"] = decision.checked_by
     return answer.model_copy(update={"artifact": artifact})
@@ -495,7 +429,7 @@ def make_sensitive_tools_node(member: Member, db: Database | None = None) -> Con
                         REFUSED_MESSAGE.format(refusal=decision.reason or "it would fail"),
                         "refused",
                         shown=list(decision.shown),
-                        amount=_amount_data(decision.amount),
+                        amount=amount_data(decision.amount),
                     )
                 )
             elif decision.approved:
@@ -525,35 +459,6 @@ def pending_calls(messages: Sequence[AnyMessage], sensitive: frozenset[str]) -> 
 
 
 # Previews -----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ActionPreview:
-    """What a pending sensitive tool call would do, for the customer to approve.
-
-    Attributes:
-        tool_name: The tool called.
-        title: A short title, e.g. ``"Change flight"``.
-        lines: Human-readable lines: before -> after, prices, fees, and last the amount
-            to pay or refund.
-        error: Why the call would be refused, when its quote already fails.
-        refusal: What kind of refusal ``error`` is, for callers that explain it in their
-            own words.
-        amount: The amount of the last line, from the quote's numbers; ``None`` when the
-            preview states none (a refused call, a tool without a preview).
-    """
-
-    tool_name: str
-    title: str
-    lines: list[str] = field(default_factory=list)
-    error: str | None = None
-    refusal: Refusal | None = None
-    amount: Amount | None = None
-
-    @property
-    def amount_line(self) -> str | None:
-        """Return the line that states ``amount`` (the last), or ``None`` without one."""
-        return self.lines[-1] if self.amount is not None and self.lines else None
 
 
 def _raw_lines(args: Mapping[str, Any]) -> list[str]:

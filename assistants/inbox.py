@@ -29,15 +29,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, NotRequired
+from typing import Any, Literal, NotRequired
 
 from langchain_core.messages import ToolCall
 from langchain_core.tools import BaseTool
 from pydantic import BaseModel, ValidationError
 from typing_extensions import TypedDict
 
-if TYPE_CHECKING:  # assistants.approvals imports this module
-    from assistants.approvals import ActionPreview, Decision
+from assistants.decisions import ActionPreview, Amount, Decision
 
 __all__ = [
     "ActionRequest",
@@ -220,8 +219,6 @@ def read_responses(
     Raises:
         ApprovalResponseError: An answer is missing or malformed.
     """
-    from assistants.approvals import Amount, Decision
-
     answers = _by_call(calls, resume)
     decisions: dict[str, NativeDecision] = {}
     for call, request in zip(calls, requests, strict=True):

@@ -29,14 +29,15 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 import sqlalchemy as sa
 
+from db.handoff_limits import REASON_CHARS as REASON_CHARS
+from db.handoff_limits import SUMMARY_CHARS as SUMMARY_CHARS
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
 Status = Literal["waiting", "held", "returned", "closed"]
 OPEN: tuple[Status, ...] = ("waiting", "held")
 RequestedBy = Literal["customer", "assistant"]
-REASON_CHARS = 500
-SUMMARY_CHARS = 2000
 NOTE_CHARS = 2000
 AGENT_CHARS = 80
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from langchain_core.tools import BaseTool, tool
 from pydantic import BaseModel, Field
 
-from conversations.desk import REASON_CHARS, SUMMARY_CHARS
+from db.handoff_limits import REASON_CHARS, SUMMARY_CHARS
 
 HANDOFF_TOOL = "request_human_agent"
 HANDED_OFF = (
