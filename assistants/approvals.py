@@ -102,6 +102,7 @@ NotRun = Literal[
     "one_specialist_at_a_time",
     "superseded",
     "handed_back",
+    "asked_for_person",
     "step_limit",
     "cancelled",
     "refused",

@@ -89,6 +89,10 @@ explicit approval carries an action out. Ask the customer again if it is still w
 SUPERSEDED_MESSAGE = """\
 Not run: the customer sent a new message instead of approving this action."""
 
+ASKED_FOR_PERSON_MESSAGE = """\
+Not run: the customer asked for a person from customer service instead of deciding \
+this action."""
+
 HANDED_BACK_MESSAGE = """\
 Not run: the person from customer service handed the conversation back before the \
 customer decided this action."""

@@ -22,7 +22,7 @@ from collections import OrderedDict
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, Literal, cast
 from uuid import UUID, uuid4
 
 from langchain_core.callbacks import BaseCallbackHandler
@@ -53,6 +53,7 @@ from assistants.approvals import (
 )
 from assistants.calls import cancelling
 from assistants.prompts import (
+    ASKED_FOR_PERSON_MESSAGE,
     CUT_TOOL_MESSAGES,
     HANDED_BACK_MESSAGE,
     STEP_LIMIT_APOLOGY,
@@ -155,6 +156,13 @@ class _HideCancelWarnings(logging.Filter):
 
 
 _CANCEL_WARNINGS_FILTER = _HideCancelWarnings()
+
+
+# What the model is told of an action dropped outside a turn, by why.
+_DROPPED_MESSAGES = {
+    "handed_back": HANDED_BACK_MESSAGE,
+    "asked_for_person": ASKED_FOR_PERSON_MESSAGE,
+}
 
 
 class TravelAssistant:
@@ -524,7 +532,7 @@ class TravelAssistant:
         messages: Sequence[AnyMessage],
         *,
         to_primary: bool = False,
-        drop_pending: bool = False,
+        drop_pending: Literal["handed_back", "asked_for_person"] | None = None,
     ) -> None:
         """Add ``messages`` to ``thread`` outside a turn, without running any assistant.
 
@@ -534,8 +542,9 @@ class TravelAssistant:
         by the primary assistant (every specialist leaves the dialog stack).
 
         An action waiting for the customer's decision stays the last thing said, still
-        to be decided: the messages go before it. With ``drop_pending`` (a hand-back) it
-        is answered as not done instead, and the messages follow.
+        to be decided: the messages go before it. With ``drop_pending`` (a hand-back, the
+        customer asking for a person) it is answered as not done for that reason
+        instead, and the messages follow.
         """
         config = self.config(thread)
         snapshot = self._save_finished_step(config)
@@ -544,7 +553,8 @@ class TravelAssistant:
         current: list[AnyMessage] = snapshot.values.get("messages", [])
         ai, pending = last_tool_batch(current)
         if pending and ai is not None and drop_pending:
-            answers = [not_run_answer(c, HANDED_BACK_MESSAGE, "handed_back") for c in pending]
+            said_to_model = _DROPPED_MESSAGES[drop_pending]
+            answers = [not_run_answer(c, said_to_model, drop_pending) for c in pending]
             node = self._owners[str(pending[0]["name"])].specialist.sensitive_node
             self.graph.update_state(config, {"messages": answers}, as_node=node)
         elif pending and ai is not None:

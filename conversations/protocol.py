@@ -496,11 +496,13 @@ class Conversation:
     ) -> Notice:
         """Put the conversation in the queue for a person; return what the customer is told.
 
+        The customer may ask at any time. An action still waiting for their decision
+        ends then as not done (in their history, and for the model), as a new message
+        would end it, and its checks are withdrawn: the person can propose it again.
+
         Raises:
-            DeskError: An action waits for the customer's decision (they answer it first).
+            TurnRefusedError: A turn of the conversation runs (it cannot be written now).
         """
-        if by == "customer" and self.assistant.pending_actions(self.thread):
-            raise DeskError(words.PERSON_HOLDS_NO_APPROVAL)
         asked_text = words.asked_for_person(reason)
         # A conversation that starts with the request is named after it.
         self.owner.register(self.thread, asked_text if by == "customer" else "")
@@ -509,8 +511,11 @@ class Conversation:
             # follows a customer message, as every chat template wants.
             asked = HumanMessage(content=asked_text, additional_kwargs={ASKED_FOR_PERSON_KEY: True})
             if self.handoff() is None:
+                pending = self.assistant.pending_actions(self.thread)
                 with self.claim(5.0):
-                    self.assistant.append(self.thread, [asked])
+                    self.assistant.append(self.thread, [asked], drop_pending="asked_for_person")
+                if pending:
+                    self.owner.desk.end_checks(self.thread_id, "withdrawn")
         handoff = self.owner.desk.request(
             self.thread_id,
             self.thread.passenger_id,
@@ -522,6 +527,25 @@ class Conversation:
         notice = self.person_notice(handoff)
         assert notice is not None
         return notice
+
+    def withdraw_person_request(self) -> Notice:
+        """Take the conversation out of the queue for a person: the assistant answers again.
+
+        The model is told (the customer's request is in what it reads); the customer is
+        told the assistant answers their next message.
+
+        Raises:
+            DeskError: Nobody was asked for, or a person has the conversation already.
+        """
+        handoff = self.handoff()
+        if handoff is not None and handoff.status == "held":
+            raise DeskError(words.held_cannot_withdraw(handoff.agent))
+        if handoff is None or not self.owner.desk.cancel(self.thread_id, self.owner.now()):
+            raise DeskError(words.NOT_IN_QUEUE)
+        note = AIMessage(content=words.WITHDRAWN_NOTE, response_metadata={STAFF_NOTE_KEY: True})
+        with self.claim(5.0):
+            self.assistant.append(self.thread, [note])
+        return Notice(words.LEFT_QUEUE)
 
     def take(self, agent: str) -> Handoff:
         """Give the waiting conversation to ``agent`` and tell the customer.
@@ -570,7 +594,9 @@ class Conversation:
         pending = self.assistant.pending_actions(self.thread)
         if said or pending or self.assistant.active_assistant(self.thread) != PRIMARY:
             with self.claim(5.0):
-                self.assistant.append(self.thread, said, to_primary=True, drop_pending=True)
+                self.assistant.append(
+                    self.thread, said, to_primary=True, drop_pending="handed_back"
+                )
         if pending:
             self.owner.desk.end_checks(self.thread_id, "withdrawn")
         self.owner.desk.bump(self.thread_id)
@@ -806,12 +832,18 @@ class Turn:
         if declined:
             owner.desk.end_checks(self._thread.thread_id, "withdrawn", only=declined)
             checked = {key: check for key, check in checked.items() if key not in declined}
-        needed = [
-            (action, preview)
-            for action, preview in previews
-            if _needs_check(preview, answers.get(action.tool_call_id), owner.check_above)
-            or action.tool_call_id in checked
-        ]
+        # What the conversation moved since staff last checked counts too: splitting an
+        # amount into smaller actions does not avoid the check.
+        moved = _moved_since_check(self._assistant.messages(self._thread))
+        needed = []
+        for action, preview in previews:
+            answer = answers.get(action.tool_call_id)
+            if action.tool_call_id in checked or _needs_check(
+                preview, answer, owner.check_above, moved
+            ):
+                needed.append((action, preview))
+            elif answer is not None and answer.approved and not preview.error:
+                moved += _cents(preview.amount)
         undecided = [
             (a, p)
             for a, p in needed
@@ -1017,11 +1049,32 @@ def _check_arguments(crew: Crew, name: str, args: Mapping[str, Any]) -> None:
         raise DeskError(f"{name} takes {takes}. {problems}.") from None
 
 
-def _needs_check(preview: ActionPreview, answer: Answer | None, above: int | None) -> bool:
-    """Tell whether the customer's yes to ``preview`` needs a member of staff's too."""
+def _needs_check(
+    preview: ActionPreview, answer: Answer | None, above: int | None, moved: int = 0
+) -> bool:
+    """Tell whether the customer's yes to ``preview`` needs a member of staff's too.
+
+    ``moved``: the cents the conversation moved since staff last checked an action; an
+    action that moves money and takes the sum over ``above`` is checked.
+    """
     if above is None or preview.error or answer is None or not answer.approved:
         return False
-    return preview.amount is not None and _cents(preview.amount) > above
+    cents = _cents(preview.amount)
+    return cents > 0 and moved + cents > above
+
+
+def _moved_since_check(messages: Sequence[AnyMessage]) -> int:
+    """Return the cents the actions that ran moved since the last one staff checked."""
+    moved = 0
+    for message in messages:
+        if not isinstance(message, ToolMessage):
+            continue
+        facts = facts_of(message)
+        if facts.checked_by:
+            moved = 0
+        elif facts.ran and facts.approved and message.status != "error":
+            moved += _cents(facts.amount)
+    return moved
 
 
 def _cents(amount: Amount | None) -> int:

@@ -43,6 +43,7 @@ NOT_DONE_WORDS = {
     "no_decision": "no answer was given",
     "superseded": "you sent a new message instead of answering",
     "handed_back": "customer service handed the conversation back before you decided",
+    "asked_for_person": "you asked for a person instead of answering",
     "step_limit": "the assistant ran out of steps",
     "cancelled": "the turn was cancelled",
     # A call left by a turn cut short for another reason than a cancel (``cut_reason``).
@@ -230,6 +231,20 @@ PERSON_AFTER_DECISION = (
     "cannot take the conversation while an action waits for your decision."
 )
 STAFF_LABEL = "customer service"
+LEFT_QUEUE = "You left the queue for a person; the assistant answers your next message."
+NOT_IN_QUEUE = "You are not waiting for a person."
+WITHDRAWN_NOTE = (
+    "(The customer no longer waits for a person from customer service: answer them "
+    "yourself from here on.)"
+)
+
+
+def held_cannot_withdraw(agent: str) -> str:
+    """Return why a request a person already took cannot be withdrawn."""
+    return (
+        f"{agent} from our customer-service team has your conversation already; "
+        "they hand it back to the assistant when you are done."
+    )
 
 
 def asked_for_person(reason: str) -> str:

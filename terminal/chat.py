@@ -23,6 +23,7 @@ from conversations.desk import DeskError
 from conversations.events import Cancel, Thread
 from conversations.protocol import DecisionsError, ToolCallDetail, TurnRefusedError
 from conversations.records import (
+    ActionRecord,
     AssistantLine,
     CustomerLine,
     Notice,
@@ -80,6 +81,7 @@ Commands:
   /history    show this conversation so far, with every approval and its amount
   /details [N]  show the tool calls of the last turn (or of turn N) and their results
   /agent [why]  ask for a person from our customer-service team; they answer here
+  /assistant  leave the queue for a person: the assistant answers again
   /exit       leave (so do exit, quit, q, Ctrl-D and Ctrl-C); the conversation is kept"""
 # The slash commands, for the nearest one to a mistyped one.
 SLASH_COMMANDS = (
@@ -90,6 +92,7 @@ SLASH_COMMANDS = (
     "/history",
     "/details",
     "/agent",
+    "/assistant",
     "/exit",
     "/quit",
 )
@@ -264,6 +267,8 @@ class ChatSession:
             self.show_details(rest.strip())
         elif name == "/agent":
             self.ask_for_person(rest.strip())
+        elif name == "/assistant":
+            self.leave_queue()
         else:
             near = difflib.get_close_matches(name, SLASH_COMMANDS, n=1)
             guess = f" Did you mean {near[0]}?" if near else ""
@@ -339,14 +344,36 @@ class ChatSession:
     # A person from the customer-service team ----------------------------------------------
 
     def ask_for_person(self, reason: str) -> None:
-        """Put the conversation in the queue for a person, and watch for their messages."""
+        """Put the conversation in the queue for a person, and watch for their messages.
+
+        An action still waiting for the customer's answer ends as not done: its record
+        is shown first.
+        """
+        known = len(self.conversation.history())
         try:
             notice = self.conversation.ask_for_person(reason)
-        except DeskError as refused:
-            self.console.error(str(refused))
+        except (DeskError, TurnRefusedError) as refused:
+            text = refused.failure.text if isinstance(refused, TurnRefusedError) else refused
+            self.console.error(str(text))
             return
+        for record in self.conversation.history()[known:]:
+            if isinstance(record, ActionRecord):
+                show_record(self.console, record)
         self.console.status(notice.text)
         self.watch_person()
+
+    def leave_queue(self) -> None:
+        """Withdraw the request for a person: the assistant answers the next message."""
+        if self.watch is not None:  # not to be told a person handed it back
+            self.watch.stop()
+            self.watch = None
+        try:
+            notice = self.conversation.withdraw_person_request()
+        except DeskError as refused:
+            self.console.error(str(refused))
+            self.watch_person()
+            return
+        self.console.status(notice.text)
 
     def watch_person(self) -> None:
         """Show a person's messages as they come, while the conversation is handed off."""

@@ -498,3 +498,60 @@ def test_desk_queue_follows_what_others_do_without_a_key_pressed(
     said = err.getvalue()
     assert said.index("Waiting for a person (1):") < said.index("Nobody is waiting for a person.")
     assert session.listed == []
+
+
+def test_the_customer_may_ask_for_a_person_while_an_action_waits_and_it_ends_on_record(
+    conversations: Conversations, model: ScriptedChatModel, travel_db: Database
+) -> None:
+    conversation = conversations.get(Thread("t-ask-now", FIXTURE_PASSENGER_ID))
+    trip = plan_trip(travel_db)
+    before = ticket_flight(travel_db)
+    change = {"ticket_no": FIXTURE_TICKET_NO, "new_flight_id": trip.new_flight_id}
+    model.script = [
+        say("", call("ToFlightBookingAssistant", {"request": "move"})),
+        say("Moving you.", call("update_ticket_to_new_flight", change)),
+    ]
+    _send(conversation, "Move me to tomorrow")
+    assert conversation.approvals()
+    notice = conversation.ask_for_person("I want to ask about the fare first")
+    assert "number 1 in the queue" in notice.text
+    assert conversation.approvals() == []
+    (record,) = [r for r in conversation.history() if isinstance(r, ActionRecord)]
+    assert record.outcome == "not_done"
+    assert record.reason == "you asked for a person instead of answering"
+    assert [h.thread_id for h in conversations.desk.queue()] == ["t-ask-now"]
+    conversation.take("Ana Lima")
+    conversation.hand_back("Ana Lima", "The fare was explained.")
+    model.script = [say("Shall I move you after all?")]
+    _send(conversation, "OK, thanks")  # a conversation the model can read
+    told = " ".join(str(m.content) for m in model.received[-1])
+    assert "asked for a person from customer service instead of deciding" in told
+    assert ticket_flight(travel_db) == before
+
+
+def test_the_customer_withdraws_a_request_for_a_person_and_the_assistant_answers_again(
+    conversations: Conversations, model: ScriptedChatModel
+) -> None:
+    conversation = conversations.get(Thread("t-never-mind", FIXTURE_PASSENGER_ID))
+    with pytest.raises(DeskError, match="not waiting for a person"):
+        conversation.withdraw_person_request()
+    conversation.ask_for_person("my bag")
+    notice = conversation.withdraw_person_request()
+    assert (
+        notice.text == "You left the queue for a person; the assistant answers your next message."
+    )
+    assert conversation.handoff() is None and conversations.desk.queue() == []
+    with pytest.raises(DeskError, match="not waiting for a person"):
+        conversation.withdraw_person_request()
+    model.script = [say("I can help with your bag.")]
+    _send(conversation, "Actually, can you help me?")
+    told = " ".join(str(m.content) for m in model.received[-1])
+    assert "no longer waits for a person" in told  # the model knows
+    shown = " ".join(getattr(r, "text", "") for r in conversation.history())
+    assert "no longer waits for a person" not in shown  # the customer reads no note
+
+    conversation.ask_for_person("my bag again")
+    conversation.take("Ana Lima")
+    with pytest.raises(DeskError, match="Ana Lima from our customer-service team has your"):
+        conversation.withdraw_person_request()
+    assert conversation.handoff() is not None

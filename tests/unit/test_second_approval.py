@@ -32,7 +32,7 @@ from db.rules import parse_money
 from server.service import ConversationService
 from tests.support.flights import ticket_flight
 from tests.support.scripted import ScriptedChatModel, say
-from tests.support.web import FLIGHT_REQUEST, flight_then_hotel_script, plan_trip
+from tests.support.web import FLIGHT_REQUEST, HOTEL_REQUEST, flight_then_hotel_script, plan_trip
 
 ANA = "Ana Lima"
 
@@ -370,3 +370,45 @@ def test_second_approval_a_yes_again_while_the_check_waits_runs_nothing(
         assert check.status == "waiting"
         (action,) = window.approvals()
         assert action.check is not None and action.check.id == check.id
+
+
+def test_second_approval_counts_what_the_conversation_moved_since_the_last_check(
+    make_assistant: Callable[..., TravelAssistant],
+    store: ConversationStore,
+    model: ScriptedChatModel,
+    travel_db: Database,
+) -> None:
+    # Two actions, neither over the amount alone, together over it: the second one is
+    # checked. Splitting an amount does not avoid the check.
+    conversations = conversations_over(make_assistant, store, above=None)
+    conversation = conversations.get(Thread("t-split", FIXTURE_PASSENGER_ID))
+    script = flight_then_hotel_script(plan_trip(travel_db))
+    model.script = script[:3]
+    with conversation.claim() as turn:
+        ended = _ended(list(turn.send(FLIGHT_REQUEST)))
+    flight = _cents_of(conversation)
+    conversations.check_above = flight  # at the amount: no check
+    outcomes = approve(conversation, ended)
+    assert not [o for o in outcomes if isinstance(o, Notice)], outcomes
+    assert store.desk.checks_waiting() == []
+
+    model.script = script[3:6]
+    with conversation.claim() as turn:
+        ended = _ended(list(turn.send(HOTEL_REQUEST)))
+    hotel = _cents_of(conversation)
+    conversations.check_above = max(flight, hotel)
+    approve(conversation, ended)
+    (check,) = store.desk.checks_waiting()
+    assert check.title == ended.approvals[0].title
+
+
+def _ended(outcomes: list[Outcome]) -> TurnEnd:
+    ended = outcomes[-1]
+    assert isinstance(ended, TurnEnd), outcomes
+    return ended
+
+
+def _cents_of(conversation: Conversation) -> int:
+    ((_, preview),) = conversation.previews()
+    assert preview.amount is not None and preview.amount.cents > 0
+    return preview.amount.cents
