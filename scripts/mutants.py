@@ -22,7 +22,7 @@ A mutant is *killed* when its tests fail, *SURVIVED* when they pass (a test is m
 or the mutant changes nothing a customer could notice: replace it), *timeout* when they
 run past ``--timeout`` (not counted as killed: on a loaded machine a timeout proves
 nothing). The exit code is non-zero when fewer than 95% are killed or a mutant is stale.
-See TESTING.md for how to add one.
+See docs/testing.md for how to add one.
 """
 
 from __future__ import annotations
@@ -1116,7 +1116,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "service-refused-decisions-keep-the-claim",
         "service",
         "decisions refused after the claim (409) release the conversation",
-        "server/app.py",
+        "server/customer_api.py",
         "        service.release(thread)\n        raise\n",
         "        raise\n",
         (
@@ -1196,7 +1196,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "service-declared-body-boundary",
         "service",
         "a body that announces exactly 64 kB is read; one byte more is 413",
-        "server/app.py",
+        "server/middleware.py",
         "int(declared) > self.max_bytes:",
         "int(declared) >= self.max_bytes:",
         (U + "test_server_hardening.py::" + BODY_LIMIT,),
@@ -1205,7 +1205,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "service-chunked-body-boundary",
         "service",
         "a chunked body of exactly 64 kB is read; one byte more is 413",
-        "server/app.py",
+        "server/middleware.py",
         "if received > self.max_bytes:",
         "if received >= self.max_bytes:",
         (U + "test_server_hardening.py::" + BODY_LIMIT,),
@@ -1214,7 +1214,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "service-refused-claim-kept",
         "service",
         "a turn refused because another process holds the conversation leaves no claim behind",
-        "server/service.py",
+        "server/runs.py",
         "            self._forget(thread_id)\n            kind = UnavailableError",
         "            kind = UnavailableError",
         (U + "test_server_api.py::test_server_refuses_a_turn_running_in_another_process",),
@@ -1223,7 +1223,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "service-turn-lock-kept",
         "service",
         "a finished turn lets go of the conversation's lock in the store, not only in the process",
-        "server/service.py",
+        "server/runs.py",
         "                running.turn.release()\n",
         "                pass\n",
         (U + "test_server_api.py::test_server_refuses_a_turn_running_in_another_process",),
@@ -1467,7 +1467,7 @@ def run_pytest(
 ) -> tuple[int | None, str, float]:
     """Run ``tests`` in ``tree``; return (exit code or ``None`` on timeout, output, seconds)."""
     # One process per mutant (``--jobs`` runs several) and every case of the tests named,
-    # the long tail of a matrix included (see TESTING.md).
+    # the long tail of a matrix included (see docs/testing.md).
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0"]
     command.append("--exhaustive")
     if stop_first:

@@ -25,7 +25,7 @@ answer, the terminal itself (``travel-assistant chat --thread-id``), and convers
 saved by ``PostgresSaver``. With ``--engine postgresql`` the travel database is on
 PostgreSQL too. The default run takes a representative part of each matrix (every moment,
 every domain, both answers); the rest is marked ``exhaustive`` and runs in CI's stage of
-its own (``pytest -m exhaustive``, see TESTING.md). A case costs about a second or two:
+its own (``pytest -m exhaustive``, see docs/testing.md). A case costs about a second or two:
 the children fork from a server that imported the program once.
 """
 

@@ -3,7 +3,7 @@
 The scenarios run over copies of the test database on the engine of the run (``--engine``):
 SQLite files, or PostgreSQL databases copied from the session's template. The default run
 takes one scenario of each category; the others are marked ``exhaustive`` and run in CI's
-stage of their own (``pytest -m exhaustive``) and in its PostgreSQL stage (TESTING.md).
+stage of their own (``pytest -m exhaustive``) and in its PostgreSQL stage (docs/testing.md).
 """
 
 from __future__ import annotations

@@ -3,10 +3,10 @@
 ``langgraph-cli[inmem]`` brings its own pins (jsonschema-rs among them) that would break
 this project's test tools if it shared their environment, so it lives in a virtual
 environment of its own under ``.cache/langgraph-cli`` (ignored by git), with this project
-installed editable beside it, as the README tells a user to do. The environment is made
-once and kept; it is installed again when ``pyproject.toml`` changes or the checkout
-moves. Installing needs the package index (PyPI); when it fails, the tests that need the
-server are skipped with the installer's last words.
+installed editable beside it, as docs/langgraph-studio.md tells a user to do. The
+environment is made once and kept; it is installed again when ``pyproject.toml`` changes
+or the checkout moves. Installing needs the package index (PyPI); when it fails, the
+tests that need the server are skipped with the installer's last words.
 
 ``LangGraphDev`` starts the server on a free port from a folder of its own that mirrors
 the checkout (each top-level entry linked), so ``langgraph.json`` is read as it is, the

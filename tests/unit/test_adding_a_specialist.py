@@ -1,7 +1,7 @@
 """A new bookable domain is declarations only: lounge access, added from this module.
 
-The README's "Adding a specialist" steps, done here without touching production code:
-two tables (on their own metadata, created in the test's database), a
+The "Adding a specialist" steps of docs/architecture.md, done here without touching
+production code: two tables (on their own metadata, created in the test's database), a
 ``ReservationKind`` over them, a ``ReservationTools`` with the text the model reads, a
 routing tool and a ``Specialist`` row. The scripted model then hands over to the sixth
 specialist, which searches, books (stopping for approval), has the write approved and
