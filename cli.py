@@ -268,6 +268,13 @@ PAGES: dict[str, tuple[str, str]] = {
         "waited, who asked, why.",
         "travel-assistant desk queue",
     ),
+    "desk second-approval": (
+        "Show, or set for every process on these conversations, the amount above which a "
+        "member of staff checks an action the customer approved (off: no check). A "
+        "process started with another amount refuses to start; those running keep theirs "
+        "until they are started again.",
+        "travel-assistant desk second-approval 'EUR 1000'",
+    ),
 }
 
 
@@ -512,6 +519,14 @@ def _add_server_commands(parser: _Parser) -> None:
     desk.add_commands("desk_command", "DESK_COMMAND")
     desk.add_command(
         "queue", help="print the waiting conversations, one a line", **_page("desk queue")
+    )
+    second = desk.add_command(
+        "second-approval",
+        help="show or set the amount above which staff check an approved action",
+        **_page("desk second-approval"),
+    )
+    second.add_argument(
+        "amount", nargs="?", metavar="AMOUNT", help="an amount such as 'EUR 1000', or off"
     )
 
 

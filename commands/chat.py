@@ -20,8 +20,8 @@ from commands.common import (
     EXIT_USAGE,
     CliError,
     Overrides,
+    agreed_check_above,
     canonical_passenger_id,
-    check_above,
     check_endpoint,
     conversations_location,
     db_location,
@@ -295,7 +295,11 @@ def _conversations(
     if not assistant.check_passenger(passenger_id):
         raise _unknown_passenger(args, passenger_id)
     return Conversations(
-        assistant, store.registry, store.locks, store.desk, check_above=check_above(args)
+        assistant,
+        store.registry,
+        store.locks,
+        store.desk,
+        check_above=agreed_check_above(args, store),
     )
 
 

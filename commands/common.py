@@ -57,6 +57,28 @@ def check_above(args: argparse.Namespace) -> int | None:
         raise CliError(str(error), EXIT_USAGE) from error
 
 
+def agreed_check_above(args: argparse.Namespace, store: ConversationStore) -> int | None:
+    """Return the second approval's amount every process on ``store`` uses.
+
+    The store keeps it (``Desk.agree_check_above``): a process started without the
+    setting uses the kept one; one started with another amount stops here, saying both.
+    """
+    from conversations.desk import CheckAmountDisagreesError
+    from db.values import fmt_money
+
+    try:
+        return store.desk.agree_check_above(check_above(args))
+    except CheckAmountDisagreesError as error:
+        raise CliError(
+            f"These conversations check actions above {fmt_money(error.stored)}, and every "
+            f"process working on them must use the same amount; this one was started with "
+            f"{fmt_money(error.given)} (TRAVEL_ASSISTANT_SECOND_APPROVAL_ABOVE). Start it "
+            "without the setting, or with the same amount; to change it for all, stop them "
+            "and run: travel-assistant desk second-approval AMOUNT (or off).",
+            EXIT_USAGE,
+        ) from None
+
+
 def home_dir(args: argparse.Namespace) -> Path:
     """Return the folder of the program's files (``--home``, its variable, or the default)."""
     home: Path = args.home.expanduser() if args.home else settings_of(args).home

@@ -15,6 +15,7 @@ from commands.common import (
     EXIT_USAGE,
     CliError,
     Overrides,
+    agreed_check_above,
     conversations_location,
     default_model_factory,
     open_existing_store,
@@ -37,6 +38,8 @@ def cmd_desk(args: argparse.Namespace, console: Console, overrides: Overrides) -
     """Run ``desk queue`` or the interactive desk."""
     if getattr(args, "desk_command", None) == "queue":
         return cmd_desk_queue(args, console)
+    if getattr(args, "desk_command", None) == "second-approval":
+        return cmd_desk_second_approval(args, console)
     agent = " ".join((args.agent or args.settings.env.get(AGENT_ENV, "")).split())
     if not agent:
         raise CliError(
@@ -60,7 +63,13 @@ def cmd_desk(args: argparse.Namespace, console: Console, overrides: Overrides) -
             assistant = TravelAssistant.build(
                 models if models is not None else drawing_model(), store.saver, db=database
             )
-            conversations = Conversations(assistant, store.registry, store.locks, store.desk)
+            conversations = Conversations(
+                assistant,
+                store.registry,
+                store.locks,
+                store.desk,
+                check_above=agreed_check_above(args, store),
+            )
             session = DeskSession(
                 conversations,
                 agent,
@@ -84,6 +93,34 @@ def _models(
         return default_model_factory(settings_of(args), None)
     except CliError:
         return None
+
+
+def cmd_desk_second_approval(args: argparse.Namespace, console: Console) -> int:
+    """Show the second approval's amount kept with the conversations, or set it."""
+    from db.models import CURRENCY
+    from db.rules import parse_money
+    from db.values import fmt_money
+
+    with open_store(conversations_location(args)) as store:
+        if args.amount is None:
+            kept = store.desk.agree_check_above(None)
+            console.say(fmt_money(kept) if kept is not None else "off")
+            return EXIT_OK
+        if args.amount.strip().lower() == "off":
+            cents = None
+        else:
+            try:
+                cents = parse_money(args.amount, CURRENCY)
+            except ValueError as error:
+                raise CliError(str(error), EXIT_USAGE) from None
+        store.desk.set_check_above(cents)
+    console.status(
+        f"Staff check approved actions above {fmt_money(cents)} from now on"
+        if cents is not None
+        else "No second approval from now on"
+    )
+    console.status("Start the processes that are running again for them to use it.")
+    return EXIT_OK
 
 
 def cmd_desk_queue(args: argparse.Namespace, console: Console) -> int:

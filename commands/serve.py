@@ -18,6 +18,7 @@ from commands.common import (
     EXIT_USAGE,
     CliError,
     Overrides,
+    agreed_check_above,
     canonical_passenger_id,
     check_above,
     check_endpoint,
@@ -185,7 +186,7 @@ def _build_service(
             )
         ),
         store,
-        check_above=above,
+        check_above=agreed_check_above(args, store),
     )
 
 

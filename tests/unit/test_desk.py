@@ -9,6 +9,8 @@ history, and the note they leave is read by the model but never shown to the cus
 from __future__ import annotations
 
 import io
+import os
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -20,7 +22,7 @@ import pytest
 from langchain_core.messages import AIMessage
 
 from conversations.assistant import Thread, TravelAssistant
-from conversations.desk import DeskError
+from conversations.desk import CheckAmountDisagreesError, DeskError
 from conversations.protocol import Answer, Conversation, Conversations
 from conversations.records import (
     ActionRecord,
@@ -39,6 +41,7 @@ from terminal.prompter import Prompter
 from tests.support.conversation_stores import scratch_conversations
 from tests.support.flights import ticket_flight
 from tests.support.scripted import ScriptedChatModel, call, say
+from tests.support.terminal import PROGRAM
 from tests.support.web import plan_trip
 from tools.handoff import HANDOFF_TOOL
 
@@ -555,3 +558,42 @@ def test_the_customer_withdraws_a_request_for_a_person_and_the_assistant_answers
     with pytest.raises(DeskError, match="Ana Lima from our customer-service team has your"):
         conversation.withdraw_person_request()
     assert conversation.handoff() is not None
+
+
+def test_one_second_approval_amount_for_every_process_on_a_store(where: str) -> None:
+    with ConversationStore.open(where) as first, ConversationStore.open(where) as second:
+        assert first.desk.agree_check_above(None) is None  # nothing kept: off
+        assert first.desk.agree_check_above(100_000) == 100_000  # the first one keeps it
+        assert second.desk.agree_check_above(None) == 100_000  # started without: uses it
+        assert second.desk.agree_check_above(100_000) == 100_000
+        with pytest.raises(CheckAmountDisagreesError) as refused:
+            second.desk.agree_check_above(50_000)
+        assert (refused.value.stored, refused.value.given) == (100_000, 50_000)
+        second.desk.set_check_above(50_000)  # changed for all, on purpose
+        assert first.desk.agree_check_above(None) == 50_000
+        first.desk.set_check_above(None)
+        assert second.desk.agree_check_above(None) is None
+
+
+def test_a_process_started_with_another_amount_refuses_to_start(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+
+    def run(*args: str, above: str | None = None) -> subprocess.CompletedProcess[str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TRAVEL_ASSISTANT")}
+        if above is not None:
+            env["TRAVEL_ASSISTANT_SECOND_APPROVAL_ABOVE"] = above
+        command = [str(PROGRAM), "desk", *args, "--home", str(home)]
+        return subprocess.run(
+            command, capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL, timeout=120
+        )
+
+    assert run("second-approval").stdout.strip() == "off"
+    assert run("second-approval", "EUR 1000").returncode == 0
+    assert run("second-approval").stdout.strip() == "EUR 1,000.00"
+    refused = run("--agent", "Ana Lima", above="EUR 500")
+    assert refused.returncode == 2
+    assert "check actions above EUR 1,000.00" in refused.stderr
+    assert "started with EUR 500.00" in refused.stderr
+    assert "desk second-approval AMOUNT" in refused.stderr
+    bad = run("second-approval", "a lot")
+    assert bad.returncode == 2 and "'a lot' is not an amount" in bad.stderr
