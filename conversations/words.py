@@ -328,6 +328,10 @@ CHECK_WAITING = (
     "You said yes; a member of our customer-service team checks it too before it is done. "
     "Nothing is charged until then."
 )
+SEND_WITHDRAWS_CHECK = (
+    "An action you approved is waiting for a check by our customer-service team. If you "
+    "send this message now, it is withdrawn and not done. Send it anyway? [y/N] "
+)
 WAITING_FOR_CHECK = (
     "An action you approved waits for a member of our customer-service team to check it; "
     "you will see their answer here. Your message was not sent."

@@ -21,7 +21,12 @@ from typing import TYPE_CHECKING
 from conversations import words
 from conversations.desk import DeskError
 from conversations.events import Cancel, Thread
-from conversations.protocol import DecisionsError, ToolCallDetail, TurnRefusedError
+from conversations.protocol import (
+    DecisionsError,
+    PendingPolicy,
+    ToolCallDetail,
+    TurnRefusedError,
+)
 from conversations.records import (
     ActionRecord,
     AssistantLine,
@@ -575,13 +580,24 @@ class ChatSession:
         conversation is being claimed (the message is then kept, and the turn closed as
         cancelled at once).
         """
+        if_pending: PendingPolicy = "refuse"
+        checks = self.conversation.checks()
+        if checks and not all(c.decided for c in checks):
+            # As on the web: the customer chooses; a yes withdraws the action.
+            answer = clean_input(self.prompter.answer(words.SEND_WITHDRAWS_CHECK))
+            if answer.lower() not in ("y", "yes"):
+                self.console.status(f"Your message was not sent. {PRESS_UP}")
+                return None
+            if_pending = "supersede"
         cancel = Cancel()
         with self.ctrl_c_cancels(cancel):
             turn = self.claim(BUSY_MESSAGE_NOT_SENT)
             if turn is None:
                 return None
             with turn:
-                return self.play(lambda stop: turn.send(text, cancel=stop), cancel)
+                return self.play(
+                    lambda stop: turn.send(text, cancel=stop, if_pending=if_pending), cancel
+                )
 
     def ask_pending_approvals(self, approvals: Sequence[Approval] | None = None) -> None:
         """Ask the customer about every pending sensitive action, until none is left.

@@ -826,6 +826,12 @@ async function send(event) {
 }
 
 function showWarning() {
+  // The customer's state as it is: a decision of theirs, or our team's check.
+  const checking = state.pending.every((a) => a.check);
+  $("pending-warning-text").textContent = checking
+    ? "An action you approved is waiting for a check by our customer-service team. If you send this message now, it is withdrawn and not done."
+    : "An action above is waiting for your decision. If you send this message now, that action will not be done.";
+  $("back-to-decision").textContent = checking ? "Keep waiting" : "Back to the decision";
   $("pending-warning").hidden = false;
   $("send-anyway").focus();
 }

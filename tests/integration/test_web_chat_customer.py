@@ -650,6 +650,13 @@ def test_a_large_change_waits_for_a_staff_check_then_the_page_goes_on(
     no_serious_violations(page, axe, "waiting for a check")
     screenshot(page, "desktop-check-waiting")
     assert ticket_flight(travel_db) == before
+    # A message meanwhile: the page says the action waits for our team, not for them.
+    site.send("Is it done yet?")
+    warning = page.locator("#pending-warning")
+    expect(warning).to_contain_text("waiting for a check by our customer-service team")
+    expect(warning).not_to_contain_text("your decision")
+    warning.get_by_role("button", name="Keep waiting").click()
+    expect(warning).to_be_hidden()
 
     staff = httpx.Client(
         base_url=site.url,

@@ -10,6 +10,7 @@ setting, are not checked at all.
 
 from __future__ import annotations
 
+import io
 import time
 from collections.abc import Callable, Iterator
 
@@ -30,6 +31,9 @@ from db.engine import Database
 from db.fixtures import FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO
 from db.rules import parse_money
 from server.service import ConversationService
+from terminal import Console
+from terminal.chat import ChatSession
+from terminal.prompter import Prompter
 from tests.support.flights import ticket_flight
 from tests.support.scripted import ScriptedChatModel, say
 from tests.support.web import FLIGHT_REQUEST, HOTEL_REQUEST, flight_then_hotel_script, plan_trip
@@ -412,3 +416,51 @@ def _cents_of(conversation: Conversation) -> int:
     ((_, preview),) = conversation.previews()
     assert preview.amount is not None and preview.amount.cents > 0
     return preview.amount.cents
+
+
+@pytest.mark.parametrize("answer", ["n", "y"])
+def test_second_approval_a_message_while_the_check_waits_is_the_customers_choice(
+    make_assistant: Callable[..., TravelAssistant],
+    store: ConversationStore,
+    model: ScriptedChatModel,
+    travel_db: Database,
+    answer: str,
+) -> None:
+    # As the web chat's "Send anyway": the terminal says the action waits for our team
+    # (not for the customer), and a yes sends the message and withdraws the action.
+    conversations = conversations_over(make_assistant, store, above=parse_money("EUR 10"))
+    thread = Thread("t-choice", FIXTURE_PASSENGER_ID)
+    conversation = conversations.get(thread)
+    before = ticket_flight(travel_db)
+    approve(conversation, change_flight(conversation, model, travel_db))
+    model.script = [say("Your flight stays as it is. Anything else?")]
+    typed = iter(["Actually, what about my hotel?", "exit"])
+    asked: list[str] = []
+
+    def reply(question: str) -> str:
+        asked.append(question)
+        return answer
+
+    out, err = io.StringIO(), io.StringIO()
+    session = ChatSession(
+        conversations,
+        thread,
+        Console(out=out, err=err),
+        Prompter(lambda _: next(typed), reply, lambda: False, lambda f: f()),
+    )
+    assert session.run(resumed=False) == 0
+    said = err.getvalue()
+    (question,) = asked
+    assert "waiting for a check by our customer-service team" in question
+    assert "withdrawn" in question and question.endswith("[y/N] ")
+    assert "waiting for your decision" not in said + question
+    if answer == "n":
+        assert "Your message was not sent." in said
+        (check,) = store.desk.checks_waiting()
+        assert check.status == "waiting"
+    else:
+        assert "Your flight stays as it is." in out.getvalue()
+        assert store.desk.checks_waiting() == []
+        (record,) = [r for r in conversation.history() if isinstance(r, ActionRecord)]
+        assert record.outcome == "not_done"
+    assert ticket_flight(travel_db) == before
