@@ -34,6 +34,8 @@ from conversations.locks import ConversationStoreError
 from conversations.protocol import Conversation, TurnRefusedError
 from server.access import supervisor
 from server.auth import Claims
+from server.errors import ConflictError, NotFoundError, UnavailableError
+from server.records_out import approval_out
 from server.schemas import (
     BLANKS,
     CONVERSATION_ID_PATTERN,
@@ -45,13 +47,7 @@ from server.schemas import (
     _Body,
     well_formed,
 )
-from server.service import (
-    ConflictError,
-    ConversationService,
-    NotFoundError,
-    UnavailableError,
-    approval_out,
-)
+from server.service import ConversationService
 
 STAFF_PREFIX = "/api/v1/supervisor/desk"
 # How long a person's message waits for a running turn (the assistant finishing the

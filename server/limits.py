@@ -5,9 +5,9 @@ and answers 503 beyond ``limit_concurrency`` connections, but it waits for a req
 headers without a deadline: a socket that connects and sends nothing, or a byte now and
 then, is held for as long as the client likes. ``header_deadline`` (uvicorn's h11 protocol
 with a timer) closes a connection whose request headers are not complete within
-``header_timeout`` seconds; ``server.app.BodyLimit`` bounds the body the same way. So a
-few hundred slow sockets are dropped on time, and a worker never holds more than
-``max_connections`` requests at once. The answers uvicorn would write itself, a 400 for
+``header_timeout`` seconds; ``server.middleware.BodyLimit`` bounds the body the same
+way. So a few hundred slow sockets are dropped on time, and a worker never holds more
+than ``max_connections`` requests at once. The answers uvicorn would write itself, a 400 for
 a request it cannot parse and the 503 beyond the cap, are written by that protocol too,
 as JSON with ``nosniff`` like every other answer of the service. A reverse proxy in
 front (see the README) does this better still, for every worker at once.
@@ -74,8 +74,8 @@ BUSY_RETRY_AFTER = 1
 class StreamsWaiting:
     """How many connections of this process only stream a turn's events right now.
 
-    ``server.app`` counts a turn's event stream from its first byte to its last; the cap
-    leaves them out. Read and written on the event loop only.
+    ``server.customer_api`` counts a turn's event stream from its first byte to its last;
+    the cap leaves them out. Read and written on the event loop only.
     """
 
     def __init__(self) -> None:

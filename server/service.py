@@ -3,9 +3,10 @@
 ``ConversationService`` serves the conversation protocol (``conversations.protocol``) to
 many passengers at once. It checks that a conversation belongs to the passenger asking
 (one that does not is reported exactly like one that does not exist), runs each turn as a
-task of the event loop (waiting for the model holds no thread) and keeps the turn's
-outcomes, as the API's models, for every client that follows it. It decides nothing
-about a turn and phrases nothing: the protocol does both, for the terminal too.
+task of the event loop (waiting for the model holds no thread: ``server.runs``) and keeps
+the turn's outcomes, as the API's models (``server.records_out``), for every client that
+follows it. It decides nothing about a turn and phrases nothing: the protocol does both,
+for the terminal too. What it refuses, it refuses with the errors of ``server.errors``.
 
 A turn keeps running when the client goes away: its reply is saved and the history
 shows it. When the service stops, running turns are cancelled the terminal's way (the
@@ -22,69 +23,46 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 import logging
 import secrets
 import threading
-import time
 import uuid
 from collections import deque
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from contextlib import aclosing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Literal, cast
+from typing import TYPE_CHECKING
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from conversations import words
 from conversations.audit import AuditLog, SqliteAuditLog
-from conversations.desk import Check
-from conversations.events import Cancel, Thread
+from conversations.events import Thread
 from conversations.loop import turn_loop
-from conversations.protocol import (
-    Answer,
-    Conversations,
-    DecisionsError,
-    Turn,
-    TurnRefusedError,
-)
-from conversations.records import (
-    ActionRecord,
-    Activity,
-    Approval,
-    AssistantLine,
-    CustomerLine,
-    HandOver,
-    Notice,
-    Outcome,
-    Record,
-    ReplyPiece,
-    TurnEnd,
-    TurnFailure,
-)
+from conversations.protocol import Answer, Conversations, DecisionsError
+from conversations.records import Outcome, TurnFailure
 from conversations.sessions import SessionRecord, SessionStore
-from server.markdown import reply_html
+from server.errors import ConflictError, ForbiddenError, NotFoundError, UnavailableError
+from server.records_out import (
+    UNEXPECTED_ERROR,
+    approval_out,
+    conversation_out,
+    failure_event,
+    history_item,
+    stream_events,
+    unexpected_event,
+)
+from server.runs import KEEPALIVE_SECONDS, Journal, Journaled, TurnRunner
 from server.schemas import (
-    ActionItem,
-    AssistantItem,
-    CheckOut,
     ConversationOut,
     CustomerItem,
     DecisionIn,
-    DoneEvent,
-    ErrorEvent,
     HistoryItem,
-    NoticeItem,
     PendingActionOut,
-    PendingEvent,
-    PreviewOut,
     RecordEvent,
-    StatusEvent,
     StreamEvent,
 )
-from server.schemas import MessageEvent as MessageOut
-from server.schemas import TokenEvent as TokenOut
 
 if TYPE_CHECKING:
     from conversations.assistant import TravelAssistant
@@ -94,55 +72,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Seconds without an event after which a turn's stream says it is alive (a comment), so
-# that proxies and browsers do not take a long silence of the model for a dead stream.
-KEEPALIVE_SECONDS = 15.0
 LIST_LIMIT = 50
-# How long the events of a finished turn are kept for a client that comes back.
-JOURNAL_SECONDS = 300.0
-UNEXPECTED_ERROR = words.SERVICE_FAILED
-STILL_ANSWERING = (
-    "The assistant is still answering in this conversation; wait for the reply to finish."
-)
-STOPPING = "The service is stopping; try again in a moment."
 # How often a worker looks for checks staff decided that nobody went on with (their
 # decider stopped before it could).
 SWEEP_SECONDS = 30.0
-
-
-class ServiceError(Exception):
-    """A request the service refuses; ``status`` is the HTTP status that says so."""
-
-    status = 400
-
-    def __init__(self, detail: str) -> None:
-        """Carry ``detail``, written for the caller."""
-        super().__init__(detail)
-        self.detail = detail
-
-
-class NotFoundError(ServiceError):
-    """No such conversation for this passenger (it may belong to another)."""
-
-    status = 404
-
-
-class ConflictError(ServiceError):
-    """The request does not fit the conversation's state (a turn running, no approval)."""
-
-    status = 409
-
-
-class UnavailableError(ServiceError):
-    """The conversations database cannot be reached; the request changed nothing."""
-
-    status = 503
-
-
-class ForbiddenError(ServiceError):
-    """The token names a passenger the travel database does not know."""
-
-    status = 403
 
 
 class LockedSessions:
@@ -179,276 +112,6 @@ class LockedSessions:
             return self._store.list(passenger_id, limit)
 
 
-# --- turns ---------------------------------------------------------------------------------
-
-
-@dataclass
-class _Running:
-    cancel: Cancel = field(default_factory=Cancel)
-    turn: Turn | None = None
-    stopped: bool = False
-
-
-class TurnRunner:
-    """Run turns as tasks of the event loop, one per conversation at a time.
-
-    ``claim`` reserves a conversation in this process and, through ``take``, beyond it
-    (or refuses: a turn is running); ``start`` runs the claimed turn as a task and keeps
-    its events in a journal that any number of clients read (``follow``). A turn belongs
-    to the service, not to a client: it runs to its end or to its cancel whatever its
-    clients do, and waiting for the model holds no thread.
-    """
-
-    def __init__(self) -> None:
-        """Run no turn yet."""
-        self._running: dict[str, _Running] = {}
-        self._journals: dict[str, Journal] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._lock = threading.Lock()
-        self._closed = False
-
-    def busy(self, thread_id: str) -> bool:
-        """Tell whether a turn of ``thread_id`` is running in this process."""
-        with self._lock:
-            return thread_id in self._running
-
-    def claim(self, thread_id: str, take: Callable[[], Turn] | None = None) -> threading.Event:
-        """Reserve ``thread_id`` for a turn; return the event that cancels it.
-
-        ``take`` takes the conversation beyond this process (``Conversation.claim``),
-        which may wait on the network (PostgreSQL): call it in a worker thread, not on
-        the event loop.
-
-        Raises:
-            ConflictError: A turn of this conversation is already running (in this
-                service or elsewhere), or the service is stopping.
-            UnavailableError: Where the turn locks live cannot be reached.
-        """
-        with self._lock:
-            if self._closed:
-                raise ConflictError(STOPPING)
-            if thread_id in self._running:
-                raise ConflictError(STILL_ANSWERING)
-            running = self._running[thread_id] = _Running()
-        try:
-            running.turn = take() if take is not None else None
-        except TurnRefusedError as error:
-            self._forget(thread_id)
-            kind = UnavailableError if error.failure.kind == "unavailable" else ConflictError
-            raise kind(error.failure.text) from error
-        except BaseException:
-            self._forget(thread_id)
-            raise
-        return running.cancel
-
-    def turn(self, thread_id: str) -> Turn:
-        """Return the turn ``claim`` took for ``thread_id``."""
-        with self._lock:
-            turn = self._running[thread_id].turn
-        assert turn is not None, "claimed without taking the conversation"
-        return turn
-
-    def _forget(self, thread_id: str) -> _Running | None:
-        with self._lock:
-            return self._running.pop(thread_id, None)
-
-    def release(self, thread_id: str) -> None:
-        """Free ``thread_id`` (after its turn, or when the request is refused)."""
-        running = self._forget(thread_id)
-        if running is not None and running.turn is not None:
-            try:
-                running.turn.release()
-            except Exception:  # the lock dies with its connection anyway
-                log.exception("Releasing the turn lock of %s failed", thread_id)
-
-    def stopped(self, thread_id: str) -> bool:
-        """Tell whether the customer asked the running turn of ``thread_id`` to stop."""
-        with self._lock:
-            running = self._running.get(thread_id)
-            return running is not None and running.stopped
-
-    def stop(self, thread_id: str) -> bool:
-        """Cancel the turn of ``thread_id`` running here, as Ctrl-C does in the terminal.
-
-        Returns whether one was running in this process.
-        """
-        with self._lock:
-            running = self._running.get(thread_id)
-            if running is None:
-                return False
-            running.stopped = True
-            running.cancel.set_by("cancelled")  # recorded as the customer's cancel
-            return True
-
-    def start(self, thread_id: str, work: Callable[[], AsyncIterator[StreamEvent]]) -> Journal:
-        """Run ``work`` for the claimed ``thread_id`` as a task; return its journal.
-
-        Call it on the event loop. The conversation is released when ``work`` ends; the
-        journal keeps the turn's events, for clients that come back (``follow``), until
-        the next turn of the conversation or ``JOURNAL_SECONDS`` after its end.
-
-        Raises:
-            ConflictError: The service is stopping.
-        """
-        loop = asyncio.get_running_loop()
-        if self._closed:
-            self.release(thread_id)
-            raise ConflictError(STOPPING)
-        self._loop = loop
-        now = time.monotonic()
-        for old in [k for k, j in self._journals.items() if j.expired(now)]:
-            del self._journals[old]
-        journal = self._journals[thread_id] = Journal(secrets.token_hex(4))
-
-        async def produce() -> None:
-            try:
-                async for event in work():
-                    journal.add(event)
-            except Exception:  # work() reports its own errors; this is a bug
-                reference = secrets.token_hex(4)
-                log.exception("A turn of %s failed [reference %s]", thread_id, reference)
-                journal.add(
-                    ErrorEvent(
-                        detail=words.with_reference(UNEXPECTED_ERROR, reference),
-                        kind="unexpected",
-                        reference=reference,
-                    )
-                )
-            finally:
-                # Freeing a lock held in PostgreSQL is a round trip: off the loop.
-                await asyncio.to_thread(self.release, thread_id)
-                journal.finish()
-
-        task = loop.create_task(produce(), name=f"turn {thread_id}")
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return journal
-
-    def stream(
-        self, thread_id: str, work: Callable[[], AsyncIterator[StreamEvent]]
-    ) -> AsyncIterator[StreamEvent]:
-        """Run ``work`` as ``start`` does; yield its events (call it on the event loop)."""
-        return _events(self.start(thread_id, work).read())
-
-    def follow(self, thread_id: str, last_event_id: str | None = None) -> Journal | None:
-        """Return the journal of the turn of ``thread_id`` run here (running or just over).
-
-        ``None`` when this process ran none lately: the turn may run in another worker.
-        Call it on the event loop.
-        """
-        journal = self._journals.get(thread_id)
-        if journal is None or journal.expired(time.monotonic()):
-            return None
-        return journal
-
-    def close(self, wait: float = 30.0) -> None:
-        """Cancel the running turns and wait for them to close (call it off the loop)."""
-        with self._lock:
-            self._closed = True
-            cancels = [running.cancel for running in self._running.values()]
-        for cancel in cancels:
-            cancel.set()
-        loop, tasks = self._loop, list(self._tasks)
-        if loop is None or not tasks or loop.is_closed() or not loop.is_running():
-            return
-
-        async def finished() -> None:
-            await asyncio.wait(tasks, timeout=wait)
-
-        with contextlib.suppress(TimeoutError):
-            asyncio.run_coroutine_threadsafe(finished(), loop).result(wait + 1)
-
-
-# A turn's events with their ids, in batches (``Journal.read``); an empty batch: the turn
-# is still running, nothing came for a while.
-Journaled = AsyncIterator[list[tuple[str, StreamEvent]]]
-
-
-class Journal:
-    """The events of one turn in order, kept so a client can read them from where it left off.
-
-    Each event's id is ``<turn>.<n>`` (n from 1), sent as the server-sent event's id; a
-    client that lost the stream reads on after the last id it saw (``Last-Event-ID``).
-    Everything here runs on the event loop.
-    """
-
-    def __init__(self, turn: str) -> None:
-        """Start the journal of the turn named ``turn``."""
-        self.turn = turn
-        self.events: list[StreamEvent] = []
-        self.finished_at: float | None = None
-        self._wakers: list[asyncio.Event] = []
-
-    def add(self, event: StreamEvent) -> None:
-        """Append ``event`` and wake the readers."""
-        self.events.append(event)
-        self._wake()
-
-    def finish(self) -> None:
-        """Mark the turn over and wake the readers."""
-        self.finished_at = time.monotonic()
-        self._wake()
-
-    def _wake(self) -> None:
-        for waker in self._wakers:
-            waker.set()
-
-    def expired(self, now: float) -> bool:
-        """Tell whether the turn ended more than ``JOURNAL_SECONDS`` before ``now``."""
-        return self.finished_at is not None and now - self.finished_at > JOURNAL_SECONDS
-
-    def position(self, last_event_id: str | None) -> int:
-        """Return how many events a client that saw ``last_event_id`` has read."""
-        turn, _, number = (last_event_id or "").partition(".")
-        if turn != self.turn or not number.isdigit():
-            return 0
-        return min(int(number), len(self.events))
-
-    async def read(self, after: int = 0, pause: float | None = None) -> Journaled:
-        """Yield ``(id, event)`` from the one after the ``after``-th until the turn is over.
-
-        The events come in batches: all those that arrived since the last batch, so that
-        a stream can send them in one write. With ``pause``, an empty batch also comes
-        whenever that many seconds pass without an event, so that the stream can say it
-        is alive (``KEEPALIVE_SECONDS``).
-        """
-        waker = asyncio.Event()
-        self._wakers.append(waker)
-        loop = asyncio.get_running_loop()
-        try:
-            position = after
-            while True:
-                if position < len(self.events):
-                    first, position = position, len(self.events)
-                    yield [
-                        (f"{self.turn}.{number}", self.events[number - 1])
-                        for number in range(first + 1, position + 1)
-                    ]
-                    continue  # more may have come while the batch was sent
-                if self.finished_at is not None:
-                    return
-                waker.clear()
-                if pause is None:
-                    await waker.wait()
-                    continue
-                timer = loop.call_later(pause, waker.set)
-                try:
-                    await waker.wait()
-                finally:
-                    timer.cancel()
-                if position == len(self.events) and self.finished_at is None:
-                    yield []  # nothing came for ``pause`` seconds
-        finally:
-            self._wakers.remove(waker)
-
-
-async def _events(read: Journaled) -> AsyncIterator[StreamEvent]:
-    async for batch in read:
-        for _, event in batch:
-            yield event
-
-
 @dataclass(frozen=True)
 class FailedTurn:
     """A turn that failed or was cancelled, as a supervisor sees it (``detail``: the operator's)."""
@@ -482,130 +145,6 @@ class RecentFailures:
         """Return the failures of ``thread_id``, oldest first."""
         with self._lock:
             return list(self._by_thread.get(thread_id, ()))
-
-
-# --- outcomes as the API's models ----------------------------------------------------------
-
-
-def approval_out(approval: Approval) -> PendingActionOut:
-    """Return a pending action as the API shows it: the terminal's lines, the amount apart."""
-    return PendingActionOut(
-        tool_call_id=approval.tool_call_id,
-        tool=approval.tool,
-        assistant=approval.assistant,
-        assistant_label=approval.label,
-        preview=PreviewOut(
-            title=approval.title,
-            lines=list(approval.lines),
-            amount=approval.amount,
-            amount_kind=approval.amount_kind,
-            error=approval.refusal,
-        ),
-        check=check_out(approval.check) if approval.check is not None else None,
-    )
-
-
-def check_out(check: Check) -> CheckOut:
-    """Return a second approval's check as the customer's API shows it."""
-    status = cast('Literal["waiting", "approved", "refused"]', check.status)
-    if check.decided:
-        text = words.check_decided(check.staff, check.title, check.approved, check.reason)
-    else:
-        text = words.CHECK_WAITING
-    return CheckOut(
-        check_id=check.id, status=status, staff=check.staff, reason=check.reason, text=text
-    )
-
-
-def history_item(record: Record) -> HistoryItem:
-    """Return one record of the history as the API's item."""
-    if isinstance(record, CustomerLine):
-        return CustomerItem(id=record.id, text=record.text)
-    if isinstance(record, AssistantLine):
-        return AssistantItem(
-            id=record.id,
-            assistant=record.assistant,
-            label=record.label,
-            text=record.text,
-            html=reply_html(record.text),
-            person=record.person,
-        )
-    if isinstance(record, ActionRecord):
-        return ActionItem(
-            tool_call_id=record.tool_call_id,
-            tool=record.tool,
-            title=record.title,
-            outcome=record.outcome,
-            reason=record.reason,
-            lines=list(record.lines),
-            amount=record.amount,
-            result=record.result,
-            text=record.line,
-        )
-    return NoticeItem(text=record.text)
-
-
-def _capitalized(text: str) -> str:
-    return text[:1].upper() + text[1:]
-
-
-def stream_events(outcome: Outcome) -> Iterator[StreamEvent]:
-    """Return what a live turn's ``outcome`` sends to the client (often nothing)."""
-    if isinstance(outcome, ReplyPiece):
-        yield TokenOut(
-            text=outcome.text,
-            assistant=outcome.assistant,
-            label=outcome.label,
-            message_id=outcome.message_id,
-        )
-    elif isinstance(outcome, AssistantLine):
-        yield MessageOut(
-            id=outcome.id,
-            assistant=outcome.assistant,
-            label=outcome.label,
-            text=outcome.text,
-            html=reply_html(outcome.text),
-        )
-    elif isinstance(outcome, Activity):
-        yield StatusEvent(text=f"{_capitalized(outcome.text)}…", tool=outcome.tool)
-    elif isinstance(outcome, HandOver) and outcome.text:
-        yield StatusEvent(text=f"{_capitalized(outcome.text)}.", tool=outcome.tool)
-    elif isinstance(outcome, ActionRecord | Notice):
-        # The status line says it at once; the record is what the history shows for it.
-        status = outcome.status if isinstance(outcome, ActionRecord) else outcome.text
-        yield StatusEvent(text=status, tool=getattr(outcome, "tool", None))
-        item = history_item(outcome)
-        assert isinstance(item, ActionItem | NoticeItem)
-        yield RecordEvent(item=item)
-    elif isinstance(outcome, TurnEnd):
-        if outcome.approvals:
-            yield PendingEvent(actions=[approval_out(a) for a in outcome.approvals])
-        yield DoneEvent(
-            pending_actions=len(outcome.approvals),
-            assistant=outcome.assistant,
-            label=outcome.label,
-        )
-    elif isinstance(outcome, TurnFailure):
-        yield failure_event(outcome)
-
-
-def failure_event(failure: TurnFailure, stopped: bool = False) -> ErrorEvent:
-    """Return what the customer is told of ``failure``: never the operator's detail.
-
-    A model-server failure is logged with a reference the customer can quote; a cancel
-    the customer asked for (Stop, ``stopped``) says so.
-    """
-    if failure.kind == "cancelled" and stopped:
-        return ErrorEvent(detail=words.CANCELLED["customer"], kind="stopped")
-    if failure.kind in ("model", "time_limit"):  # its text is written for an operator
-        reference = secrets.token_hex(4)
-        log.warning("The model server failed [reference %s]: %s", reference, failure.detail)
-        return ErrorEvent(
-            detail=words.with_reference(words.MODEL_UNAVAILABLE, reference),
-            kind=failure.kind,
-            reference=reference,
-        )
-    return ErrorEvent(detail=failure.text, kind=failure.kind)
 
 
 # --- the service ---------------------------------------------------------------------------
@@ -697,16 +236,8 @@ class ConversationService:
         """Return the API's view of one conversation."""
         conversation = self.conversations.get(Thread(record.thread_id, record.passenger_id))
         summary = conversation.summary()
-        return ConversationOut(
-            conversation_id=record.thread_id,
-            title=record.title,
-            created_at=record.created_at,
-            updated_at=record.updated_at,
-            assistant=summary.assistant,
-            assistant_label=summary.label,
-            pending_actions=summary.pending_actions,
-            busy=self.runner.busy(record.thread_id) or conversation.busy(),
-        )
+        busy = self.runner.busy(record.thread_id) or conversation.busy()
+        return conversation_out(record, summary, busy)
 
     # Reading ------------------------------------------------------------------------------
 
@@ -887,11 +418,7 @@ class ConversationService:
                 reference = secrets.token_hex(4)
                 log.exception("A turn of %s failed [reference %s]", thread_id, reference)
                 self.failures.add(thread_id, "unexpected", UNEXPECTED_ERROR, repr(error))
-                yield ErrorEvent(
-                    detail=words.with_reference(UNEXPECTED_ERROR, reference),
-                    kind="unexpected",
-                    reference=reference,
-                )
+                yield unexpected_event(reference)
 
         return self.runner.start(thread_id, work)
 

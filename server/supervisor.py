@@ -30,8 +30,9 @@ from conversations.records import PRIMARY, AssistantLine, CustomerLine, Notice
 from db.values import AmountKind, fmt_money
 from server.access import supervisor
 from server.auth import Claims
+from server.records_out import approval_out
 from server.schemas import CONVERSATION_ID_PATTERN, PendingActionOut, Problem
-from server.service import ConversationService, approval_out
+from server.service import ConversationService
 
 if TYPE_CHECKING:
     from assistants.specialists import Crew

@@ -20,8 +20,8 @@ import pytest
 
 from db.engine import Database
 from db.fixtures import FIXTURE_PASSENGER_ID
-from server.app import DRAIN_BYTES, MAX_BODY_BYTES
 from server.limits import ServerLimits
+from server.middleware import DRAIN_BYTES, MAX_BODY_BYTES
 from server.service import ConversationService
 from tests.support.flights import ticket_flight
 from tests.support.scripted import ScriptedChatModel

@@ -8,8 +8,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from server.errors import ConflictError
+from server.runs import Journal, TurnRunner
 from server.schemas import ErrorEvent, StatusEvent, StreamEvent
-from server.service import ConflictError, Journal, TurnRunner
 
 
 def test_server_runner_streams_events_and_frees_the_conversation() -> None:
