@@ -142,6 +142,7 @@ class Summary:
     pending_actions: int
     turns: int
     title: str
+    checks_waiting: int = 0
 
 
 @dataclass(frozen=True)
@@ -294,6 +295,7 @@ class Conversation:
             pending_actions=len(self.assistant.pending_actions(self.thread)),
             turns=len(humans),
             title=message_text(humans[0]) if humans else "",
+            checks_waiting=sum(1 for c in self.checks() if not c.decided),
         )
 
     def approvals(self) -> list[Approval]:

@@ -363,18 +363,34 @@ def router() -> APIRouter:
         summary="Ask for a person from customer service",
         description="The conversation joins the queue for a person; the assistant stops "
         "answering until the person hands it back. Messages sent meanwhile are kept for "
-        "the person (their stream says so, then done). Asking again changes nothing.",
+        "the person (their stream says so, then done). Asking again changes nothing. An "
+        "action still waiting for your decision ends as not done (its record says why).",
+        responses={
+            **_NOT_FOUND,
+            **_CONFLICT,
+            409: {"model": Problem, "description": "The assistant is answering."},
+        },
+    )
+    def ask_for_person(people: People, thread: OwnedThread, body: PersonIn) -> PersonOut:
+        return people.ask(thread, body.reason)
+
+    @router.delete(
+        "/conversations/{conversation_id}/person",
+        tags=["people"],
+        summary="Leave the queue for a person",
+        description="Withdraws the request while nobody has taken it: the assistant "
+        "answers your next message, and is told.",
         responses={
             **_NOT_FOUND,
             **_CONFLICT,
             409: {
                 "model": Problem,
-                "description": "An action waits for your decision, or the assistant is answering.",
+                "description": "Nobody was asked for, or a person has the conversation already.",
             },
         },
     )
-    def ask_for_person(people: People, thread: OwnedThread, body: PersonIn) -> PersonOut:
-        return people.ask(thread, body.reason)
+    def withdraw_person(people: People, thread: OwnedThread) -> PersonOut:
+        return people.withdraw(thread)
 
     @router.post(
         "/conversations/{conversation_id}/stop",

@@ -262,8 +262,8 @@ class PersonDesk:
                 place=None,
                 agent=None,
                 # After a hand-back, what the terminal says then too.
-                text=words.back_with_assistant(latest.agent or "A person")
-                if latest is not None
+                text=words.back_with_assistant(latest.agent)
+                if latest is not None and latest.agent  # withdrawn: nobody took it
                 else words.ASSISTANT_ANSWERS,
                 messages=latest.messages if latest is not None else 0,
             )
@@ -281,9 +281,10 @@ class PersonDesk:
     def ask(self, thread: Thread, reason: str) -> PersonOut:
         """Put ``thread`` in the queue for a person.
 
+        An action still waiting for the customer's decision ends as not done.
+
         Raises:
-            ConflictError: An action waits for the customer's decision, or a turn of the
-                conversation is running.
+            ConflictError: A turn of the conversation is running.
         """
         if self.service.runner.busy(thread.thread_id):
             raise ConflictError(
@@ -294,6 +295,17 @@ class PersonDesk:
         with _refusals():
             conversation.ask_for_person(reason.strip(BLANKS))
         return self.person(thread)
+
+    def withdraw(self, thread: Thread) -> PersonOut:
+        """Take ``thread`` out of the queue for a person: the assistant answers again.
+
+        Raises:
+            ConflictError: Nobody was asked for, or a person has the conversation already.
+        """
+        conversation = self.conversations.get(thread)
+        with _refusals():
+            notice = conversation.withdraw_person_request()
+        return self.person(thread).model_copy(update={"text": notice.text})
 
     # The staff's side ----------------------------------------------------------------------
 

@@ -76,6 +76,7 @@ def conversation_out(record: SessionRecord, summary: Summary, busy: bool) -> Con
         assistant=summary.assistant,
         assistant_label=summary.label,
         pending_actions=summary.pending_actions,
+        checks_waiting=summary.checks_waiting,
         busy=busy,
     )
 

@@ -121,6 +121,11 @@ class ConversationOut(BaseModel):
     assistant: str = Field(description="The assistant that answers the next message.")
     assistant_label: str = Field(description="How the chat names it (empty for the primary).")
     pending_actions: int = Field(description="Actions waiting for the customer's decision.")
+    checks_waiting: int = Field(
+        0,
+        description="Of those, the ones the customer approved that wait for a member of "
+        "staff's check (a second approval): nothing is for the customer to decide there.",
+    )
     busy: bool = Field(description="A turn is running right now.")
 
 

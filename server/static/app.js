@@ -181,6 +181,8 @@ function conversationEntry(conversation) {
   open.append(el("span", { class: "title" }, title));
   open.append(el("span", { class: "when" }, new Date(conversation.updated_at).toLocaleString()));
   if (conversation.busy) open.append(el("span", { class: "badge busy" }, "Answering…"));
+  else if (conversation.pending_actions && conversation.checks_waiting >= conversation.pending_actions)
+    open.append(el("span", { class: "badge" }, "Waiting for our team's check"));
   else if (conversation.pending_actions) open.append(el("span", { class: "badge" }, "Waiting for your decision"));
   if (id === state.conversationId) open.setAttribute("aria-current", "page");
   open.addEventListener("click", (event) => {
@@ -1058,6 +1060,8 @@ function showPerson(person) {
   line.hidden = !state.person;
   line.textContent = state.person ? state.person.text : "";
   const button = $("ask-person");
+  $("leave-queue").hidden = !(state.person && state.person.status === "waiting");
+  if (state.person) closePersonForm();
   button.disabled = Boolean(state.person);
   button.textContent = !state.person
     ? "Talk to a person"
@@ -1133,9 +1137,12 @@ async function watchPerson(id, visit, known) {
       if (moved) await redrawHistory(id, visit);
       if (visit !== state.visit) return;
       if (now.status === "assistant") {
+        const told = Boolean(state.person); // not when this page left the queue itself
         showPerson(null);
-        addToLog(el("li", { class: "notice" }, now.text), null); // the service's words
-        announce(now.text);
+        if (told) {
+          addToLog(el("li", { class: "notice" }, now.text), null); // the service's words
+          announce(now.text);
+        }
         return;
       }
       if (now.status !== person.status) announce(now.text);
@@ -1147,7 +1154,44 @@ async function watchPerson(id, visit, known) {
   }
 }
 
-async function askForPerson() {
+// "Talk to a person" opens a short form: what it is about, which the person reads first.
+function openPersonForm() {
+  if (state.person) return;
+  $("person-form").hidden = false;
+  $("ask-person").setAttribute("aria-expanded", "true");
+  $("person-reason").focus();
+}
+
+function closePersonForm() {
+  $("person-form").hidden = true;
+  $("ask-person").setAttribute("aria-expanded", "false");
+}
+
+async function leaveQueue() {
+  const id = state.conversationId;
+  if (!id) return;
+  const visit = state.visit;
+  let response;
+  try {
+    response = await api(`/conversations/${encodeURIComponent(id)}/person`, { method: "DELETE" });
+  } catch (error) {
+    setStatus(error instanceof Offline ? NO_CONNECTION : GENERIC_PROBLEM);
+    return;
+  }
+  if (visit !== state.visit) return;
+  if (!response.ok) {
+    setStatus(await readProblem(response));
+    return;
+  }
+  const person = await response.json();
+  showPerson(null);
+  addToLog(el("li", { class: "notice" }, person.text), null);
+  announce(person.text);
+  scrollToEnd(true);
+  $("message").focus();
+}
+
+async function askForPerson(reason = "") {
   if (state.busy) {
     setStatus("Wait for the reply (or stop it), then ask for a person.");
     return;
@@ -1165,7 +1209,7 @@ async function askForPerson() {
     response = await api(`/conversations/${encodeURIComponent(id)}/person`, {
       method: "POST",
       headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ reason: "" }),
+      body: JSON.stringify({ reason }),
     });
   } catch (error) {
     setStatus(error instanceof Offline ? NO_CONNECTION : GENERIC_PROBLEM);
@@ -1178,9 +1222,14 @@ async function askForPerson() {
   }
   const person = await response.json();
   setStatus("");
+  closePersonForm();
+  $("person-reason").value = "";
   await redrawHistory(id, visit);
   announce(person.text);
   refreshConversations();
+  showPerson(person);
+  scrollToEnd(true); // the newest message in view, and the banner that says who comes
+  $("person").focus();
   watchPerson(id, visit, person);
 }
 
@@ -1204,7 +1253,16 @@ function start() {
   });
   $("composer").addEventListener("submit", send);
   $("stop").addEventListener("click", stop);
-  $("ask-person").addEventListener("click", askForPerson);
+  $("ask-person").addEventListener("click", openPersonForm);
+  $("person-cancel").addEventListener("click", () => {
+    closePersonForm();
+    $("ask-person").focus();
+  });
+  $("person-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    askForPerson($("person-reason").value.trim());
+  });
+  $("leave-queue").addEventListener("click", leaveQueue);
   $("send-anyway").addEventListener("click", () => {
     state.overridePending = true;
     $("composer").requestSubmit();

@@ -575,9 +575,14 @@ def test_a_person_answers_in_the_page_and_hands_back_to_the_assistant(
     site = site_for(model, DESKTOP)
     page = site.sign_in()
     page.get_by_role("button", name="Talk to a person").click()
+    page.get_by_label("What would you like to talk about? (optional)").fill("a broken seat")
+    no_serious_violations(page, axe, "asking for a person")
+    page.get_by_role("button", name="Ask for a person").click()
     expect(page.locator("#person")).to_contain_text("number 1 in the queue")
+    expect(page.locator("#person")).to_be_focused()  # what comes next is said there
     expect(page.get_by_role("button", name="Waiting for a person")).to_be_disabled()
-    expect(page.locator("#log")).to_contain_text("I would like to talk to a person.")
+    expect(page.locator("#log")).to_contain_text("I would like to talk to a person")
+    expect(page.locator("#log")).to_contain_text("a broken seat")
     no_serious_violations(page, axe, "waiting for a person")
 
     staff = httpx.Client(
@@ -625,6 +630,31 @@ def test_a_person_answers_in_the_page_and_hands_back_to_the_assistant(
     assert len(model.received) == 1
 
 
+def test_the_customer_leaves_the_queue_for_a_person_and_the_assistant_answers(
+    site_for: Callable[..., Site],
+) -> None:
+    from playwright.sync_api import expect
+
+    site = site_for(ScriptedChatModel(script=[say("Happy to help with that.")]), DESKTOP)
+    page = site.sign_in()
+    page.get_by_role("button", name="Talk to a person").click()
+    page.get_by_role("button", name="Ask for a person").click()
+    expect(page.locator("#person")).to_contain_text("number 1 in the queue")
+    page.get_by_role("button", name="Leave the queue").click()
+    expect(page.locator("#person")).to_be_hidden()
+    expect(page.locator("#log")).to_contain_text("You left the queue for a person")
+    expect(page.get_by_role("button", name="Talk to a person", exact=True)).to_be_enabled()
+    expect(page.get_by_role("button", name="Leave the queue")).to_be_hidden()
+    site.send("Never mind, can you help me here?")
+    expect(page.locator("#log .assistant").last).to_contain_text("Happy to help with that.")
+    expect(page.locator("#log")).not_to_contain_text("handed the conversation back")
+    token = site.signer.issue(FIXTURE_PASSENGER_ID)
+    with httpx.Client(base_url=site.url, headers={"Authorization": f"Bearer {token}"}) as api:
+        (conversation,) = api.get("/api/v1/conversations").json()["conversations"]
+        again = api.delete(f"/api/v1/conversations/{conversation['conversation_id']}/person")
+    assert again.status_code == 409 and "not waiting for a person" in again.json()["detail"]
+
+
 def test_a_large_change_waits_for_a_staff_check_then_the_page_goes_on(
     site_for: Callable[..., Site], travel_db: Database, axe: str
 ) -> None:
@@ -657,6 +687,7 @@ def test_a_large_change_waits_for_a_staff_check_then_the_page_goes_on(
     expect(warning).not_to_contain_text("your decision")
     warning.get_by_role("button", name="Keep waiting").click()
     expect(warning).to_be_hidden()
+    expect(page.locator("#conversation-list")).to_contain_text("Waiting for our team's check")
 
     staff = httpx.Client(
         base_url=site.url,

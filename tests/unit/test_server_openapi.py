@@ -242,7 +242,7 @@ def conform(
 def test_server_conforms_to_its_openapi_document(
     app_and_signer: tuple[FastAPI, TokenSigner], headers: dict[str, str], client: TestClient
 ) -> None:
-    assert conform(app_and_signer[0], headers) == 27
+    assert conform(app_and_signer[0], headers) == 28
 
 
 def test_server_conforms_to_its_openapi_document_for_a_supervisor(
@@ -251,7 +251,7 @@ def test_server_conforms_to_its_openapi_document_for_a_supervisor(
     # The supervisor's endpoints answer what they document, and the passengers' a 403.
     app, signer = app_and_signer
     supervisor = {"Authorization": f"Bearer {signer.issue('ana', role=SUPERVISOR)}"}
-    assert conform(app, supervisor) == 27
+    assert conform(app, supervisor) == 28
     assert conform(app, supervisor, conversation, acts=False) == 16
 
 
