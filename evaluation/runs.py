@@ -184,9 +184,10 @@ def converse(
     waits for a member of staff's check, as with ``TRAVEL_ASSISTANT_SECOND_APPROVAL_ABOVE``
     (the scenario's amount, not the variable's, counts here). ``STAFF`` then answers each
     waiting check with the next of the scenario's ``staff_checks`` (``decide_check``, as
-    the desk does) and the customer's side goes on (``resume_checked``, which runs or
-    declines the action and calls the model). A check with no scripted answer left is
-    left waiting, and the conversation ends there: the customer can only wait for staff.
+    the desk does), and the last decision applies them at once (``apply_checked``, which
+    runs or declines the action and calls the model), as the desk and the service do. A
+    check with no scripted answer left is left waiting, and the conversation ends there:
+    the customer can only wait for staff.
 
     The conversation is recorded in ``transcript`` (a new one by default), also when a
     model call fails part-way; ``on_turn`` hears the index of each customer message.
@@ -253,8 +254,8 @@ def converse(
                         # No scripted answer: the check waits, and so does the customer.
                         waiting_for_staff = True
                         break
-                    with conversation.claim() as turn:
-                        _finish(turn.resume_checked())
+                    # The last decision applies them, as the desk and the service do.
+                    _finish(conversation.apply_checked())
                     continue
                 answers = {}
                 for action in pending:
