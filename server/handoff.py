@@ -16,7 +16,7 @@ Every staff action is recorded in the audit log, as a supervisor's looks are.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Annotated, Any, Literal, cast
@@ -113,6 +113,13 @@ class StaffCheckOut(BaseModel):
     passenger_id: str
     title: str = Field(examples=["Book hotel"])
     amount: str = Field(examples=["To pay: EUR 1,240.00"])
+    lines: list[str] = Field(
+        default_factory=list,
+        examples=[["Hotel: Hilton Basel (Luxury)", "23 Apr -> 26 Apr", "To pay: EUR 1,240.00"]],
+        description="What the customer said yes to, as they were shown it: the item, the "
+        "dates, before -> after, prices and fees, and last the amount (the terminal's "
+        "lines, word for word). Empty once the action is no longer waiting.",
+    )
     asked_at: datetime
     status: Literal["waiting", "approved", "refused", "used", "withdrawn"]
     staff: str
@@ -174,14 +181,15 @@ def _check_text(value: Any) -> None:
             _check_text(item)
 
 
-def staff_check_out(check: Check) -> StaffCheckOut:
-    """Return a check as the staff see it."""
+def staff_check_out(check: Check, lines: Sequence[str] = ()) -> StaffCheckOut:
+    """Return a check as the staff see it, with the ``lines`` of its action's preview."""
     return StaffCheckOut(
         check_id=check.id,
         conversation_id=check.thread_id,
         passenger_id=check.passenger_id,
         title=check.title,
         amount=check.amount,
+        lines=list(lines),
         asked_at=check.asked_at,
         status=check.status,
         staff=check.staff,
@@ -372,8 +380,26 @@ class PersonDesk:
         return approval_out(approval)
 
     def checks(self) -> CheckList:
-        """Return the checks waiting for staff."""
-        return CheckList(checks=[staff_check_out(c) for c in self.desk.checks_waiting()])
+        """Return the checks waiting for staff, each with what the customer said yes to."""
+        waiting = self.desk.checks_waiting()
+        previews: dict[str, dict[str, tuple[str, ...]]] = {}
+        for check in waiting:  # one reading of the actions per conversation
+            if check.thread_id not in previews:
+                previews[check.thread_id] = self._previews(check)
+        return CheckList(
+            checks=[
+                staff_check_out(c, previews[c.thread_id].get(c.tool_call_id, ())) for c in waiting
+            ]
+        )
+
+    def _previews(self, check: Check) -> dict[str, tuple[str, ...]]:
+        """Return the preview lines of the actions waiting in ``check``'s conversation.
+
+        They are what the customer was shown before saying yes (as the desk's ``/checks``
+        prints them), by the id of the tool call a check names.
+        """
+        conversation = self.conversations.get(Thread(check.thread_id, check.passenger_id))
+        return {a.tool_call_id: a.lines for a in conversation.approvals()}
 
     def decide_check(self, staff: str, check_id: int, approved: bool, reason: str) -> StaffCheckOut:
         """Record ``staff``'s yes or no; the customer's side goes on with it.
@@ -386,12 +412,13 @@ class PersonDesk:
         if found is None:
             raise NotFoundError(f"There is no check {check_id}.")
         conversation = self.conversations.get(Thread(found.thread_id, found.passenger_id))
+        lines = self._previews(found).get(found.tool_call_id, ())
         with _refusals():
             decided = conversation.decide_check(
                 staff, check_id, approved=approved, reason=reason.strip(BLANKS)
             )
         self._record(staff, conversation, "approved" if approved else "refused")
-        return staff_check_out(decided)
+        return staff_check_out(decided, lines)
 
     async def go_on(self, check_id: int) -> None:
         """Run the actions of ``check_id``'s conversation once staff decided every check.

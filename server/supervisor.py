@@ -2,12 +2,14 @@
 
 A supervisor's token (``travel-assistant token --supervisor NAME``) reads, under
 ``/api/v1/supervisor``, the list of all conversations and, for each, what the people
-behind the desk need and the customer never sees: the active specialist, the hand-overs,
-every tool call with its arguments and raw result, every approval with the preview the
-customer was shown and its amount, the money moved, and the errors. It is built from the
-conversation protocol (``Conversation.timeline``, ``approvals``, ``summary``), as the
-terminal's ``/details`` is for one turn. Nothing here writes a conversation: the routes
-are all ``GET``, and a supervisor's token is refused (403) on the passengers' routes.
+behind the desk need and the customer never sees: who answers it (the assistant, nobody
+yet while it waits for a person, or the person who holds it), the active specialist, the
+hand-overs, every tool call with its arguments and raw result, every approval with the
+preview the customer was shown and its amount, the money moved, and the errors. It is
+built from the conversation protocol (``Conversation.timeline``, ``approvals``,
+``summary``, ``handoff``), as the terminal's ``/details`` is for one turn. Nothing here
+writes a conversation: the routes are all ``GET``, and a supervisor's token is refused
+(403) on the passengers' routes.
 
 Every look is recorded in the store's audit log (``conversations.audit``): who, at what,
 when; ``GET /api/v1/supervisor/audit`` and ``travel-assistant audit`` read it.
@@ -36,11 +38,13 @@ from server.service import ConversationService
 
 if TYPE_CHECKING:
     from assistants.specialists import Crew
+    from conversations.desk import Handoff
     from conversations.sessions import SessionRecord
 
 PREFIX = "/api/v1/supervisor"
 LIST_LIMIT = 200
 PRIMARY_TITLE = "primary assistant"
+AnswersBy = Literal["assistant", "waiting", "person"]
 # Query text no storage engine keeps (PostgreSQL refuses NUL) is refused with 422.
 NO_NUL = r"^[^\x00]*$"
 
@@ -66,6 +70,16 @@ class SupervisedConversation(BaseModel):
     updated_at: datetime
     assistant: str = Field(description="The assistant that answers the next message.")
     assistant_title: str = Field(description='How it is named ("flights specialist").')
+    answers: AnswersBy = Field(
+        description="Who answers the customer now: the assistant; nobody yet, the "
+        "conversation waits for a person in the desk's queue; or the person who holds it "
+        "(the assistant stays silent until they hand it back)."
+    )
+    person: str = Field(description="The person who holds it (empty unless answers is person).")
+    answers_text: str = Field(
+        description='The same in words: "Held by Ana Lima", "Waiting for a person", '
+        '"With the assistant (flights specialist)".'
+    )
     pending_actions: int
     turns: int = Field(description="Customer messages so far.")
     busy: bool = Field(description="A turn is running right now.")
@@ -223,6 +237,19 @@ def assistant_title(crew: Crew, name: str) -> str:
     return member.specialist.title if member is not None else PRIMARY_TITLE
 
 
+def who_answers(handoff: Handoff | None, title: str) -> tuple[AnswersBy, str, str]:
+    """Return who answers a conversation, the person holding it, and that in words.
+
+    ``handoff`` is its open hand-off to a person, if any; ``title`` names the assistant
+    that answers otherwise.
+    """
+    if handoff is None:
+        return "assistant", "", f"With the assistant ({title})"
+    if handoff.status == "held":
+        return "person", handoff.agent, f"Held by {handoff.agent}"
+    return "waiting", "", "Waiting for a person"
+
+
 def step_out(step: Step, crew: Crew) -> StepOut:
     """Return one step of the timeline as the API shows it."""
     if isinstance(step, CustomerLine):
@@ -307,6 +334,8 @@ class Desk:
         service = self.service
         conversation = service.conversations.get(Thread(record.thread_id, record.passenger_id))
         summary = conversation.summary()
+        title = assistant_title(self.crew, summary.assistant)
+        answers, person, answers_text = who_answers(conversation.handoff(), title)
         return SupervisedConversation(
             conversation_id=record.thread_id,
             passenger_id=record.passenger_id,
@@ -314,7 +343,10 @@ class Desk:
             created_at=record.created_at,
             updated_at=record.updated_at,
             assistant=summary.assistant,
-            assistant_title=assistant_title(self.crew, summary.assistant),
+            assistant_title=title,
+            answers=answers,
+            person=person,
+            answers_text=answers_text,
             pending_actions=summary.pending_actions,
             turns=summary.turns,
             busy=service.runner.busy(record.thread_id) or conversation.busy(),

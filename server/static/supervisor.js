@@ -1,18 +1,22 @@
-// The supervisor's view: every passenger's conversations, refreshed every few seconds,
+// The supervisor's view: every passenger's conversations, refreshed every two seconds,
 // and the desk: the customers waiting for a person, taken, written to and handed back to
-// the assistant (the only requests that change anything, under /supervisor/desk). Plain
-// JavaScript, no build step. Text from the API is only ever set as textContent.
+// the assistant, and the large actions waiting for a staff check, each with what the
+// customer said yes to and a way to open its conversation (the only requests that change
+// anything, under /supervisor/desk). The queue and the checks follow what other people do
+// (taken, decided elsewhere) on the same refresh. Plain JavaScript, no build step. Text
+// from the API is only ever set as textContent.
 "use strict";
 
 const TOKEN_KEY = "travel-assistant-supervisor-token";
 const API = "/api/v1/supervisor";
-const REFRESH_MS = 2500;
+const REFRESH_MS = 2000; // the queue and the checks are at most this old
 
 const state = {
   token: null,
   selected: null, // conversation id
   listText: "", // the last list answer, to redraw only on change
   detailText: "",
+  detail: null, // the selected conversation as last read: who answers it
   conversations: [],
   open: new Set(), // ids of the <details> left open by the reader
   timer: null,
@@ -102,6 +106,7 @@ function signOut(message = "") {
   state.selected = null;
   state.listText = "";
   state.detailText = "";
+  state.detail = null;
   state.queueText = "";
   state.checksText = "";
   state.handoffs = new Map();
@@ -155,7 +160,7 @@ function drawList() {
         el("span", { class: "title" }, c.title || "(no message yet)"),
       );
       const badges = el("span", { class: "badges" });
-      badges.append(el("span", { class: "badge agent" }, c.assistant_title));
+      badges.append(answersBadge(c));
       if (c.pending_actions) {
         badges.append(el("span", { class: "badge waiting" }, `${c.pending_actions} waiting`));
       }
@@ -166,6 +171,12 @@ function drawList() {
     }),
   );
   $("list-empty").hidden = state.conversations.length > 0;
+}
+
+// Who answers the customer: the assistant at work, or the queue, or the person holding it.
+function answersBadge(c) {
+  if (c.answers === "assistant") return el("span", { class: "badge agent" }, c.assistant_title);
+  return el("span", { class: `badge ${c.answers === "waiting" ? "waiting" : "person"}` }, c.answers_text);
 }
 
 async function select(id) {
@@ -205,6 +216,7 @@ async function loadDetail() {
 // --- one conversation --------------------------------------------------------------------
 
 function drawDetail(detail) {
+  state.detail = detail;
   const c = detail.conversation;
   $("detail-heading").textContent = c.title || "(no message yet)";
   $("detail-hint").hidden = true;
@@ -213,7 +225,7 @@ function drawDetail(detail) {
   const facts = [
     ["Passenger", c.passenger_id],
     ["Conversation", c.conversation_id],
-    ["Answering next", c.assistant_title],
+    ["Who answers", c.answers_text],
     ["State", c.busy ? "answering now" : "idle"],
     ["Customer messages", String(c.turns)],
     ["Charged", detail.money.charged],
@@ -233,7 +245,8 @@ function drawDetail(detail) {
   $("crew").replaceChildren(
     ...detail.assistants.map((a) => {
       const item = el("li", { class: a.active ? "active" : "" }, a.title);
-      if (a.active) item.append(el("span", { class: "badge agent" }, "answers next"));
+      // While a person has the conversation (or will), no assistant answers next.
+      if (a.active && c.answers === "assistant") item.append(el("span", { class: "badge agent" }, "answers next"));
       return item;
     }),
   );
@@ -402,13 +415,22 @@ async function loadQueue() {
   drawPerson();
 }
 
-// Second approvals: large actions customers approved, each decided once by a person.
+// Second approvals: large actions customers approved, each decided once by a person. A
+// check decided elsewhere leaves the list at the next refresh; a reason being typed into
+// one still there stays, and so does the focus.
 function drawChecks(text) {
   if (text === state.checksText) return;
   state.checksText = text;
   const { checks } = JSON.parse(text);
+  const typed = new Map([...$("checks").querySelectorAll("input")].map((input) => [input.id, input.value]));
+  const focused = document.activeElement && $("checks").contains(document.activeElement) ? document.activeElement.id : "";
   $("checks-heading").hidden = checks.length === 0;
   $("checks").replaceChildren(...checks.map((check) => checkEntry(check)));
+  for (const [id, value] of typed) {
+    const input = document.getElementById(id);
+    if (input) input.value = value;
+  }
+  if (focused && document.getElementById(focused)) document.getElementById(focused).focus();
 }
 
 function checkEntry(check) {
@@ -416,7 +438,17 @@ function checkEntry(check) {
   const label = `${check.title}, ${check.amount}`;
   item.append(el("span", { class: "who-line" }, `Passenger ${check.passenger_id}`));
   item.append(el("span", { class: "title" }, label));
+  // What the customer said yes to; its last line, the amount, is in the title already.
+  const lines = check.lines || [];
+  if (lines.length) item.append(previewLines(lines, lines[lines.length - 1] === check.amount));
   item.append(el("span", { class: "when" }, `since ${timeOf(check.asked_at)}`));
+  const open = el(
+    "button",
+    { type: "button", class: "secondary open", "aria-label": `Open the conversation: ${label}, passenger ${check.passenger_id}` },
+    "Open the conversation",
+  );
+  open.addEventListener("click", () => select(check.conversation_id));
+  item.append(open);
   const reasonId = `check-reason-${check.check_id}`;
   item.append(el("label", { for: reasonId }, "Reason, if you refuse (the customer and the assistant read it)"));
   const reason = el("input", { id: reasonId, type: "text", maxlength: "2000", autocomplete: "off" });
@@ -470,10 +502,19 @@ function queueEntry(handoff) {
   return item;
 }
 
-// The panel of the selected conversation: take it, write, hand it back.
+// The panel of the selected conversation: take it, write, hand it back; or who has it.
 function drawPerson() {
   const handoff = state.selected ? state.handoffs.get(state.selected) : undefined;
-  $("person-section").hidden = !handoff;
+  const read = state.detail && state.detail.conversation;
+  const other = !handoff && read && read.conversation_id === state.selected && read.answers === "person" && read.person !== state.me;
+  $("person-section").hidden = !handoff && !other;
+  if (other) {
+    $("person-state").textContent = `${read.answers_text}: only they write to the customer or hand it back.`;
+    $("take").hidden = true;
+    $("person-form").hidden = true;
+    $("hand-back-form").hidden = true;
+    return;
+  }
   if (!handoff) return;
   const mine = handoff.status === "held";
   const summary = handoff.summary ? ` The assistant's summary: ${handoff.summary}` : "";

@@ -6,8 +6,10 @@ desk to the other. The customer asks for a person; the desk's queue shows it wit
 place; one person takes it and a second cannot; what the person writes is in the
 customer's history with their name; what the customer writes meanwhile reaches the
 person and the model is not called; handed back with a note, the assistant answers the
-next message having read the note, which the customer never sees. Tokens of the wrong
-side are refused, and each staff action is in the audit log.
+next message having read the note, which the customer never sees. The supervisor's view
+says who answers all along (waiting, held by whom, the assistant again), and a staff
+check carries the lines the customer said yes to. Tokens of the wrong side are refused,
+and each staff action is in the audit log.
 """
 
 from __future__ import annotations
@@ -73,6 +75,18 @@ def client(url: str, token: str) -> httpx.Client:
     return httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30)
 
 
+def answers(staff: httpx.Client, conversation: str) -> tuple[str, str, str]:
+    """Return who answers ``conversation`` as the supervisor's view and its list say."""
+    detail = staff.get(f"/api/v1/supervisor/conversations/{conversation}")
+    assert detail.status_code == 200, detail.text
+    head = detail.json()["conversation"]
+    listed = staff.get("/api/v1/supervisor/conversations").json()["conversations"]
+    (row,) = [c for c in listed if c["conversation_id"] == conversation]
+    said = (head["answers"], head["person"], head["answers_text"])
+    assert (row["answers"], row["person"], row["answers_text"]) == said
+    return said
+
+
 def turn(http: httpx.Client, path: str, body: dict[str, Any]) -> list[Any]:
     with http.stream("POST", path, json=body) as response:
         assert response.status_code == 200, response.read()
@@ -96,6 +110,7 @@ def test_a_customer_and_a_person_talk_over_two_workers(travel_db: Database, loca
             assert asked.json()["place"] == 1
             assert "number 1 in the queue" in asked.json()["text"]
 
+            assert answers(ana, conversation) == ("waiting", "", "Waiting for a person")
             queue = ana.get("/api/v1/supervisor/desk/queue").json()
             (waiting,) = queue["waiting"]
             assert waiting["conversation_id"] == conversation
@@ -119,6 +134,8 @@ def test_a_customer_and_a_person_talk_over_two_workers(travel_db: Database, loca
             assert ANA in refused.json()["detail"]
             person = customer.get(f"{base}/person").json()
             assert (person["status"], person["agent"]) == ("with_person", ANA)
+            # Who holds it, on either worker, for any supervisor.
+            assert answers(bruno, conversation) == ("person", ANA, f"Held by {ANA}")
 
             wrote = ana.post(
                 f"/api/v1/supervisor/desk/{conversation}/messages",
@@ -152,6 +169,11 @@ def test_a_customer_and_a_person_talk_over_two_workers(travel_db: Database, loca
             assert (back_again.json()["status"], back_again.json()["note"]) == ("returned", NOTE)
             assert customer.get(f"{base}/person").json()["status"] == "assistant"
             assert ana.get("/api/v1/supervisor/desk/queue").json() == {"waiting": [], "yours": []}
+            assert answers(bruno, conversation) == (
+                "assistant",
+                "",
+                "With the assistant (primary assistant)",
+            )
 
             events = turn(customer, f"{base}/messages", {"text": "So where is my refund?"})
             assert [e.name for e in events][-1] == "done"
@@ -223,10 +245,14 @@ def test_a_large_amount_waits_for_a_staff_yes_on_another_worker(
                 conversation,
                 action["preview"]["amount"],
             )
+            # What the customer said yes to, word for word, on the other worker too.
+            assert check["lines"] == action["preview"]["lines"]
+            assert check["lines"][-1] == check["amount"] and len(check["lines"]) > 1
             decided = ana.post(
                 f"/api/v1/supervisor/desk/checks/{check['check_id']}", json={"approved": True}
             )
             assert decided.status_code == 200, decided.text
+            assert decided.json()["lines"] == action["preview"]["lines"]
             again = ana.post(
                 f"/api/v1/supervisor/desk/checks/{check['check_id']}", json={"approved": False}
             )

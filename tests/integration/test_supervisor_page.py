@@ -30,7 +30,7 @@ from server.auth import SUPERVISOR, TokenSigner
 from server.service import ConversationService
 from tests.support.assistants import build_assistant
 from tests.support.axe import serious_violations
-from tests.support.scripted import ScriptedChatModel
+from tests.support.scripted import ScriptedChatModel, say
 from tests.support.web import (
     DECLINE_REASON,
     FLIGHT_REQUEST,
@@ -53,6 +53,9 @@ CHROMIUM_ARGS = [
 ]
 SCREENSHOTS = Path(__file__).resolve().parents[2] / ".cache" / "screenshots"
 SUPERVISOR_NAME = "ana.lopez@meridian.example"
+OTHER_SUPERVISOR = "Bruno Costa"
+# The page refreshes every 2 s: what others do shows within that and a request or two.
+LIVE_MS = 5_000
 DESKTOP = {"width": 1280, "height": 800}
 PHONE = {"width": 390, "height": 844}
 
@@ -273,11 +276,20 @@ def test_supervisor_page_takes_a_waiting_customer_writes_and_hands_back(
         entry.click()
         panel = page.locator("#person-section")
         expect(panel).to_contain_text("Waiting for a person since")
+        facts = page.locator("#facts")
+        listed = page.locator("#conversation-list")
+        expect(facts).to_contain_text("Who answersWaiting for a person")
+        expect(listed).to_contain_text("Waiting for a person")
         check(page, "desk-waiting")
         page.get_by_role("button", name="Take this conversation").click()
         expect(page.get_by_label(re.compile("Your message to the customer"))).to_be_focused()
         expect(queue.get_by_role("button")).to_have_count(0)
         expect(page.locator("#yours")).to_contain_text("lost luggage")
+        # Who holds it, in the conversation and in the list: not "answering next: the
+        # primary assistant", which stays silent.
+        expect(facts).to_contain_text(f"Who answersHeld by {SUPERVISOR_NAME}")
+        expect(listed).to_contain_text(f"Held by {SUPERVISOR_NAME}")
+        expect(page.locator("#crew")).not_to_contain_text("answers next")
         assert customer.get(f"{base}/person").json()["agent"] == SUPERVISOR_NAME
 
         page.get_by_label(re.compile("Your message to the customer")).fill("Hello, I am on it.")
@@ -290,6 +302,8 @@ def test_supervisor_page_takes_a_waiting_customer_writes_and_hands_back(
         page.get_by_label(re.compile("Note for the assistant")).fill("Claim 4411 opened.")
         page.get_by_role("button", name="Hand back to the assistant").click()
         expect(panel).to_be_hidden()
+        expect(facts).to_contain_text("Who answersWith the assistant (primary assistant)")
+        expect(listed).to_contain_text("primary assistant")
         expect(page.locator("#yours")).to_be_empty()
         assert customer.get(f"{base}/person").json()["status"] == "assistant"
         assert model.received == []
@@ -348,3 +362,114 @@ def test_supervisor_page_refuses_a_large_change_with_a_reason(
         told = " ".join(str(m.content) for m in model.received[-1])
         assert "Fare needs a manager." in told
         page.close()
+
+
+def staff_client(url: str, signer: TokenSigner, name: str) -> httpx.Client:
+    """Return a client with a supervisor's token for ``name``: another person at the desk."""
+    token = signer.issue(name, role=SUPERVISOR)
+    return httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30)
+
+
+def test_supervisor_page_shows_what_a_check_decides_and_opens_its_conversation(
+    browser: Any, travel_db: Database, tmp_path: Path
+) -> None:
+    # Issue 41: a check shows the lines the customer said yes to, and opens its
+    # conversation (a read, audited); decided elsewhere, it leaves the page by itself.
+    from playwright.sync_api import expect
+
+    trip = plan_trip(travel_db)
+    model = ScriptedChatModel(
+        script=[*flight_then_hotel_script(trip)[:2], say("Our team could not approve it.")]
+    )
+    with (
+        supervisor_site(travel_db, model, tmp_path, check_above=1) as (
+            url,
+            customer,
+            store,
+            signer,
+        ),
+        staff_client(url, signer, OTHER_SUPERVISOR) as other,
+    ):
+        conversation, flight = approve_flight_change(customer)
+        page = browser.new_page(viewport=DESKTOP)
+        watch = Watch(page)  # the page only reads: the other person decides
+        page.goto(f"{url}/supervisor#token={signer.issue(SUPERVISOR_NAME, role=SUPERVISOR)}")
+
+        checks = page.locator("#checks")
+        expect(checks).to_contain_text(f"Change flight, {flight['preview']['amount']}")
+        # The preview as the customer saw it; its last line, the amount, is the title's.
+        expect(checks.locator(".preview-lines li")).to_have_text(flight["preview"]["lines"][:-1])
+        assert store.audit.entries(supervisor=SUPERVISOR_NAME, conversation_id=conversation) == []
+        page.get_by_role("button", name=re.compile("^Open the conversation: Change flight")).click()
+        expect(page.get_by_role("heading", name=FLIGHT_REQUEST)).to_be_focused()
+        assert f"conversation={conversation}" in page.url
+        expect(page.locator("#timeline")).to_contain_text("update_ticket_to_new_flight")
+        expect(page.locator("#timeline")).to_contain_text(str(trip.new_flight_id))
+        expect(page.locator("#facts")).to_contain_text(
+            "Who answersWith the assistant (flights specialist)"
+        )
+        check(page, "desk-check-preview")
+        looks = store.audit.entries(supervisor=SUPERVISOR_NAME, conversation_id=conversation)
+        assert [e.looked_at for e in looks] == ["conversation"]
+
+        # Another person refuses it over the API: it leaves this page without a click.
+        (waiting,) = other.get("/api/v1/supervisor/desk/checks").json()["checks"]
+        refused = other.post(
+            f"/api/v1/supervisor/desk/checks/{waiting['check_id']}",
+            json={"approved": False, "reason": "Fare needs a manager."},
+        )
+        assert refused.status_code == 200, refused.text
+        expect(checks.locator("li")).to_have_count(0, timeout=LIVE_MS)
+        expect(page.get_by_role("heading", name="Waiting for your check")).to_be_hidden()
+        page.close()
+    assert watch.problems == []
+
+
+def test_supervisor_page_queue_follows_what_others_do(
+    browser: Any, travel_db: Database, tmp_path: Path
+) -> None:
+    # The queue is current: a conversation another person takes leaves it within a
+    # couple of seconds, with no reload, and its view says who holds it now.
+    from playwright.sync_api import expect
+
+    model = ScriptedChatModel(script=[])
+    with (
+        supervisor_site(travel_db, model, tmp_path) as (url, customer, _store, signer),
+        staff_client(url, signer, OTHER_SUPERVISOR) as other,
+    ):
+        page = browser.new_page(viewport=DESKTOP)
+        watch = Watch(page)
+        page.goto(f"{url}/supervisor#token={signer.issue(SUPERVISOR_NAME, role=SUPERVISOR)}")
+        expect(page.get_by_text(f"Supervisor {SUPERVISOR_NAME}")).to_be_visible()
+
+        conversation = customer.post("/api/v1/conversations").json()["conversation_id"]
+        base = f"/api/v1/conversations/{conversation}"
+        customer.post(f"{base}/person", json={"reason": "missed connection"})
+        queue = page.locator("#queue")
+        entry = queue.get_by_role("button", name=re.compile("missed connection"))
+        expect(entry).to_be_visible(timeout=LIVE_MS)  # a newcomer appears by itself
+        entry.click()
+        facts = page.locator("#facts")
+        expect(facts).to_contain_text("Who answersWaiting for a person")
+        expect(page.get_by_role("button", name="Take this conversation")).to_be_visible()
+
+        taken = other.post(f"/api/v1/supervisor/desk/{conversation}/take")
+        assert taken.status_code == 200, taken.text
+        expect(queue.get_by_role("button")).to_have_count(0, timeout=LIVE_MS)
+        expect(page.locator("#queue-empty")).to_be_visible()
+        expect(facts).to_contain_text(f"Who answersHeld by {OTHER_SUPERVISOR}", timeout=LIVE_MS)
+        panel = page.locator("#person-section")
+        expect(panel).to_contain_text(f"Held by {OTHER_SUPERVISOR}: only they write")
+        expect(page.get_by_role("button", name="Take this conversation")).to_be_hidden()
+        expect(page.locator("#person-form")).to_be_hidden()
+        expect(page.locator("#conversation-list")).to_contain_text(f"Held by {OTHER_SUPERVISOR}")
+        check(page, "desk-held-by-another")
+
+        # Handed back elsewhere: the view says the assistant answers again.
+        other.post(f"/api/v1/supervisor/desk/{conversation}/hand-back", json={"note": ""})
+        expect(facts).to_contain_text(
+            "Who answersWith the assistant (primary assistant)", timeout=LIVE_MS
+        )
+        expect(panel).to_be_hidden()
+        page.close()
+    assert watch.problems == []
