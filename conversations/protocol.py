@@ -80,6 +80,7 @@ from conversations.records import (
     approval_of,
     message_text,
 )
+from db.passengers import next_flight
 from db.values import fmt_money
 
 if TYPE_CHECKING:
@@ -143,6 +144,7 @@ class Summary:
     turns: int
     title: str
     checks_waiting: int = 0
+    messages: int = 0
 
 
 @dataclass(frozen=True)
@@ -229,6 +231,18 @@ class Conversations:
         """Tell whether ``passenger_id`` is a known passenger."""
         return self.assistant.check_passenger(passenger_id)
 
+    def first_questions(self, passenger_id: str) -> list[str]:
+        """Return what a new conversation offers to ask, from the passenger's next flight.
+
+        General questions when no flight is ahead (or the passenger is not known).
+        """
+        db = self.assistant.db
+        with db.rows() as rows:
+            flight = next_flight(rows, passenger_id, db.clock())
+        if flight is None:
+            return list(words.GENERAL_QUESTIONS)
+        return words.first_questions(flight.flight_no, flight.arrival_city, flight.destination_city)
+
     def get(self, thread: Thread) -> Conversation:
         """Return the conversation ``thread`` (it need not be saved yet)."""
         return Conversation(self, thread)
@@ -296,6 +310,7 @@ class Conversation:
             turns=len(humans),
             title=message_text(humans[0]) if humans else "",
             checks_waiting=sum(1 for c in self.checks() if not c.decided),
+            messages=len(messages),
         )
 
     def approvals(self) -> list[Approval]:
@@ -303,17 +318,23 @@ class Conversation:
 
         An action the customer approved that waits for a member of staff's check (or
         whose check is decided and not yet applied) carries it: it is not asked again.
+        One a person from customer service proposed names them (``proposed_by``).
         """
         label = self.describer.label
+        previews = list(self.previews())
+        if not previews:  # most turns end so: no query of the desk for checks
+            return []
         checks = {c.tool_call_id: c for c in self.checks()}
+        messages = self.assistant.messages(self.thread)
         return [
             replace(
                 approval_of(
                     preview, action.tool_call_id, action.assistant, label(action.assistant)
                 ),
                 check=checks.get(action.tool_call_id),
+                proposed_by=_proposer(messages, action.tool_call_id),
             )
-            for action, preview in self.previews()
+            for action, preview in previews
         ]
 
     def checks(self) -> list[Check]:
@@ -742,7 +763,8 @@ class Turn:
             )
             return
         # A new message drops what is pending (answered as not done): so are its checks.
-        self.conversation.owner.desk.end_checks(self._thread.thread_id, "withdrawn")
+        if self._assistant.pending_actions(self._thread):
+            self.conversation.owner.desk.end_checks(self._thread.thread_id, "withdrawn")
         self.conversation.owner.register(self._thread, text)
         handoff = self.conversation.handoff()
         if handoff is not None:

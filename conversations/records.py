@@ -193,6 +193,8 @@ class Approval:
             put to the customer and never runs.
         check: The customer said yes and a member of staff checks it too (a second
             approval above an amount): waiting, or decided and about to be applied.
+        proposed_by: The member of staff who proposed it, when a person from customer
+            service did (``None``: the assistant did); a decline's reason goes to them.
     """
 
     tool_call_id: str
@@ -205,6 +207,7 @@ class Approval:
     amount_kind: AmountKind | None
     refusal: str | None
     check: Check | None = None
+    proposed_by: str | None = None
 
 
 @dataclass(frozen=True)

@@ -361,3 +361,28 @@ def staff_note(agent: str, note: str) -> str:
         f"[Note from {agent} of the customer-service team to the assistant, not shown to the "
         f"customer] {note}"
     )
+
+
+# --- a new conversation in the web chat ------------------------------------------------------
+
+WELCOME = (
+    "I can look up your bookings, change or cancel your flights, and book hotels, rental "
+    "cars and excursions. Nothing is booked or changed until you say yes."
+)
+# The questions a new conversation offers a passenger without a flight ahead.
+GENERAL_QUESTIONS = (
+    "What are my bookings?",
+    "Find me a flight",
+    "Book a hotel",
+    "What can I change or cancel?",
+)
+
+
+def first_questions(flight_no: str, arrival_city: str, destination_city: str) -> list[str]:
+    """Return the questions a new conversation offers, from the passenger's next flight."""
+    return [
+        f"What time does my flight {flight_no} to {arrival_city} leave?",
+        f"Change my flight {flight_no}",
+        f"Book a hotel in {destination_city}",
+        f"Rent a car in {destination_city}",
+    ]

@@ -9,6 +9,7 @@ shows its new flight: nothing a write does makes a record vanish.
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -190,3 +191,36 @@ def _tickets(session: Reader, passenger_id: str, now: datetime) -> list[dict[str
             }
         )
     return [{**ticket, "segments": segments[number]} for number, ticket in tickets.items()]
+
+
+@dataclass(frozen=True)
+class NextFlight:
+    """The passenger's next flight, as a new conversation's suggested questions name it.
+
+    Attributes:
+        flight_no: Its flight number ("LX0112").
+        arrival_city: Where that flight lands.
+        destination_city: Where the trip goes: the ticket's last stop, or where this
+            flight lands when the ticket comes back to where it started (a return).
+    """
+
+    flight_no: str
+    arrival_city: str
+    destination_city: str
+
+
+def next_flight(session: Reader, passenger_id: str, now: datetime) -> NextFlight | None:
+    """Return the passenger's next flight not yet flown, on a ticket not cancelled.
+
+    ``None`` when there is none (or no such passenger).
+    """
+    rows = session.execute(_TICKETS, {"passenger_id": passenger_id}).all()
+    ahead = [r for r in rows if r.ticket_status != "cancelled" and not segment_has_departed(r, now)]
+    if not ahead:
+        return None
+    first = ahead[0]  # by departure
+    ticket = [r for r in rows if r.ticket_no == first.ticket_no]
+    destination = ticket[-1].arrival_city
+    if ticket[-1].arrival_airport == ticket[0].departure_airport:  # a return: back home
+        destination = first.arrival_city
+    return NextFlight(first.flight_no, first.arrival_city, destination)

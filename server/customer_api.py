@@ -41,6 +41,7 @@ from server.schemas import (
     PendingList,
     Problem,
     StopOut,
+    Suggestions,
     TitleIn,
 )
 from server.service import ConversationService
@@ -204,6 +205,17 @@ def router() -> APIRouter:
     def me(claims: Passenger) -> Me:
         return Me(passenger_id=claims.passenger_id, expires_at=claims.expires_at)
 
+    @router.get(
+        "/suggestions",
+        tags=["session"],
+        summary="What a new conversation offers to ask, from your bookings",
+        description="A greeting that says what the assistant can do, and three or four "
+        "questions drawn from your next flight (general ones when no flight is ahead). "
+        "Nothing is asked until you send one.",
+    )
+    def suggestions(service: Service, claims: Passenger) -> Suggestions:
+        return service.suggestions(claims.passenger_id)
+
     @router.get("/conversations", tags=["conversations"], summary="List your conversations")
     def list_conversations(service: Service, claims: Passenger) -> ConversationList:
         return ConversationList(conversations=service.passenger_conversations(claims.passenger_id))
@@ -274,7 +286,8 @@ def router() -> APIRouter:
         tags=["approvals"],
         summary="Approve or decline every pending action; the rest of the turn streams",
         description="One decision per pending action, each approved or declined with an "
-        "optional reason, which is passed to the assistant. Only an explicit approval runs "
+        "optional reason, which is passed to whoever proposed the action (the assistant, "
+        "or the person its proposed_by names). Only an explicit approval runs "
         "an action. The events are those of sending a message.",
         responses={**_NOT_FOUND, **_CONFLICT},
     )

@@ -78,6 +78,7 @@ def conversation_out(record: SessionRecord, summary: Summary, busy: bool) -> Con
         pending_actions=summary.pending_actions,
         checks_waiting=summary.checks_waiting,
         busy=busy,
+        messages=summary.messages,
     )
 
 
@@ -96,6 +97,7 @@ def approval_out(approval: Approval) -> PendingActionOut:
             error=approval.refusal,
         ),
         check=check_out(approval.check) if approval.check is not None else None,
+        proposed_by=approval.proposed_by,
     )
 
 

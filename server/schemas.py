@@ -51,6 +51,7 @@ __all__ = [
     "StatusEvent",
     "StopOut",
     "StreamEvent",
+    "Suggestions",
     "TitleIn",
     "TokenEvent",
 ]
@@ -108,6 +109,27 @@ class Me(BaseModel):
     expires_at: datetime
 
 
+class Suggestions(BaseModel):
+    """What a new conversation offers: what the assistant does, and questions to start with."""
+
+    greeting: str = Field(
+        description="What the assistant can do for the customer, in a sentence or two."
+    )
+    questions: list[str] = Field(
+        description="Three or four questions drawn from the passenger's next flight (its "
+        "number, where it lands, where the trip goes), or general ones when no flight is "
+        "ahead. The web chat sends the one clicked as the customer's message.",
+        examples=[
+            [
+                "What time does my flight LX0112 to Basel leave?",
+                "Change my flight LX0112",
+                "Book a hotel in Basel",
+                "Rent a car in Basel",
+            ]
+        ],
+    )
+
+
 # --- conversations --------------------------------------------------------------------------
 
 
@@ -127,6 +149,12 @@ class ConversationOut(BaseModel):
         "staff's check (a second approval): nothing is for the customer to decide there.",
     )
     busy: bool = Field(description="A turn is running right now.")
+    messages: int = Field(
+        0,
+        description="How many messages the conversation has saved: it grows with every "
+        "message, reply and decision, wherever they happen (another tab, the terminal, a "
+        "person), so a client sees that something changed.",
+    )
 
 
 class TitleIn(_Body):
@@ -243,6 +271,11 @@ class PendingActionOut(BaseModel):
         description="Set when the customer said yes and the amount needs a member of "
         "staff's yes too: the action is not asked again, it waits for them.",
     )
+    proposed_by: str | None = Field(
+        default=None,
+        description="The name of the person from customer service who proposed the action "
+        "(null: the assistant did). A reason given with a decline goes to whoever proposed it.",
+    )
 
 
 class PendingList(BaseModel):
@@ -262,7 +295,8 @@ class DecisionIn(_Body):
         default=None,
         max_length=MAX_REASON_CHARS,
         pattern=REASON_PATTERN,
-        description="Why not (optional, for a decline): passed to the assistant. "
+        description="Why not (optional, for a decline): passed to whoever proposed the "
+        "action (the assistant, or the person named by its proposed_by). "
         "Outer blanks are dropped; a blank reason is no reason.",
     )
 

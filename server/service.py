@@ -62,6 +62,7 @@ from server.schemas import (
     PendingActionOut,
     RecordEvent,
     StreamEvent,
+    Suggestions,
 )
 
 if TYPE_CHECKING:
@@ -227,6 +228,13 @@ class ConversationService:
         record = self.sessions.get(conversation_id)
         assert record is not None
         return self.summary(record)
+
+    def suggestions(self, passenger_id: str) -> Suggestions:
+        """Return what a new conversation of ``passenger_id`` offers to ask first."""
+        return Suggestions(
+            greeting=words.WELCOME,
+            questions=self.conversations.first_questions(passenger_id),
+        )
 
     def passenger_conversations(self, passenger_id: str) -> list[ConversationOut]:
         """Return the passenger's conversations, most recently used first."""

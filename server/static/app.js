@@ -18,6 +18,9 @@ const MAX_BACKOFF_MS = 15000;
 const ELSEWHERE_POLL_MS = 2000;
 // While a person has the conversation (or will), how often the page asks what changed.
 const PERSON_POLL_MS = 1500;
+// How often an open conversation asks whether another tab (or the terminal, a person,
+// another worker) changed it.
+const TAB_POLL_MS = 1500;
 
 const state = {
   token: null,
@@ -33,6 +36,10 @@ const state = {
   person: null, // {status, place, agent, text, messages} while a person has it or will
   watching: null, // the visit whose person is being watched
   checking: null, // the visit whose second approvals are being watched
+  handler: "", // the label of the assistant that answers next ("" for the primary)
+  syncing: null, // the visit whose conversation is watched for what other tabs do
+  seen: null, // what the conversation's summary said at the last look
+  wake: null, // ends the wait before the next look (the tab came into view)
 };
 
 const $ = (id) => document.getElementById(id);
@@ -117,8 +124,60 @@ async function signIn(token) {
   const id = conversationFromPath();
   if (id) await openConversation(id, { push: false });
   else showNewConversation({ push: false });
-  $("message").focus();
+  // What waits for the customer has the focus: an approval's card, else the message box.
+  const waiting = document.querySelector(".approval h3");
+  if (waiting) waiting.focus();
+  else $("message").focus();
   return true;
+}
+
+// --- the welcome of an empty conversation ------------------------------------------------
+
+// What the assistant can do, and questions drawn from the passenger's bookings.
+async function loadSuggestions() {
+  let welcome;
+  try {
+    const response = await api("/suggestions");
+    if (!response.ok) return;
+    welcome = await response.json();
+  } catch (_) {
+    return; // the welcome stays without them
+  }
+  $("welcome-text").textContent = welcome.greeting;
+  const list = $("suggestion-list");
+  list.replaceChildren();
+  for (const question of welcome.questions) {
+    const button = el("button", { type: "button", class: "secondary" }, question);
+    button.addEventListener("click", () => askSuggestion(question));
+    const item = el("li");
+    item.append(button);
+    list.append(item);
+  }
+  $("suggestions").hidden = !welcome.questions.length;
+}
+
+// One click asks it: sent as the customer's message.
+function askSuggestion(question) {
+  if (state.busy || state.pending.length) return;
+  sendText(question, { echo: true });
+}
+
+// Shown in an empty conversation (the page's style hides it once the log has a line),
+// with questions from the bookings as they are now.
+function showWelcome(shown) {
+  $("welcome").hidden = !shown;
+  if (shown) loadSuggestions();
+}
+
+// Who answers here now: the assistant or one of its specialists, or a person.
+function showHandler(label) {
+  if (label !== undefined) state.handler = label || "";
+  const person = state.person;
+  let text;
+  if (person && person.status === "with_person") text = `With: ${person.agent} (customer service)`;
+  else if (person) text = "Waiting for a person from customer service";
+  else text = state.handler ? `With: the ${state.handler} specialist` : "With: the assistant";
+  $("handler").textContent = text;
 }
 
 function signOut(message = "") {
@@ -167,6 +226,7 @@ async function refreshConversations() {
   for (const conversation of conversations) list.append(conversationEntry(conversation));
   const current = conversations.find((c) => c.conversation_id === state.conversationId);
   if (current) setHeading(current.title);
+  if (current && !state.busy) showHandler(current.assistant_label);
 }
 
 function titleOf(conversation) {
@@ -321,7 +381,9 @@ function clearConversation() {
   setConnection("");
   setBusy(false);
   hideWarning();
+  showWelcome(false);
   showPerson(null);
+  showHandler("");
 }
 
 function showNewConversation({ push }) {
@@ -329,6 +391,7 @@ function showNewConversation({ push }) {
   state.conversationId = null;
   goTo(null, push);
   setHeading("");
+  showWelcome(true);
   refreshConversations();
   $("message").focus();
 }
@@ -340,6 +403,7 @@ async function ensureConversation() {
   const conversation = await response.json();
   state.conversationId = conversation.conversation_id;
   goTo(state.conversationId, true);
+  watchConversation(state.conversationId, state.visit, conversation);
   return state.conversationId;
 }
 
@@ -368,6 +432,7 @@ async function openConversation(id, { push }) {
   }
   refreshConversations();
   watchPerson(id, visit, null);
+  watchConversation(id, visit, loaded);
   if (loaded.busy) {
     setBusy(true);
     await follow(id, null, visit);
@@ -387,8 +452,10 @@ async function loadConversation(id) {
   if (!summary.ok || !history.ok) throw new Error(GENERIC_PROBLEM);
   const conversation = await summary.json();
   setHeading(conversation.title);
+  showHandler(conversation.assistant_label);
   const { items } = await history.json();
   for (const item of items) drawItem(item);
+  showWelcome(!items.length);
   showPending(pending.ok ? (await pending.json()).actions : []);
   scrollToEnd(true);
   return conversation;
@@ -402,6 +469,56 @@ async function reloadConversation(id) {
     // what is on screen stays
   }
   refreshConversations();
+}
+
+// Every open tab of a conversation shows what happens in the others: while nothing runs
+// here and the tab is in view, ask every TAB_POLL_MS what the conversation's summary
+// says (a tab coming into view asks at once). A turn running elsewhere is followed as it
+// streams; anything else that changed (a message, a reply, a decision, a person's line)
+// draws the conversation as saved. What this tab did itself is drawn again once, as
+// saved: a change in between (another tab's) is never taken for this tab's own.
+async function watchConversation(id, visit, summary = null) {
+  if (!id || state.syncing === visit) return;
+  state.syncing = visit;
+  state.seen = summary ? summaryKey(summary) : null; // as shown now
+  try {
+    while (visit === state.visit) {
+      await new Promise((resolve) => {
+        state.wake = resolve;
+        setTimeout(resolve, TAB_POLL_MS);
+      });
+      if (visit !== state.visit) return;
+      if (state.busy || document.visibilityState === "hidden") continue;
+      let summary;
+      try {
+        const response = await api(`/conversations/${encodeURIComponent(id)}`);
+        if (!response.ok) continue;
+        summary = await response.json();
+      } catch (_) {
+        continue; // offline for now (or cut mid-answer): the next tick asks again
+      }
+      if (visit !== state.visit || state.busy) continue;
+      const now = summaryKey(summary);
+      const before = state.seen;
+      state.seen = now;
+      if (before === null || before === now) continue;
+      if (summary.busy) {
+        setBusy(true);
+        await follow(id, null, visit);
+        if (visit !== state.visit) return;
+        setBusy(false);
+      }
+      await redrawHistory(id, visit); // the cards too: a turn's events do not clear them
+      if (visit === state.visit) refreshConversations();
+    }
+  } finally {
+    if (state.syncing === visit) state.syncing = null;
+  }
+}
+
+// What of a conversation's summary tells that something happened in it.
+function summaryKey(summary) {
+  return JSON.stringify([summary.messages, summary.busy, summary.pending_actions, summary.checks_waiting]);
 }
 
 // --- the log ---------------------------------------------------------------------------
@@ -595,6 +712,7 @@ function handleEvent(event, payload, turn) {
       if (node && node.dataset.final) return; // the whole message is on screen already
       if (!node) node = addToLog(assistantNode(payload.label, null, ""), key);
       node.querySelector(".bubble").textContent += payload.text;
+      showHandler(payload.label);
       scrollToEnd();
       return;
     }
@@ -603,6 +721,7 @@ function handleEvent(event, payload, turn) {
       const live = payload.id && !findKey(key) ? findKey(`m:live-${turn.number}`) : null;
       if (live) live.dataset.key = key;
       const node = addToLog(assistantNode(payload.label, payload.html, null), key);
+      showHandler(payload.label);
       const said = node.querySelector(".bubble").textContent.replace(/\s+/g, " ").trim();
       announce(`${payload.label ? `Assistant (${payload.label})` : "Assistant"}: ${said}`);
       return;
@@ -626,6 +745,7 @@ function handleEvent(event, payload, turn) {
       return;
     case "done":
       turn.finished = true;
+      showHandler(payload.label);
       if (payload.pending_actions && state.pending.length && state.pending.every((a) => a.check)) {
         setStatus("Waiting for a check by our customer-service team.");
       } else {
@@ -908,7 +1028,9 @@ function approvalCard(action, index, total) {
     card.append(el("p", { class: `amount ${preview.amount_kind || ""}` }, preview.amount));
   }
   const reasonId = `reason-${id}`;
-  decision.append(el("label", { for: reasonId }, "Reason if you decline (optional, passed to the assistant)"));
+  // The reason goes to whoever proposed the action: the assistant, or a person by name.
+  const proposer = action.proposed_by || "the assistant";
+  decision.append(el("label", { for: reasonId }, `Reason if you decline (optional, passed to ${proposer})`));
   const reason = el("input", { id: reasonId, type: "text", maxlength: "500", autocomplete: "off" });
   decision.append(reason);
   const buttons = el("div", { class: "buttons" });
@@ -1068,6 +1190,7 @@ function showPerson(person) {
     : state.person.status === "waiting"
       ? "Waiting for a person"
       : `With ${state.person.agent}`;
+  showHandler();
 }
 
 async function readPerson(id) {
@@ -1090,7 +1213,12 @@ async function readForVisit(id, what, visit) {
     return null;
   }
   if (!response.ok || !current()) return null;
-  const body = await response.json();
+  let body;
+  try {
+    body = await response.json();
+  } catch (_) {
+    return null; // cut mid-answer: as offline
+  }
   return current() ? body : null;
 }
 
@@ -1100,8 +1228,10 @@ async function redrawHistory(id, visit) {
   if (!history) return;
   const { items } = history;
   const before = $("log").children.length;
+  const unsent = [...$("log").querySelectorAll(".not-sent")]; // this tab's, never saved
   $("log").replaceChildren();
   for (const item of items) drawItem(item);
+  for (const node of unsent) $("log").append(node);
   await redrawPending(id, visit);
   const last = items[items.length - 1];
   if (items.length > before && last && last.type === "assistant" && last.person) {
@@ -1253,6 +1383,9 @@ function start() {
   });
   $("composer").addEventListener("submit", send);
   $("stop").addEventListener("click", stop);
+  document.addEventListener("visibilitychange", () => {
+    if (document.visibilityState === "visible" && state.wake) state.wake();
+  });
   $("ask-person").addEventListener("click", openPersonForm);
   $("person-cancel").addEventListener("click", () => {
     closePersonForm();

@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from assistants.models import ModelSettings, build_chat_models
 from conversations.events import Thread
@@ -38,7 +38,7 @@ from tests.support.browser import (
 )
 from tests.support.fake_openai import Endless, FakeOpenAI
 from tests.support.flights import ticket_flight
-from tests.support.scripted import ScriptedChatModel, say
+from tests.support.scripted import ScriptedChatModel, call, say
 from tests.support.web import (
     DECLINE_REASON,
     FLIGHT_REQUEST,
@@ -561,6 +561,173 @@ def test_list_renames_and_deletes_and_each_conversation_has_an_address(
     expect(page.locator("#status")).to_contain_text("does not exist or was deleted")
 
 
+# --- the customer's experience (issue 42) ---------------------------------------------------
+
+# What the fixture passenger is offered: their next flight, and where it goes.
+SUGGESTED = [
+    "What time does my flight LX0112 to Basel leave?",
+    "Change my flight LX0112",
+    "Book a hotel in Basel",
+    "Rent a car in Basel",
+]
+
+
+def staff_of(site: Site) -> httpx.Client:
+    """Return a client of the desk for Ana Lima, a member of staff."""
+    from server.auth import SUPERVISOR
+
+    token = site.signer.issue("Ana Lima", role=SUPERVISOR)
+    return httpx.Client(base_url=site.url, headers={"Authorization": f"Bearer {token}"}, timeout=30)
+
+
+def take_conversation(site: Site, staff: httpx.Client) -> str:
+    """Have the page ask for a person and Ana take the conversation; return its desk path."""
+    from playwright.sync_api import expect
+
+    page = site.page
+    page.get_by_role("button", name="Talk to a person").click()
+    page.get_by_role("button", name="Ask for a person").click()
+    expect(page.locator("#person")).to_contain_text("in the queue")
+    (waiting,) = staff.get("/api/v1/supervisor/desk/queue").json()["waiting"]
+    desk = f"/api/v1/supervisor/desk/{waiting['conversation_id']}"
+    assert staff.post(f"{desk}/take").status_code == 200
+    return desk
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_welcome_offers_questions_from_the_bookings_and_a_click_asks_one(
+    site_for: Callable[..., Site], axe: str, form: str
+) -> None:
+    from playwright.sync_api import expect
+
+    model = ScriptedChatModel(script=[say("LX0112 leaves Paris at 15:00.")])
+    site = site_for(model, FORMS[form])
+    page = site.sign_in()
+    welcome = page.locator("#welcome")
+    expect(welcome.get_by_role("heading", name="Hello! How can I help?")).to_be_visible()
+    expect(welcome).to_contain_text("change or cancel your flights")
+    questions = welcome.get_by_role("button")
+    expect(questions).to_have_text(SUGGESTED)
+    expect(page.locator("#handler")).to_have_text("With: the assistant")
+    expect(page.get_by_label("Your message")).to_be_focused()
+    assert horizontal_overflow(page) == 0
+    # The product's name is whole in the header, on a phone too (not "Meridian…").
+    title = page.locator("header h1")
+    expect(title).to_have_text(re.compile(r"^Meridian Travel\b"), use_inner_text=True)
+    assert title.evaluate("h => h.scrollWidth <= h.clientWidth"), title.evaluate(
+        "h => [h.scrollWidth, h.clientWidth]"
+    )
+    no_serious_violations(page, axe, "welcome")
+    screenshot(page, f"{form}-welcome")
+
+    questions.nth(0).click()  # sent as the customer's message
+    log = page.locator("#log")
+    expect(log.locator(".customer .bubble")).to_have_text([SUGGESTED[0]])
+    expect(log.locator(".assistant")).to_contain_text("LX0112 leaves Paris at 15:00.")
+    expect(welcome).to_be_hidden()
+    expect(page).to_have_url(re.compile(r"/c/[0-9a-f-]{36}$"))
+    (asked,) = [m for m in model.received[0] if isinstance(m, HumanMessage)]
+    assert str(asked.content).endswith(f"] {SUGGESTED[0]}")  # word for word, after the time
+    expect(page.get_by_label("Your message")).to_be_focused()
+
+
+def test_the_page_says_who_handles_the_conversation(
+    site_for: Callable[..., Site], axe: str
+) -> None:
+    from playwright.sync_api import expect
+
+    script = [
+        say("", call("ToFlightBookingAssistant", {"request": "Move the customer's flight"})),
+        say("Which day would you like to fly instead?"),
+    ]
+    site = site_for(ScriptedChatModel(script=script), DESKTOP)
+    page = site.sign_in()
+    handler = page.locator("#handler")
+    expect(handler).to_have_text("With: the assistant")
+    site.send(FLIGHT_REQUEST)
+    expect(page.locator("#log .assistant")).to_contain_text("Which day would you like")
+    expect(handler).to_have_text("With: the flights specialist")  # as the turn ended
+    page.reload()  # the conversation's summary says so too
+    expect(page.locator("#log .assistant")).to_contain_text("Which day would you like")
+    expect(handler).to_have_text("With: the flights specialist")
+
+    with staff_of(site) as staff:
+        page.get_by_role("button", name="Talk to a person").click()
+        page.get_by_role("button", name="Ask for a person").click()
+        expect(handler).to_have_text("Waiting for a person from customer service")
+        (waiting,) = staff.get("/api/v1/supervisor/desk/queue").json()["waiting"]
+        desk = f"/api/v1/supervisor/desk/{waiting['conversation_id']}"
+        assert staff.post(f"{desk}/take").status_code == 200
+        expect(handler).to_have_text("With: Ana Lima (customer service)")  # by itself
+        no_serious_violations(page, axe, "with a person")
+        screenshot(page, "desktop-with-person-line")
+        assert staff.post(f"{desk}/hand-back", json={"note": "All set."}).is_success
+    expect(page.locator("#person")).to_be_hidden()
+    with site.api() as client:
+        (summary,) = client.get("/api/v1/conversations").json()["conversations"]
+    label = summary["assistant_label"]
+    expect(handler).to_have_text(
+        f"With: the {label} specialist" if label else "With: the assistant"
+    )
+
+
+def test_reload_with_an_approval_waiting_puts_the_focus_on_its_card(
+    site_for: Callable[..., Site], travel_db: Database
+) -> None:
+    from playwright.sync_api import expect
+
+    trip = plan_trip(travel_db)
+    site = site_for(ScriptedChatModel(script=flight_then_hotel_script(trip)[:2]), DESKTOP)
+    page = site.sign_in()
+    site.send(FLIGHT_REQUEST)
+    heading = page.get_by_role("heading", name="Approval needed: Change flight")
+    expect(heading).to_be_focused()
+    reason = page.get_by_role("article").get_by_label(re.compile("Reason if you decline"))
+    expect(reason).to_have_accessible_name(
+        "Reason if you decline (optional, passed to the assistant)"
+    )
+    page.reload()  # the conversation's address: what waits has the focus, not the box
+    expect(heading).to_be_focused()
+    expect(page.get_by_label("Your message")).not_to_be_focused()
+    expect(page.locator("#welcome")).to_be_hidden()
+
+
+def test_a_persons_proposal_says_a_decline_reason_goes_to_them(
+    site_for: Callable[..., Site], axe: str
+) -> None:
+    from playwright.sync_api import expect
+
+    model = ScriptedChatModel()
+    site = site_for(model, DESKTOP)
+    page = site.sign_in()
+    trip = plan_trip(site.service.assistant.db)
+    change = {"ticket_no": FIXTURE_TICKET_NO, "new_flight_id": trip.new_flight_id}
+    with staff_of(site) as staff:
+        desk = take_conversation(site, staff)
+        proposed = staff.post(
+            f"{desk}/proposals", json={"action": "update_ticket_to_new_flight", "args": change}
+        )
+        assert proposed.status_code == 200, proposed.text
+        card = page.get_by_role("article")
+        reason = card.get_by_label(re.compile("Reason if you decline"))
+        expect(reason).to_have_accessible_name(
+            "Reason if you decline (optional, passed to Ana Lima)"
+        )
+        no_serious_violations(page, axe, "a person's proposal")
+        screenshot(page, "desktop-person-proposal")
+        with site.api() as client:
+            conversation = page.url.rsplit("/", 1)[-1]
+            (action,) = client.get(f"/api/v1/conversations/{conversation}/pending").json()[
+                "actions"
+            ]
+        assert action["proposed_by"] == "Ana Lima"
+        reason.fill("Not that day.")
+        card.get_by_role("button", name="Decline").click()
+        declined = page.locator("#log .record.declined")
+        expect(declined).to_contain_text("Reason: Not that day.")
+    assert model.received == []  # the person has it: the assistant stays silent
+
+
 # --- a person from customer service (issue 29) ----------------------------------------------
 
 
@@ -706,3 +873,35 @@ def test_a_large_change_waits_for_a_staff_check_then_the_page_goes_on(
     expect(page.get_by_role("article")).to_have_count(0)
     expect(log).to_contain_text("Done: you are on tomorrow's LX0112.")
     assert ticket_flight(travel_db) == trip.new_flight_id
+
+
+def test_two_tabs_of_a_conversation_show_what_happens_in_either(
+    site_for: Callable[..., Site], travel_db: Database
+) -> None:
+    # A message, its reply and an approval card in one tab appear in the other by
+    # themselves; a decision in the other one shows in the first.
+    from playwright.sync_api import expect
+
+    trip = plan_trip(travel_db)
+    script = [*flight_then_hotel_script(trip)[:3], say("You are welcome, have a good trip!")]
+    site = site_for(ScriptedChatModel(script=script), DESKTOP)
+    first = site.sign_in()
+    site.send(FLIGHT_REQUEST)
+    expect(first.get_by_role("article")).to_have_count(1)
+    other = site.context.new_page()
+    other.goto(f"{first.url}#token={site.token}")  # the conversation's own address
+    expect(other.get_by_role("article")).to_have_count(1)
+
+    other.get_by_role("article").get_by_role("button", name="Approve").click()
+    expect(other.locator("#log .record.approved")).to_contain_text("Change flight")
+    # The first tab, untouched, follows as soon as it is looked at again.
+    first.bring_to_front()
+    expect(first.get_by_role("article")).to_have_count(0, timeout=10_000)
+    expect(first.locator("#log .record.approved")).to_contain_text("Change flight")
+    expect(first.locator("#log")).to_contain_text("Done: you are on tomorrow's LX0112.")
+    assert ticket_flight(travel_db) == trip.new_flight_id
+    site.send("Thanks a lot!")  # in the first tab: the other one shows it and the reply
+    other.bring_to_front()
+    expect(other.locator("#log .customer").last).to_contain_text("Thanks a lot!")
+    expect(other.locator("#log .assistant").last).to_contain_text("have a good trip")
+    assert not site.problems, site.problems

@@ -67,6 +67,7 @@ def test_server_openapi_document_is_served(client: TestClient) -> None:
     assert set(paths) == {
         "/api/v1/health",
         "/api/v1/me",
+        "/api/v1/suggestions",
         "/api/v1/conversations",
         "/api/v1/conversations/{conversation_id}",
         "/api/v1/conversations/{conversation_id}/messages",
@@ -242,7 +243,7 @@ def conform(
 def test_server_conforms_to_its_openapi_document(
     app_and_signer: tuple[FastAPI, TokenSigner], headers: dict[str, str], client: TestClient
 ) -> None:
-    assert conform(app_and_signer[0], headers) == 28
+    assert conform(app_and_signer[0], headers) == 29
 
 
 def test_server_conforms_to_its_openapi_document_for_a_supervisor(
@@ -251,7 +252,7 @@ def test_server_conforms_to_its_openapi_document_for_a_supervisor(
     # The supervisor's endpoints answer what they document, and the passengers' a 403.
     app, signer = app_and_signer
     supervisor = {"Authorization": f"Bearer {signer.issue('ana', role=SUPERVISOR)}"}
-    assert conform(app, supervisor) == 28
+    assert conform(app, supervisor) == 29
     assert conform(app, supervisor, conversation, acts=False) == 16
 
 

@@ -16,8 +16,10 @@ import pytest
 from fastapi.testclient import TestClient
 from langchain_core.messages import AIMessage
 
+from conversations import words
 from db.engine import Database
-from db.fixtures import BUSINESS_PASSENGER_ID, FIXTURE_PASSENGER_ID
+from db.fixtures import BUSINESS_PASSENGER_ID, FIXTURE_PASSENGER_ID, MULTI_SEGMENT_PASSENGER_ID
+from server.auth import SUPERVISOR
 from server.markdown import ALLOWED_TAGS, reply_html
 from server.service import ConversationService
 from tests.support.scripted import ScriptedChatModel, say
@@ -257,3 +259,40 @@ def test_conversation_address_serves_the_page(
     assert page.status_code == 200 and '<script src="/static/app.js"' in page.text
     assert "default-src 'self'" in page.headers["content-security-policy"]
     assert client.get("/c/..%2Fsecret").status_code in (404, 422)
+
+
+@pytest.mark.parametrize(
+    ("passenger_id", "questions"),
+    [
+        (
+            FIXTURE_PASSENGER_ID,
+            [
+                "What time does my flight LX0112 to Basel leave?",
+                "Change my flight LX0112",
+                "Book a hotel in Basel",
+                "Rent a car in Basel",
+            ],
+        ),
+        (  # two legs: the first one's flight, the trip's end for the stay
+            MULTI_SEGMENT_PASSENGER_ID,
+            [
+                "What time does my flight LH2012 to Frankfurt leave?",
+                "Change my flight LH2012",
+                "Book a hotel in New York",
+                "Rent a car in New York",
+            ],
+        ),
+        ("0000 000000", list(words.GENERAL_QUESTIONS)),  # no flight ahead
+    ],
+)
+def test_suggestions_are_drawn_from_the_passengers_next_flight(
+    service: ConversationService, passenger_id: str, questions: list[str]
+) -> None:
+    app, signer = build_app(service)
+    with TestClient(app) as client:
+        response = client.get("/api/v1/suggestions", headers=auth(signer, passenger_id))
+        staff = {"Authorization": f"Bearer {signer.issue('Ana Lima', role=SUPERVISOR)}"}
+        refused = client.get("/api/v1/suggestions", headers=staff)
+    assert response.status_code == 200, response.text
+    assert response.json() == {"greeting": words.WELCOME, "questions": questions}
+    assert refused.status_code == 403
