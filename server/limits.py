@@ -10,7 +10,7 @@ way. So a few hundred slow sockets are dropped on time, and a worker never holds
 than ``max_connections`` requests at once. The answers uvicorn would write itself, a 400 for
 a request it cannot parse and the 503 beyond the cap, are written by that protocol too,
 as JSON with ``nosniff`` like every other answer of the service. A reverse proxy in
-front (see the README) does this better still, for every worker at once.
+front (see docs/postgresql.md, Deployment) does this better still, for every worker at once.
 
 Importing this module imports neither uvicorn nor h11: the command line reads its
 defaults.
