@@ -275,9 +275,9 @@ MUTANTS: tuple[Mutant, ...] = (
         "fence-postgres-any-claim",
         "conversations",
         "a save of a claimed turn checks that its claim still stands (PostgreSQL)",
-        "conversations/fences.py",
-        'if row is None or int(row["claim"]) != claim[1]:',
-        "if row is None:",
+        "conversations/fenced_pool.py",
+        "if found is None or int(found) != claim[1]:",
+        "if found is None:",
         (
             "tests/unit/test_fenced_turns.py::"
             "test_the_fence_checks_every_write_of_the_claimed_thread_only[postgresql]",
@@ -288,10 +288,10 @@ MUTANTS: tuple[Mutant, ...] = (
         "conversations",
         "every pending write of a claimed turn is checked, not only its checkpoints",
         "conversations/fences.py",
-        """        with self._claimed_write(config):
-            super().put_writes(""",
-        """        if True:
-            super().put_writes(""",
+        "        self._writing.claim = self._claim_of(config)\n"
+        "        try:\n"
+        "            super().put_writes(",
+        "        self._writing.claim = None\n        try:\n            super().put_writes(",
         (
             "tests/unit/test_fenced_turns.py::"
             "test_the_fence_checks_every_write_of_the_claimed_thread_only[sqlite]",
@@ -901,8 +901,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "approval",
         "only y or yes approves ('yep' declines)",
         "terminal/approvals.py",
-        "if answer in APPROVING:",
-        'if answer.startswith("y"):',
+        "if answer.lower() in APPROVING:",
+        'if answer.lower().startswith("y"):',
         (CLI_ANSWERS + "test_cli_approval_declines_enter_and_anything_but_yes",),
     ),
     Mutant(
@@ -1232,12 +1232,13 @@ MUTANTS: tuple[Mutant, ...] = (
         "service-failed-turn-keeps-claim",
         "service",
         "a turn that fails with a bug still frees the conversation",
-        "server/service.py",
+        "server/runs.py",
         "            finally:\n"
-        "                self.release(thread_id)\n"
-        "                hand_over(None)\n",
-        "            else:\n                self.release(thread_id)\n"
-        "            finally:\n                hand_over(None)\n",
+        "                # Freeing a lock held in PostgreSQL is a round trip: off the loop.\n"
+        "                await asyncio.to_thread(self.release, thread_id)\n",
+        "            else:\n"
+        "                await asyncio.to_thread(self.release, thread_id)\n"
+        "            finally:\n",
         (U + "test_server_runner.py::test_server_runner_reports_a_bug_as_an_error_event",),
     ),
     # --- the scenario judge -----------------------------------------------------------------------
@@ -1364,9 +1365,9 @@ MUTANTS: tuple[Mutant, ...] = (
         "second-approval-threshold-in-euros",
         "approval",
         "an action that moves more than the amount (in cents) waits for a member of staff",
-        "conversations/protocol.py",
-        "return preview.amount is not None and _cents(preview.amount) > above",
-        "return preview.amount is not None and _cents(preview.amount) > above * 100",
+        "conversations/turns.py",
+        "return cents > 0 and moved + cents > above",
+        "return cents > 0 and moved + cents > above * 100",
         (
             SECOND_APPROVAL + "test_second_approval_starts_one_cent_above_the_amount",
             SCENARIOS + "test_scenario_passes_offline[second_approval_refund_staff_refuses]",
