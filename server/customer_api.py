@@ -27,7 +27,8 @@ from fastapi.sse import KEEPALIVE_COMMENT, format_sse_event
 from conversations.assistant import Thread
 from server.access import customer
 from server.auth import Claims
-from server.handoff import People, PersonIn, PersonOut
+from server.handoff import People
+from server.handoff_models import PersonIn, PersonOut
 from server.limits import STREAMS
 from server.runs import Journaled
 from server.schemas import (

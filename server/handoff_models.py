@@ -1,0 +1,217 @@
+"""What the hand-off routes read and answer: the customer's and the staff's models.
+
+The request bodies (asking for a person, a staff message, a check's decision, a
+proposal, a hand-back) and the answers (where the customer stands, a hand-off, the
+queue, a check with the lines the customer said yes to), and the functions that build
+the answers from the desk's records (``conversations.desk``). The routes are in
+``server.handoff``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, StrictBool, field_validator
+
+from conversations.desk import NOTE_CHARS, REASON_CHARS, Check, Handoff
+from server.schemas import (
+    REASON_PATTERN,
+    MessageIn,
+    Text,
+    _Body,
+    well_formed,
+)
+
+# --- what the API shows ---------------------------------------------------------------------
+
+
+class PersonIn(_Body):
+    """The customer's request for a person."""
+
+    reason: Text = Field(
+        default="",
+        max_length=REASON_CHARS,
+        pattern=REASON_PATTERN,
+        description="Why, in the customer's words (optional). Kept as their message.",
+    )
+
+
+class PersonOut(BaseModel):
+    """Whether a person has, or will have, the conversation: what the customer is told."""
+
+    status: Literal["assistant", "waiting", "with_person"] = Field(
+        description="assistant: the assistant answers; waiting: in the queue for a person; "
+        "with_person: a person has it and the assistant does not answer."
+    )
+    place: int | None = Field(description="The place in the queue while waiting (1 is next).")
+    agent: str | None = Field(description="The person's name while they have it.")
+    text: str = Field(description="What the customer is told, in a sentence or two.")
+    messages: int = Field(
+        description="Messages written since the hand-off: it changes when either side "
+        "writes, so a reader polls this and reads the history only when it moved."
+    )
+
+
+class HandoffOut(BaseModel):
+    """One conversation handed to a person, as the staff see it."""
+
+    conversation_id: str
+    passenger_id: str
+    status: Literal["waiting", "held", "returned", "closed"]
+    requested_by: Literal["customer", "assistant"]
+    reason: str
+    summary: str = Field(
+        description="What the assistant told the person (empty if the customer asked themselves)."
+    )
+    requested_at: datetime
+    agent: str = Field(description="Who holds or held it (empty while waiting).")
+    taken_at: datetime | None
+    ended_at: datetime | None
+    note: str = Field(description="The note left for the assistant when it was handed back.")
+    place: int | None = Field(description="Its place in the queue while waiting.")
+    messages: int
+
+
+class StaffCheckOut(BaseModel):
+    """An action a customer approved that waits for a member of staff's yes or no."""
+
+    check_id: int
+    conversation_id: str
+    passenger_id: str
+    title: str = Field(examples=["Book hotel"])
+    amount: str = Field(examples=["To pay: EUR 1,240.00"])
+    lines: list[str] = Field(
+        default_factory=list,
+        examples=[["Hotel: Hilton Basel (Luxury)", "23 Apr -> 26 Apr", "To pay: EUR 1,240.00"]],
+        description="What the customer said yes to, as they were shown it: the item, the "
+        "dates, before -> after, prices and fees, and last the amount (the terminal's "
+        "lines, word for word). Empty once the action is no longer waiting.",
+    )
+    asked_at: datetime
+    status: Literal["waiting", "approved", "refused", "used", "withdrawn"]
+    staff: str
+    decided_at: datetime | None
+    reason: str
+
+
+class CheckList(BaseModel):
+    """The checks waiting for staff, the oldest first."""
+
+    checks: list[StaffCheckOut]
+
+
+class CheckDecisionIn(_Body):
+    """A member of staff's yes or no on a check."""
+
+    approved: StrictBool
+    reason: Text = Field(
+        default="",
+        max_length=NOTE_CHARS,
+        pattern=REASON_PATTERN,
+        description="Why not (for a no): the customer and the assistant are told.",
+    )
+
+
+class ProposalIn(_Body):
+    """An action a person puts to the customer for their yes or no."""
+
+    action: Text = Field(
+        min_length=1,
+        max_length=100,
+        pattern=REASON_PATTERN,
+        examples=["update_ticket_to_new_flight"],
+        description="A sensitive tool of the crew (the 409 names them all).",
+    )
+    args: dict[str, Any] = Field(
+        default_factory=dict,
+        examples=[{"ticket_no": "7240005432906569", "new_flight_id": 1234}],
+        description="Its arguments, as the assistant would give them.",
+    )
+
+    @field_validator("args")
+    @classmethod
+    def _storable(cls, value: dict[str, Any]) -> dict[str, Any]:
+        _check_text(value)
+        return value
+
+
+def _check_text(value: Any) -> None:
+    """Refuse text no store keeps (NUL, lone surrogates) anywhere in ``value``."""
+    if isinstance(value, str):
+        well_formed(value)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _check_text(key)
+            _check_text(item)
+    elif isinstance(value, list):
+        for item in value:
+            _check_text(item)
+
+
+def staff_check_out(check: Check, lines: Sequence[str] = ()) -> StaffCheckOut:
+    """Return a check as the staff see it, with the ``lines`` of its action's preview."""
+    return StaffCheckOut(
+        check_id=check.id,
+        conversation_id=check.thread_id,
+        passenger_id=check.passenger_id,
+        title=check.title,
+        amount=check.amount,
+        lines=list(lines),
+        asked_at=check.asked_at,
+        status=check.status,
+        staff=check.staff,
+        decided_at=check.decided_at,
+        reason=check.reason,
+    )
+
+
+class QueueOut(BaseModel):
+    """The conversations waiting for a person (oldest first) and those you hold."""
+
+    waiting: list[HandoffOut]
+    yours: list[HandoffOut]
+
+
+class StaffMessageIn(MessageIn):
+    """What a person writes to the customer (shown with their name)."""
+
+
+class HandBackIn(_Body):
+    """How a person gives a conversation back."""
+
+    note: Text = Field(
+        default="",
+        max_length=NOTE_CHARS,
+        pattern=REASON_PATTERN,
+        description="For the assistant, not shown to the customer: what was done and "
+        "agreed. The model reads it before the customer's next message.",
+    )
+    close: StrictBool = Field(
+        default=False,
+        description="The person settled the matter (recorded as closed rather than "
+        "returned); the assistant answers the next message either way.",
+    )
+
+
+def handoff_out(handoff: Handoff, place: int | None = None) -> HandoffOut:
+    """Return a desk row as the API shows it."""
+    return HandoffOut(
+        conversation_id=handoff.thread_id,
+        passenger_id=handoff.passenger_id,
+        status=handoff.status,
+        requested_by=handoff.requested_by,
+        reason=handoff.reason,
+        summary=handoff.summary,
+        requested_at=handoff.requested_at,
+        agent=handoff.agent,
+        taken_at=handoff.taken_at,
+        ended_at=handoff.ended_at,
+        note=handoff.note,
+        place=place,
+        messages=handoff.messages,
+    )
+
+
+# --- what the routes do ---------------------------------------------------------------------
