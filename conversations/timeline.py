@@ -15,7 +15,7 @@ from collections.abc import (
     Sequence,
 )
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
 
@@ -38,7 +38,23 @@ from conversations.records import (
 )
 
 if TYPE_CHECKING:
-    from conversations.protocol import Conversation
+    from conversations.assistant import Thread, TravelAssistant
+
+
+class Shown(Protocol):
+    """What the timeline reads of a conversation (``conversations.protocol.Conversation``)."""
+
+    @property
+    def assistant(self) -> TravelAssistant:
+        """The assistant that runs its graph."""
+
+    @property
+    def thread(self) -> Thread:
+        """Its thread."""
+
+    @property
+    def describer(self) -> Describer:
+        """How its records are worded."""
 
 
 @dataclass(frozen=True)
@@ -89,7 +105,7 @@ class ActionStep:
 Step = CustomerLine | AssistantLine | Notice | ToolCallDetail | HandOverStep | ActionStep
 
 
-def details_of(conversation: Conversation) -> list[ToolCallDetail]:
+def details_of(conversation: Shown) -> list[ToolCallDetail]:
     """Return the tool calls of the last turn with their raw answers."""
     describer = conversation.describer
     messages = conversation.assistant.messages(conversation.thread)
@@ -103,7 +119,7 @@ def details_of(conversation: Conversation) -> list[ToolCallDetail]:
     return found
 
 
-def timeline_of(conversation: Conversation) -> list[Step]:
+def timeline_of(conversation: Shown) -> list[Step]:
     """Return the whole conversation step by step, for the people behind the desk.
 
     Every customer message and reply, every tool call with its arguments and raw

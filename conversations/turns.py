@@ -24,7 +24,8 @@ from collections.abc import (
 )
 from contextlib import aclosing
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
 
@@ -57,12 +58,75 @@ from conversations.records import (
     TurnEnd,
     TurnFailure,
 )
+from conversations.timeline import last_customer_message
 from db.values import fmt_money
 
 if TYPE_CHECKING:
-    from conversations.protocol import Conversation
+    from assistants.approvals import ActionPreview, PendingAction
+    from conversations.desk import Desk, RequestedBy
+    from conversations.records import Approval, Describer
 
-from conversations.timeline import last_customer_message
+
+class _Owner(Protocol):
+    """What a turn uses of the conversations (``conversations.protocol.Conversations``)."""
+
+    @property
+    def desk(self) -> Desk:
+        """The desk's queue and checks."""
+
+    @property
+    def check_above(self) -> int | None:
+        """The second approval's amount, in cents."""
+
+    def now(self) -> datetime:
+        """Return now, as the travel database's clock says."""
+
+    def register(self, thread: Thread, title: str = "") -> None:
+        """Record the thread in the registry."""
+
+
+class TurnConversation(Protocol):
+    """What a turn uses of its conversation (``conversations.protocol.Conversation``)."""
+
+    @property
+    def owner(self) -> _Owner:
+        """The conversations it belongs to."""
+
+    @property
+    def assistant(self) -> TravelAssistant:
+        """The assistant that runs its graph."""
+
+    @property
+    def thread(self) -> Thread:
+        """Its thread."""
+
+    @property
+    def describer(self) -> Describer:
+        """How its records are worded."""
+
+    def approvals(self) -> list[Approval]:
+        """Return the actions waiting for a decision."""
+
+    def assistant_name(self) -> str:
+        """Return the assistant that answers next."""
+
+    def checks(self) -> list[Check]:
+        """Return the open checks of its pending actions."""
+
+    def handoff(self) -> Handoff | None:
+        """Return its open hand-off to a person, if any."""
+
+    def person_notice(self, handoff: Handoff | None = None) -> Notice | None:
+        """Return what the customer is told about the person."""
+
+    def previews(self) -> Iterator[tuple[PendingAction, ActionPreview]]:
+        """Yield the pending actions with their previews."""
+
+    def ask_for_person(
+        self, reason: str = "", summary: str = "", *, by: RequestedBy = "customer"
+    ) -> Notice:
+        """Put it in the queue for a person."""
+
 
 CancelledBy = Literal["customer", "service"]
 # How a cancel is recorded, by who cancelled.
@@ -99,7 +163,7 @@ class Answer:
 class Turn:
     """One turn of a conversation, holding its lock until ``release`` (or ``with``'s end)."""
 
-    def __init__(self, conversation: Conversation, lease: TurnLease) -> None:
+    def __init__(self, conversation: TurnConversation, lease: TurnLease) -> None:
         """Run turns of ``conversation`` while ``lease`` holds it."""
         self.conversation = conversation
         self.lease = lease
