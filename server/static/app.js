@@ -516,6 +516,20 @@ async function watchConversation(id, visit, summary = null) {
   }
 }
 
+// Take what this tab did itself as seen: read the summary at once when its turn ends,
+// in view or not, so that only what others do is drawn again.
+async function rebase(id, visit) {
+  if (!id) return;
+  try {
+    const response = await api(`/conversations/${encodeURIComponent(id)}`);
+    if (!response.ok) return;
+    const summary = await response.json();
+    if (visit === state.visit && !state.busy) state.seen = summaryKey(summary);
+  } catch (_) {
+    // offline: the next look compares with what was seen before
+  }
+}
+
 // What of a conversation's summary tells that something happened in it.
 function summaryKey(summary) {
   return JSON.stringify([summary.messages, summary.busy, summary.pending_actions, summary.checks_waiting]);
@@ -644,6 +658,7 @@ function announce(text) {
 
 function setBusy(busy) {
   state.busy = busy;
+  if (!busy && state.syncing === state.visit) rebase(state.conversationId, state.visit);
   $("send").hidden = busy;
   $("stop").hidden = !busy;
   $("stop").disabled = false;
@@ -1228,7 +1243,9 @@ async function redrawHistory(id, visit) {
   if (!history) return;
   const { items } = history;
   const before = $("log").children.length;
-  const unsent = [...$("log").querySelectorAll(".not-sent")]; // this tab's, never saved
+  // This tab's own lines that were never saved: a message not sent, a problem with its
+  // "Send again".
+  const unsent = [...$("log").querySelectorAll(".not-sent, .problem")];
   $("log").replaceChildren();
   for (const item of items) drawItem(item);
   for (const node of unsent) $("log").append(node);
