@@ -216,13 +216,17 @@ class Conversation:
         messages = self.assistant.messages(self.thread)
         humans = [m for m in messages if isinstance(m, HumanMessage)]
         name = self.assistant_name()
+        pending = len(self.assistant.pending_actions(self.thread))
+        # A check waits only for a pending action: no query of the desk without one (a
+        # tab reads the summary every 1.5 s).
+        waiting = sum(1 for c in self.checks() if not c.decided) if pending else 0
         return Summary(
             assistant=name,
             label=self.describer.label(name),
-            pending_actions=len(self.assistant.pending_actions(self.thread)),
+            pending_actions=pending,
             turns=len(humans),
             title=message_text(humans[0]) if humans else "",
-            checks_waiting=sum(1 for c in self.checks() if not c.decided),
+            checks_waiting=waiting,
             messages=len(messages),
         )
 
