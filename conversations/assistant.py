@@ -12,34 +12,27 @@ before the conversation was saved leaves that call waiting for approval; it is n
 offered again (``pending_actions`` leaves it out, ``recovered_actions`` lists it), and
 whatever comes next (``resolve``, a new message, a cancelled or cut-off turn) answers it
 with its stored result, marked ``recovered``.
+
+Its parts live beside it: how a cancel stops a run (``run_cancel``), the run's stream
+as events (``run_stream``), the thread states kept between questions (``state_cache``)
+and the closing of runs that did not finish (``unfinished_runs``).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections import OrderedDict
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Iterator, Mapping, Sequence
 from contextlib import aclosing
-from dataclasses import dataclass, field
 from typing import Any, Literal, cast
-from uuid import UUID, uuid4
+from uuid import uuid4
 
-from langchain_core.callbacks import BaseCallbackHandler
-from langchain_core.messages import (
-    AIMessage,
-    AIMessageChunk,
-    AnyMessage,
-    BaseMessage,
-    HumanMessage,
-    RemoveMessage,
-    ToolMessage,
-)
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, RemoveMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.errors import GraphRecursionError
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.types import PregelTask, RetryPolicy, StateSnapshot, StateUpdate
+from langgraph.types import RetryPolicy, StateSnapshot
 
 from assistants.approvals import (
     APPROVALS_KEY,
@@ -49,17 +42,9 @@ from assistants.approvals import (
     describe_action,
     not_run_answer,
     pending_calls,
-    recovered_answers,
 )
 from assistants.calls import cancelling
-from assistants.prompts import (
-    ASKED_FOR_PERSON_MESSAGE,
-    CUT_TOOL_MESSAGES,
-    HANDED_BACK_MESSAGE,
-    STEP_LIMIT_APOLOGY,
-    STEP_LIMIT_TOOL_MESSAGE,
-    TURN_CUT_NOTES,
-)
+from assistants.prompts import ASKED_FOR_PERSON_MESSAGE, HANDED_BACK_MESSAGE
 from assistants.providers import (
     DEFAULT_RETRY_POLICY,
     ModelDeadlineError,
@@ -72,9 +57,6 @@ from assistants.routing import last_tool_batch
 from assistants.specialists import CallKind, Crew, build_crew
 from assistants.state import PRIMARY_ASSISTANT, RESET, active_assistant
 from conversations.events import (
-    CANCELLED_KEY,
-    CUT_KEY,
-    CUT_REPLY_KEY,
     Cancel,
     CutCause,
     MessageEvent,
@@ -86,7 +68,11 @@ from conversations.events import (
 )
 from conversations.loop import iterate
 from conversations.loop_saver import saving_on_loop
-from conversations.remembered_state import THREADS_KEPT, RemembersLastState, StateKey
+from conversations.remembered_state import RemembersLastState
+from conversations.run_cancel import CANCEL_WARNINGS_FILTER, CancelOnRequest, ended_in_failure
+from conversations.run_stream import Streaming, message_events
+from conversations.state_cache import StateCache, snapshot_of
+from conversations.unfinished_runs import UnfinishedRuns
 from db.engine import Database
 from db.passengers import passenger_exists
 from graph import DEFAULT_RECURSION_LIMIT, ModelsArg, build_graph
@@ -104,58 +90,6 @@ __all__ = [
     "TurnEvent",
     "is_cancel_note",
 ]
-
-
-class _CancelOnRequest(BaseCallbackHandler):
-    """Stop a run soon after ``cancel`` is set: before a model call, and before any node.
-
-    So no tool runs after the cancel; it never raises in the middle of a node's tools,
-    so a write that started is answered, not lost. A model call already waiting is ended
-    by ``assistants.calls.bounded``, at once. It runs on the event loop (``run_inline``),
-    where raising stops the run.
-    """
-
-    raise_error = True
-    run_inline = True
-
-    def __init__(self, cancel: threading.Event) -> None:
-        self.cancel = cancel
-        self.root: UUID | None = None
-
-    def _check(self) -> None:
-        if self.cancel.is_set():
-            raise TurnCancelledError("The turn was cancelled.")
-
-    def on_chain_start(
-        self,
-        serialized: dict[str, Any] | None,
-        inputs: Any,
-        *,
-        run_id: UUID,
-        parent_run_id: UUID | None = None,
-        **kwargs: Any,
-    ) -> None:
-        if parent_run_id is None:
-            self.root = run_id
-        if parent_run_id is None or parent_run_id == self.root:  # the graph, or one node
-            self._check()
-
-    def on_chat_model_start(self, serialized: Any, messages: Any, **kwargs: Any) -> None:
-        self._check()
-
-    def on_llm_start(self, serialized: Any, prompts: Any, **kwargs: Any) -> None:
-        self._check()
-
-
-class _HideCancelWarnings(logging.Filter):
-    """Drop LangChain's warning about the exception ``_CancelOnRequest`` raises on purpose."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        args = record.args if isinstance(record.args, tuple) else ()
-        return not (args and args[0] == _CancelOnRequest.__name__)
-
-
-_CANCEL_WARNINGS_FILTER = _HideCancelWarnings()
 
 
 # What the model is told of an action dropped outside a turn, by why.
@@ -195,8 +129,11 @@ class TravelAssistant:
         self._sensitive_tools = {t.name: t for m in self.crew.members for t in m.tools.sensitive}
         self._owners = {t.name: m for m in self.crew.members for t in m.tools.sensitive}
         # The last state read of each recent thread, with what identifies it (see _state).
-        self._states: OrderedDict[str, tuple[tuple[Any, ...], StateSnapshot]] = OrderedDict()
-        self._states_lock = threading.Lock()
+        self._states = StateCache(graph)
+        # What closes the runs that did not finish, and answers their recovered writes.
+        self._unfinished = UnfinishedRuns(
+            graph, self._states, db, self._sensitive_tools, self._owners
+        )
 
     @classmethod
     def build(
@@ -222,43 +159,9 @@ class TravelAssistant:
     def _state(self, config: RunnableConfig) -> StateSnapshot:
         """Return the thread's state, read again only when its saved checkpoint changed.
 
-        Reading a state replays the delta channels' writes since their last snapshot
-        (``assistants.state``), and a turn asks for it several times (pending actions,
-        the active assistant, the history, a new message). The latest checkpoint's id
-        and the writes pending on it, which the saver returns without replaying
-        anything, identify a state: while they are the same, so is the state, whichever
-        process wrote it. A few recent threads are kept. A run of this assistant leaves
-        the state of its last checkpoint as it streamed it (``_snapshot_of``), so the
-        questions after a turn replay nothing.
+        See ``StateCache.read``; a run of this assistant leaves the state it ended with.
         """
-        saver = self.graph.checkpointer
-        if not isinstance(saver, BaseCheckpointSaver):
-            return self.graph.get_state(config)
-        thread_id = str(config["configurable"]["thread_id"])
-        key = _latest_key(saver, config)
-        if key is None:
-            return self.graph.get_state(config)
-        with self._states_lock:
-            found = self._states.get(thread_id)
-            if found is not None and found[0] == key:
-                self._states.move_to_end(thread_id)
-                return found[1]
-        snapshot = self.graph.get_state(config)
-        if snapshot.config.get("configurable", {}).get("checkpoint_id") == key[0]:
-            self._remember(config, snapshot, key[1])
-        return snapshot
-
-    def _remember(
-        self, config: RunnableConfig, snapshot: StateSnapshot, pending: tuple[Any, ...] = ()
-    ) -> None:
-        """Keep ``snapshot`` as the state of its checkpoint with these pending writes."""
-        key = (snapshot.config.get("configurable", {}).get("checkpoint_id"), pending)
-        thread_id = str(config["configurable"]["thread_id"])
-        with self._states_lock:
-            self._states[thread_id] = (key, snapshot)
-            self._states.move_to_end(thread_id)
-            while len(self._states) > THREADS_KEPT:  # as many as the saver keeps
-                self._states.popitem(last=False)
+        return self._states.read(config)
 
     def config(self, thread: Thread, **extra: Any) -> RunnableConfig:
         """Return the run config of ``thread``; ``extra`` adds configurable keys."""
@@ -332,7 +235,9 @@ class TravelAssistant:
     ) -> AsyncGenerator[TurnEvent, None]:
         """``send`` on the event loop: the same turn, awaited rather than iterated."""
         config = self.config(thread)
-        for event in self._settle_recovered(config, self._save_finished_step(config)):
+        for event in self._unfinished.settle_recovered(
+            config, self._unfinished.save_finished_step(config)
+        ):
             yield event
         message = HumanMessage(content=text, id=message_id)
         run = self._arun({"messages": [message]}, config, cancel, cancelled)
@@ -416,7 +321,7 @@ class TravelAssistant:
         calls = pending_calls(messages, self.crew.sensitive_names)
         if not calls:
             return []
-        done = self._recovered(config, messages)
+        done = self._unfinished.recovered(config, messages)
         return [
             PendingAction(str(c["id"]), c["name"], dict(c["args"]), owners[0])
             for c in calls
@@ -437,58 +342,12 @@ class TravelAssistant:
         if not (snapshot.next or snapshot.tasks):
             return []  # the run finished: every call of it was answered
         messages: list[AnyMessage] = snapshot.values.get("messages", [])
-        done = self._recovered(config, messages)
+        done = self._unfinished.recovered(config, messages)
         return [
             PendingAction(str(c["id"]), c["name"], dict(c["args"]), self._owners[c["name"]].name)
             for c in pending_calls(messages, self.crew.sensitive_names)
             if str(c["id"]) in done
         ]
-
-    def _recovered(
-        self, config: RunnableConfig, messages: list[AnyMessage]
-    ) -> dict[str, ToolMessage]:
-        """Return the stored answers of the pending calls that already took effect."""
-        return recovered_answers(self.db, config, self._sensitive_tools, messages)
-
-    def _save_finished_step(self, config: RunnableConfig) -> StateSnapshot:
-        """Save what the nodes of a step that was cut short had finished; return the state.
-
-        LangGraph keeps a finished node's writes apart until its whole step is saved.
-        ``get_state`` shows them (a write's answer among them), but a run started with
-        new input begins from the last saved step and drops them, which would leave a
-        write that was done unanswered. Saving them as their nodes' updates keeps them.
-        """
-        snapshot = self._state(config)
-        finished = [
-            StateUpdate(task.result, task.name, task.id)
-            for task in snapshot.tasks
-            if task.result is not None
-        ]
-        if not finished:
-            return snapshot
-        self.graph.bulk_update_state(config, [finished])
-        return self._state(config)
-
-    def _settle_recovered(
-        self, config: RunnableConfig, snapshot: StateSnapshot
-    ) -> Iterator[TurnEvent]:
-        """Save the stored answers of recovered calls, as their sensitive node would.
-
-        Called before a new message replaces the unfinished run (which drops whatever
-        that run had not saved), so the new turn starts from a conversation that says
-        those calls were done.
-        """
-        if not (snapshot.next or snapshot.tasks):
-            return
-        done = self._recovered(config, snapshot.values.get("messages", []))
-        if not done:
-            return
-        answers = list(done.values())
-        # One batch comes from one assistant, so one sensitive node answers all of it.
-        node = self._owners[str(answers[0].name)].specialist.sensitive_node
-        self.graph.update_state(config, {"messages": answers}, as_node=node)
-        for answer in answers:
-            yield MessageEvent(answer, node)
 
     def propose(
         self, thread: Thread, name: str, args: Mapping[str, Any], message: AIMessage
@@ -505,7 +364,7 @@ class TravelAssistant:
         """
         owner = self._owners[name]
         config = self.config(thread)
-        snapshot = self._save_finished_step(config)
+        snapshot = self._unfinished.save_finished_step(config)
         call_id = f"call_person_{uuid4().hex[:16]}"
         proposal = message.model_copy(
             update={
@@ -547,7 +406,7 @@ class TravelAssistant:
         instead, and the messages follow.
         """
         config = self.config(thread)
-        snapshot = self._save_finished_step(config)
+        snapshot = self._unfinished.save_finished_step(config)
         owner = active_assistant(snapshot.values.get("dialog_state"))
         said: list[BaseMessage] = list(messages)
         current: list[AnyMessage] = snapshot.values.get("messages", [])
@@ -626,39 +485,7 @@ class TravelAssistant:
         Returns:
             Whether there was an unfinished turn to close.
         """
-        return self._close_cut(self.config(thread), cause)
-
-    def _close_cut(
-        self, config: RunnableConfig, cause: CutCause, said: Sequence[AIMessage] = ()
-    ) -> bool:
-        """Close the cut turn (see ``cancel_turn``); ``said``: the replies cut mid-stream.
-
-        What the customer read of a reply that never finished is kept, before the note,
-        so the history shows what the live page showed.
-        """
-        snapshot = self._save_finished_step(config)
-        messages: list[AnyMessage] = snapshot.values.get("messages", [])
-        _, pending = last_tool_batch(messages)
-        unanswered = bool(messages) and isinstance(messages[-1], HumanMessage)
-        if not (snapshot.next or pending or unanswered):
-            return False
-        owner = active_assistant(snapshot.values.get("dialog_state"))
-        done = self._recovered(config, messages)
-        closing: list[AnyMessage] = [
-            done.get(str(c["id"]))
-            or not_run_answer(c, CUT_TOOL_MESSAGES[cause], "cancelled", **{CUT_KEY: cause})
-            for c in pending
-        ]
-        closing += said
-        closing.append(
-            AIMessage(
-                content=TURN_CUT_NOTES[cause],
-                name=owner,
-                response_metadata={CANCELLED_KEY: True, CUT_KEY: cause},
-            )
-        )
-        self.graph.update_state(config, {"messages": closing}, as_node=owner)
-        return True
+        return self._unfinished.close_cut(self.config(thread), cause)
 
     async def _arun(
         self,
@@ -674,7 +501,7 @@ class TravelAssistant:
         saved checkpoint. It goes on only when the caller asks for the next event, so a
         cancel set on seeing a tool call stops the run before the tool runs: the cancel
         ends a model call at once (``assistants.calls.bounded``) and stops the run
-        before its next node (``_CancelOnRequest``), never in the middle of a node's
+        before its next node (``CancelOnRequest``), never in the middle of a node's
         tools, so a write that started is answered, not lost. A caller that stops
         reading early stops the run as a cancel would.
 
@@ -683,8 +510,8 @@ class TravelAssistant:
         was running.
         """
         stop = cancel if cancel is not None else Cancel()
-        logging.getLogger("langchain_core.callbacks.manager").addFilter(_CANCEL_WARNINGS_FILTER)
-        run_config: RunnableConfig = {**config, "callbacks": [_CancelOnRequest(stop)]}
+        logging.getLogger("langchain_core.callbacks.manager").addFilter(CANCEL_WARNINGS_FILTER)
+        run_config: RunnableConfig = {**config, "callbacks": [CancelOnRequest(stop)]}
         stream = self.graph.astream(
             inputs,
             run_config,
@@ -692,7 +519,7 @@ class TravelAssistant:
             durability="sync",
             interrupt_after=stop_after,
         )
-        streaming = _Streaming()
+        streaming = Streaming()
         saved: Mapping[str, Any] | None = None
         # A step's messages wait for the step's checkpoint: a message is shown as done
         # only once it is saved (a turn whose save is refused shows its failure instead).
@@ -711,7 +538,7 @@ class TravelAssistant:
                             yield event
                         unsaved.clear()
                     else:
-                        for event in _events(payload):
+                        for event in message_events(payload):
                             rest = streaming.finish(event)
                             if rest is not None:
                                 yield rest
@@ -721,17 +548,17 @@ class TravelAssistant:
                 yield event
         except GraphRecursionError:
             finished = True
-            for event in self._end_at_step_limit(config):
+            for event in self._unfinished.end_at_step_limit(config):
                 yield event
         except TurnCancelledError:
             finished = True
-            self._close_cut(config, cancel_cause(stop, cancelled), streaming.cut())
+            self._unfinished.close_cut(config, cancel_cause(stop, cancelled), streaming.cut())
             raise
         except Exception as error:
             finished = True
             if is_provider_error(error):
                 cause: CutCause = "time_limit" if isinstance(error, ModelDeadlineError) else "model"
-                self._close_cut(config, cause, streaming.cut())
+                self._unfinished.close_cut(config, cause, streaming.cut())
                 raise ModelProviderError(describe_provider_error(error)) from error
             # A bug, the conversations database failing, or a lost turn lock: the turn is
             # left as a dead process leaves it, and whoever holds the conversation next
@@ -739,160 +566,14 @@ class TravelAssistant:
             raise
         else:
             if saved is not None:  # the run ended at its last checkpoint: keep its state
-                self._remember(config, _snapshot_of(saved))
+                self._states.remember(config, snapshot_of(saved))
                 saver = self.graph.checkpointer
                 if isinstance(saver, RemembersLastState):  # the next run starts from it
                     saver.remember_state(saved["config"], saved["values"])
         finally:
             if not finished:  # the caller stopped reading: stop the run, then close it
                 stop.set()
-                if await _ended_in_failure(stream):
-                    self._close_cut(config, cancel_cause(stop, cancelled), streaming.cut())
-
-    def _end_at_step_limit(self, config: RunnableConfig) -> Iterator[TurnEvent]:
-        """Close a run that hit the recursion limit with a polite message."""
-        snapshot = self._state(config)
-        messages: list[AnyMessage] = snapshot.values.get("messages", [])
-        _, pending = last_tool_batch(messages)
-        done = self._recovered(config, messages)
-        closing: list[AnyMessage] = [
-            done.get(str(c["id"])) or not_run_answer(c, STEP_LIMIT_TOOL_MESSAGE, "step_limit")
-            for c in pending
-        ]
-        apology = AIMessage(content=STEP_LIMIT_APOLOGY)
-        closing.append(apology)
-        owner = active_assistant(snapshot.values.get("dialog_state"))
-        self.graph.update_state(config, {"messages": closing}, as_node=owner)
-        yield MessageEvent(apology, owner)
-
-
-def _latest_key(saver: BaseCheckpointSaver[Any], config: RunnableConfig) -> StateKey | None:
-    """Return what identifies the thread's latest saved state (see ``_state``).
-
-    The latest checkpoint's id and the (task, channel) of its pending writes; a saver
-    that can tell them without reading the checkpoint (``latest_key``) is asked for
-    them alone.
-    """
-    latest_key = getattr(saver, "latest_key", None)
-    if callable(latest_key):
-        return cast(StateKey | None, latest_key(config))
-    latest = saver.get_tuple(config)
-    if latest is None:
-        return None
-    return (
-        str(latest.config["configurable"].get("checkpoint_id")),
-        tuple((str(write[0]), str(write[1])) for write in latest.pending_writes or ()),
-    )
-
-
-def _snapshot_of(saved: Mapping[str, Any]) -> StateSnapshot:
-    """Return a run's ``checkpoints`` event as the ``StateSnapshot`` ``get_state`` gives.
-
-    LangGraph streams each checkpoint it saves in ``get_state``'s format, as a dict and
-    without the time it was made (``created_at`` is ``None``; nothing here reads it).
-    """
-    tasks = tuple(
-        PregelTask(
-            task["id"],
-            task["name"],
-            (),
-            error=task.get("error"),
-            state=task.get("state"),
-            result=task.get("result"),
-        )
-        for task in saved.get("tasks", ())
-    )
-    return StateSnapshot(
-        values=saved["values"],
-        next=tuple(saved["next"]),
-        config=saved["config"],
-        metadata=saved.get("metadata"),
-        created_at=None,
-        parent_config=saved.get("parent_config"),
-        tasks=tasks,
-        interrupts=(),
-    )
-
-
-def _events(payload: Any) -> Iterator[MessageEvent]:
-    """Return the complete messages of one ``updates`` event, with the node that added them."""
-    for node, update in (payload or {}).items():
-        if type(update) is not dict and not isinstance(update, Mapping):  # dict: no ABC check
-            continue
-        for message in update.get("messages", []) or []:
-            if isinstance(message, _SHOWN):
-                yield MessageEvent(message, node)
-
-
-# The messages a turn shows as they come: a tuple, not a union built at every check.
-_SHOWN = (AIMessage, ToolMessage)
-
-
-@dataclass
-class _Streaming:
-    """The replies of a run as they streamed: their text so far and node, by message id."""
-
-    texts: dict[str, str] = field(default_factory=dict)
-    nodes: dict[str, str] = field(default_factory=dict)
-    done: set[str] = field(default_factory=set)
-
-    def token(self, payload: Any) -> TokenEvent | None:
-        """Return a ``messages`` event as a token of a reply, or ``None`` for anything else."""
-        chunk, metadata = payload
-        if type(chunk) is not AIMessageChunk or not isinstance(chunk.content, str):
-            return None
-        if not chunk.content:
-            return None
-        node = str((metadata or {}).get("langgraph_node", ""))
-        if chunk.id:
-            self.texts[chunk.id] = self.texts.get(chunk.id, "") + chunk.content
-            self.nodes[chunk.id] = node
-        return TokenEvent(chunk.content, node, chunk.id)
-
-    def finish(self, event: MessageEvent) -> TokenEvent | None:
-        """Mark ``event``'s message finished; return what its tokens did not carry, if any.
-
-        A reply cut at the output limit ends with a note the node adds after the stream
-        (``assistants.assistant``): the customer sees it stream like the rest.
-        """
-        message = event.message
-        key = message.id or ""
-        self.done.add(key)
-        sent = self.texts.get(key)
-        if not sent or not isinstance(message, AIMessage) or not isinstance(message.content, str):
-            return None
-        if len(message.content) <= len(sent) or not message.content.startswith(sent):
-            return None
-        self.texts[key] = message.content
-        return TokenEvent(message.content[len(sent) :], event.node, message.id)
-
-    def cut(self) -> list[AIMessage]:
-        """Return the reply the customer saw part of that never finished, as said.
-
-        Only the last one: a model call that failed and was retried streamed its reply
-        again from the start, so an earlier attempt's part is superseded.
-        """
-        unfinished = [
-            (key, text) for key, text in self.texts.items() if key not in self.done and text.strip()
-        ]
-        if not unfinished:
-            return []
-        key, text = unfinished[-1]
-        return [
-            AIMessage(
-                content=text,
-                id=key,
-                name=self.nodes[key],
-                response_metadata={CUT_REPLY_KEY: True},
-            )
-        ]
-
-
-async def _ended_in_failure(stream: AsyncIterator[Any]) -> bool:
-    """Run a stopped run to its end, dropping its events; tell whether it failed."""
-    try:
-        async for _ in stream:
-            pass
-    except Exception:
-        return True
-    return False
+                if await ended_in_failure(stream):
+                    self._unfinished.close_cut(
+                        config, cancel_cause(stop, cancelled), streaming.cut()
+                    )

@@ -61,8 +61,9 @@ from langchain_openai.chat_models.base import _convert_message_to_dict
 from langgraph.graph import END, START, MessagesState, StateGraph
 
 from assistants.state import PRIMARY_ASSISTANT, State
-from conversations.assistant import Decision, Thread, TravelAssistant, _CancelOnRequest
+from conversations.assistant import Decision, Thread, TravelAssistant
 from conversations.protocol import Answer, Conversations
+from conversations.run_cancel import CancelOnRequest
 from conversations.sessions import SessionRegistry
 from conversations.store import sqlite_checkpointer
 from db.clock import fixed_clock
@@ -627,7 +628,7 @@ class Shapes(Chains):
         graph = self.graph(len(walk))
         config: dict[str, Any] = {"configurable": {"thread_id": f"shape of {len(walk)}"}}
         if how == "stream+callbacks":
-            config["callbacks"] = [_CancelOnRequest(Event())]
+            config["callbacks"] = [CancelOnRequest(Event())]
 
         def run(message: dict[str, Any]) -> None:
             if how == "invoke":
