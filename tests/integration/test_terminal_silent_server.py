@@ -32,8 +32,7 @@ def test_terminal_ctrl_c_while_the_server_is_silent_cancels_at_once(
         child.expect("you>")
         child.send("hello\r")
         child.expect("Thinking")
-        while not server.requests:  # the request reached the server, which says nothing
-            time.sleep(0.05)
+        server.wait_for_requests()  # the request reached the server, which says nothing
         pressed = time.monotonic()
         child.sendintr()
         child.expect("Turn cancelled", timeout=5)
@@ -116,8 +115,7 @@ def test_terminal_type_ahead_never_answers_an_approval(files: tuple[Path, Path])
         child.timeout = 60  # a loaded machine starts it slowly
         child.expect("you>")
         child.send("Please move my flight to tomorrow\r")
-        while not server.requests:
-            time.sleep(0.05)
+        server.wait_for_requests()
         child.send("y\r")  # typed while the assistant works, before any question
         child.send("and quickly\r")
         child.expect("Approval needed")

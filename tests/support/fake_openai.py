@@ -181,6 +181,17 @@ class FakeOpenAI:
         host, port = self._server.server_address[:2]
         return f"http://{host}:{port}/v1"
 
+    def wait_for_requests(self, count: int = 1, timeout: float = 30.0) -> None:
+        """Wait until ``count`` chat requests have arrived; fail after ``timeout`` s."""
+        deadline = time.monotonic() + timeout
+        while len(self.requests) < count:
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"the model server got {len(self.requests)} requests in {timeout:g} s, "
+                    f"not {count}: did the client start?"
+                )
+            time.sleep(0.05)
+
     def __enter__(self) -> FakeOpenAI:
         self._thread.start()
         return self
