@@ -213,7 +213,7 @@ class Desk:
             engine = sa.create_engine(url, connect_args={"timeout": 30})
             sa.event.listen(engine, "connect", _sqlite_pragmas)
         else:
-            engine = sa.create_engine(url, pool_size=2, max_overflow=4, pool_pre_ping=True)
+            engine = sa.create_engine(url, pool_size=4, max_overflow=6, pool_pre_ping=True)
         return cls(engine)
 
     @classmethod

@@ -4,52 +4,122 @@ The checkpoints hold each conversation's state; this small table adds what the t
 program and the service need to list and guard them: which passenger a thread belongs
 to, when it was started and last used, and its first message as a title.
 
-Two implementations of one protocol (``SessionStore``): ``SessionRegistry`` in a SQLite
-file (the table and its text timestamps are those of every existing home) and
-``PostgresSessionRegistry`` in a PostgreSQL database, through a psycopg connection pool.
-Both may be used from many threads at once.
+One implementation, through SQLAlchemy Core, serves a SQLite file and a PostgreSQL
+database alike (``SessionRegistry``). The table is the one every existing home has: on
+SQLite its timestamps are ISO 8601 text in UTC, on PostgreSQL ``TIMESTAMPTZ``, and each
+engine keeps the indexes it always had. ``Moment`` and ``StoredTable`` serve the audit
+log (``conversations.audit``) as well.
 """
 
 from __future__ import annotations
 
-import sqlite3
 import threading
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Self, cast
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
 
 if TYPE_CHECKING:
-    from psycopg import Connection
-    from psycopg.rows import DictRow
-    from psycopg_pool import ConnectionPool
+    from sqlalchemy.engine.interfaces import DBAPIConnection, Dialect
 
 TITLE_CHARS = 200
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS travel_sessions (
-    thread_id TEXT PRIMARY KEY,
-    passenger_id TEXT NOT NULL,
-    created_at TEXT NOT NULL,
-    updated_at TEXT NOT NULL,
-    title TEXT NOT NULL DEFAULT ''
-);
-CREATE INDEX IF NOT EXISTS ix_travel_sessions_updated ON travel_sessions (updated_at);
-"""
 
-# The same table on PostgreSQL, with real timestamps; the index serves "a passenger's
-# conversations, most recent first", which is what every list asks.
-POSTGRES_SCHEMA = (
-    """CREATE TABLE IF NOT EXISTS travel_sessions (
-    thread_id TEXT PRIMARY KEY,
-    passenger_id TEXT NOT NULL,
-    created_at TIMESTAMPTZ NOT NULL,
-    updated_at TIMESTAMPTZ NOT NULL,
-    title TEXT NOT NULL DEFAULT ''
-)""",
-    "CREATE INDEX IF NOT EXISTS ix_travel_sessions_passenger_updated "
-    "ON travel_sessions (passenger_id, updated_at DESC)",
-    "CREATE INDEX IF NOT EXISTS ix_travel_sessions_updated ON travel_sessions (updated_at DESC)",
+class Moment(sa.types.TypeDecorator[datetime]):
+    """An aware moment: ``TIMESTAMPTZ`` on PostgreSQL, text on SQLite.
+
+    The text is ``datetime.isoformat`` in UTC with ``timespec``, as the existing SQLite
+    homes have it; with one format per column, text order is time order. Moments are
+    read back in UTC on either engine.
+    """
+
+    impl = sa.DateTime(timezone=True)
+    cache_ok = True
+
+    def __init__(self, timespec: str = "auto") -> None:
+        """Write SQLite's text with ``timespec`` (see ``datetime.isoformat``)."""
+        super().__init__()
+        self.timespec = timespec
+
+    def load_dialect_impl(self, dialect: Dialect) -> sa.types.TypeEngine[Any]:
+        """Return text on SQLite, the timestamp with its zone elsewhere."""
+        return dialect.type_descriptor(sa.Text() if dialect.name == "sqlite" else self.impl)
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> Any:
+        """Turn ``value`` into UTC, and into text on SQLite."""
+        if value is None:
+            return None
+        value = value.astimezone(UTC)
+        return value.isoformat(timespec=self.timespec) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
+        """Read SQLite's text, or the driver's timestamp, as a moment in UTC."""
+        if value is None:
+            return None
+        moment = datetime.fromisoformat(value) if isinstance(value, str) else value
+        return moment.astimezone(UTC)
+
+
+class StoredTable:
+    """A table kept beside the conversations, on an engine, usable from many threads.
+
+    A subclass names its ``table`` and the ``indexes`` of each engine (by dialect name);
+    both are created when they are missing, as the existing homes have them.
+    """
+
+    table: ClassVar[sa.Table]
+    indexes: ClassVar[dict[str, tuple[sa.Index, ...]]]
+
+    def __init__(self, engine: sa.Engine) -> None:
+        """Use ``engine`` (SQLite or PostgreSQL) and create the table if it is missing.
+
+        On PostgreSQL, processes setting up one database at once must take turns (the
+        store does: ``conversations.store``).
+        """
+        self.engine = engine
+        # Calls that share one connection (a SQLite database in memory, or a connection
+        # given) take turns, since their transactions would mix; a pool gives each call
+        # a connection of its own.
+        self._lock: AbstractContextManager[Any] = (
+            threading.RLock() if isinstance(engine.pool, sa.pool.StaticPool) else nullcontext()
+        )
+        with self._lock, engine.begin() as connection:
+            connection.execute(sa.schema.CreateTable(self.table, if_not_exists=True))
+            for index in self.indexes[engine.dialect.name]:
+                connection.execute(sa.schema.CreateIndex(index, if_not_exists=True))
+
+    @classmethod
+    def in_memory(cls) -> Self:
+        """Return one that keeps nothing after the process."""
+        engine = sa.create_engine(
+            "sqlite://", connect_args={"check_same_thread": False}, poolclass=sa.pool.StaticPool
+        )
+        return cls(engine)
+
+    def close(self) -> None:
+        """Close the engine's connections."""
+        with self._lock:
+            self.engine.dispose()
+
+
+def without_nul(text: str) -> str:
+    """Drop NUL characters, which PostgreSQL text cannot hold (names and labels only)."""
+    return text.replace("\x00", "")
+
+
+_metadata = sa.MetaData()
+SESSIONS = sa.Table(
+    "travel_sessions",
+    _metadata,
+    sa.Column("thread_id", sa.Text, primary_key=True),
+    sa.Column("passenger_id", sa.Text, nullable=False),
+    sa.Column("created_at", Moment(), nullable=False),
+    sa.Column("updated_at", Moment(), nullable=False),
+    sa.Column("title", sa.Text, nullable=False, server_default=""),
 )
 
 
@@ -83,173 +153,108 @@ class SessionStore(Protocol):
         """Return the most recently used records first, optionally of one passenger."""
 
 
-class SessionRegistry:
-    """Read and write the ``travel_sessions`` table of a SQLite file."""
+class OpenConnection(Protocol):
+    """What a DB-API connection (``sqlite3``'s) has, given in place of an engine."""
 
-    def __init__(self, connection: sqlite3.Connection) -> None:
-        """Use ``connection`` (it may be shared with the checkpointer) and create the table."""
-        self.connection = connection
-        # One statement at a time on the connection: the service calls from many threads.
-        self._lock = threading.RLock()
-        with self._lock, self.connection:
-            self.connection.executescript(_SCHEMA)
+    def cursor(self) -> Any:
+        """Return a new cursor."""
+
+    def commit(self) -> None:
+        """Commit the transaction."""
+
+    def rollback(self) -> None:
+        """Roll the transaction back."""
+
+    def close(self) -> None:
+        """Close the connection."""
+
+
+class SessionRegistry(StoredTable):
+    """The ``travel_sessions`` table of a SQLite file or a PostgreSQL database."""
+
+    table = SESSIONS
+    # What every list asks for: the most recently used first, of one passenger or all.
+    indexes: ClassVar[dict[str, tuple[sa.Index, ...]]] = {
+        "sqlite": (sa.Index("ix_travel_sessions_updated", SESSIONS.c.updated_at),),
+        "postgresql": (
+            sa.Index(
+                "ix_travel_sessions_passenger_updated",
+                SESSIONS.c.passenger_id,
+                SESSIONS.c.updated_at.desc(),
+            ),
+            sa.Index("ix_travel_sessions_updated", SESSIONS.c.updated_at.desc()),
+        ),
+    }
+
+    def __init__(self, engine: sa.Engine | OpenConnection) -> None:
+        """Use ``engine``, or one open SQLite connection, and create the table if missing.
+
+        The connection may be shared with a checkpointer that commits before the registry
+        is used (each call here ends its own transaction); ``close`` closes it.
+        """
+        if not isinstance(engine, sa.Engine):
+            given = cast("DBAPIConnection", engine)
+            engine = sa.create_engine(
+                "sqlite://", creator=lambda: given, poolclass=sa.pool.StaticPool
+            )
+        super().__init__(engine)
 
     @classmethod
     def open(cls, path: Path) -> SessionRegistry:
         """Open (and create) the registry in the SQLite file at ``path``."""
         path.parent.mkdir(parents=True, exist_ok=True)
-        return cls(sqlite3.connect(path, check_same_thread=False))
+        return cls(sa.create_engine(f"sqlite:///{path}"))
 
     def get(self, thread_id: str) -> SessionRecord | None:
         """Return the record of ``thread_id``, or ``None``."""
-        with self._lock:
-            row = self.connection.execute(
-                "SELECT thread_id, passenger_id, created_at, updated_at, title "
-                "FROM travel_sessions WHERE thread_id = ?",
-                (thread_id,),
-            ).fetchone()
-        return _record(row) if row else None
+        query = SESSIONS.select().where(SESSIONS.c.thread_id == thread_id)
+        with self._lock, self.engine.connect() as connection:
+            row = connection.execute(query).mappings().first()
+        return SessionRecord(**row) if row else None
 
     def touch(self, thread_id: str, passenger_id: str, now: datetime, title: str = "") -> None:
         """Create the record or mark it used at ``now``; the first title sticks."""
-        stamp = now.astimezone(UTC).isoformat()
-        with self._lock, self.connection:
-            self.connection.execute(
-                "INSERT INTO travel_sessions "
-                "(thread_id, passenger_id, created_at, updated_at, title) "
-                "VALUES (?, ?, ?, ?, ?) "
-                "ON CONFLICT(thread_id) DO UPDATE SET updated_at = excluded.updated_at, "
-                "title = CASE WHEN travel_sessions.title = '' THEN excluded.title "
-                "ELSE travel_sessions.title END",
-                (thread_id, passenger_id, stamp, stamp, title[:TITLE_CHARS]),
-            )
+        insert = (postgresql if self.engine.dialect.name == "postgresql" else sqlite).insert(
+            SESSIONS
+        )
+        upsert = insert.values(
+            thread_id=thread_id,
+            passenger_id=passenger_id,
+            created_at=now,
+            updated_at=now,
+            title=without_nul(title[:TITLE_CHARS]),
+        ).on_conflict_do_update(
+            index_elements=[SESSIONS.c.thread_id],
+            set_={
+                "updated_at": insert.excluded.updated_at,
+                "title": sa.case(
+                    (SESSIONS.c.title == "", insert.excluded.title), else_=SESSIONS.c.title
+                ),
+            },
+        )
+        with self._lock, self.engine.begin() as connection:
+            connection.execute(upsert)
 
     def rename(self, thread_id: str, title: str) -> bool:
         """Set the title of ``thread_id``; return whether it was there."""
-        with self._lock, self.connection:
-            cursor = self.connection.execute(
-                "UPDATE travel_sessions SET title = ? WHERE thread_id = ?",
-                (title[:TITLE_CHARS], thread_id),
-            )
-        return cursor.rowcount > 0
+        update = (
+            SESSIONS.update()
+            .where(SESSIONS.c.thread_id == thread_id)
+            .values(title=without_nul(title[:TITLE_CHARS]))
+        )
+        with self._lock, self.engine.begin() as connection:
+            return connection.execute(update).rowcount > 0
 
     def delete(self, thread_id: str) -> bool:
         """Forget ``thread_id``; return whether it was there (its checkpoints are separate)."""
-        with self._lock, self.connection:
-            cursor = self.connection.execute(
-                "DELETE FROM travel_sessions WHERE thread_id = ?", (thread_id,)
-            )
-        return cursor.rowcount > 0
+        delete = SESSIONS.delete().where(SESSIONS.c.thread_id == thread_id)
+        with self._lock, self.engine.begin() as connection:
+            return connection.execute(delete).rowcount > 0
 
     def list(self, passenger_id: str | None = None, limit: int = 50) -> list[SessionRecord]:
         """Return the most recently used sessions first, optionally of one passenger."""
-        query = "SELECT thread_id, passenger_id, created_at, updated_at, title FROM travel_sessions"
-        params: tuple[object, ...] = ()
+        query = SESSIONS.select().order_by(SESSIONS.c.updated_at.desc()).limit(limit)
         if passenger_id is not None:
-            query += " WHERE passenger_id = ?"
-            params = (passenger_id,)
-        query += " ORDER BY updated_at DESC LIMIT ?"
-        with self._lock:
-            rows = self.connection.execute(query, (*params, limit)).fetchall()
-        return [_record(row) for row in rows]
-
-    def close(self) -> None:
-        """Close the connection."""
-        with self._lock:
-            self.connection.close()
-
-
-def _record(row: tuple[str, str, str, str, str]) -> SessionRecord:
-    return SessionRecord(
-        thread_id=row[0],
-        passenger_id=row[1],
-        created_at=datetime.fromisoformat(row[2]),
-        updated_at=datetime.fromisoformat(row[3]),
-        title=row[4],
-    )
-
-
-class PostgresSessionRegistry:
-    """The ``travel_sessions`` table of a PostgreSQL database, over a connection pool.
-
-    The pool's connections are in autocommit mode with dictionary rows (as LangGraph's
-    ``PostgresSaver`` needs them); each call is one statement, so one transaction.
-    """
-
-    def __init__(self, pool: ConnectionPool[Connection[DictRow]]) -> None:
-        """Use ``pool``; the table must exist (``create_postgres_schema``)."""
-        self.pool = pool
-
-    def get(self, thread_id: str) -> SessionRecord | None:
-        """Return the record of ``thread_id``, or ``None``."""
-        with self.pool.connection() as connection:
-            row = connection.execute(
-                "SELECT thread_id, passenger_id, created_at, updated_at, title "
-                "FROM travel_sessions WHERE thread_id = %s",
-                (thread_id,),
-            ).fetchone()
-        return _pg_record(row) if row else None
-
-    def touch(self, thread_id: str, passenger_id: str, now: datetime, title: str = "") -> None:
-        """Create the record or mark it used at ``now``; the first title sticks."""
-        stamp = now.astimezone(UTC)
-        with self.pool.connection() as connection:
-            connection.execute(
-                "INSERT INTO travel_sessions "
-                "(thread_id, passenger_id, created_at, updated_at, title) "
-                "VALUES (%s, %s, %s, %s, %s) "
-                "ON CONFLICT (thread_id) DO UPDATE SET updated_at = EXCLUDED.updated_at, "
-                "title = CASE WHEN travel_sessions.title = '' THEN EXCLUDED.title "
-                "ELSE travel_sessions.title END",
-                (thread_id, passenger_id, stamp, stamp, _no_nul(title[:TITLE_CHARS])),
-            )
-
-    def rename(self, thread_id: str, title: str) -> bool:
-        """Set the title of ``thread_id``; return whether it was there."""
-        with self.pool.connection() as connection:
-            cursor = connection.execute(
-                "UPDATE travel_sessions SET title = %s WHERE thread_id = %s",
-                (_no_nul(title[:TITLE_CHARS]), thread_id),
-            )
-            return cursor.rowcount > 0
-
-    def delete(self, thread_id: str) -> bool:
-        """Forget ``thread_id``; return whether it was there (its checkpoints are separate)."""
-        with self.pool.connection() as connection:
-            cursor = connection.execute(
-                "DELETE FROM travel_sessions WHERE thread_id = %s", (thread_id,)
-            )
-            return cursor.rowcount > 0
-
-    def list(self, passenger_id: str | None = None, limit: int = 50) -> list[SessionRecord]:
-        """Return the most recently used sessions first, optionally of one passenger."""
-        query = "SELECT thread_id, passenger_id, created_at, updated_at, title FROM travel_sessions"
-        params: tuple[object, ...] = ()
-        if passenger_id is not None:
-            query += " WHERE passenger_id = %s"
-            params = (passenger_id,)
-        query += " ORDER BY updated_at DESC LIMIT %s"
-        with self.pool.connection() as connection:
-            rows = connection.execute(query, (*params, limit)).fetchall()  # type: ignore[arg-type]
-        return [_pg_record(row) for row in rows]
-
-
-def create_postgres_schema(connection: Connection[Any]) -> None:
-    """Create the ``travel_sessions`` table and its indexes when they are missing."""
-    for statement in POSTGRES_SCHEMA:
-        connection.execute(statement)  # type: ignore[arg-type]
-
-
-def _no_nul(text: str) -> str:
-    # PostgreSQL text cannot hold NUL characters (SQLite can); a title is only a label.
-    return text.replace("\x00", "")
-
-
-def _pg_record(row: DictRow) -> SessionRecord:
-    return SessionRecord(
-        thread_id=row["thread_id"],
-        passenger_id=row["passenger_id"],
-        created_at=row["created_at"],
-        updated_at=row["updated_at"],
-        title=row["title"],
-    )
+            query = query.where(SESSIONS.c.passenger_id == passenger_id)
+        with self._lock, self.engine.connect() as connection:
+            return [SessionRecord(**row) for row in connection.execute(query).mappings()]

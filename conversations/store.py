@@ -30,7 +30,9 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from conversations.audit import AuditLog, PostgresAuditLog, SqliteAuditLog
+import sqlalchemy as sa
+
+from conversations.audit import AuditLog
 from conversations.desk import Desk, DeskStoreError
 from conversations.locks import (
     POLL_SECONDS,
@@ -42,7 +44,7 @@ from conversations.locks import (
     TurnLease,
     TurnLocks,
 )
-from conversations.sessions import PostgresSessionRegistry, SessionRegistry, SessionStore
+from conversations.sessions import SessionRegistry, SessionStore
 from locations import (
     CONNECT_TIMEOUT_SECONDS,
     INSTALL_POSTGRES,
@@ -64,8 +66,9 @@ __all__ = [
     "TurnLocks",
 ]
 
-# Connections of the PostgreSQL pool (checkpoints and the registry; turn locks have
-# their own). The checkpointer serialises its own calls, so a few are plenty.
+# Connections of the PostgreSQL pool (checkpoints; turn locks have their own, and the
+# registry and the audit log use the desk's engine). The checkpointer serialises its own
+# calls, so a few are plenty.
 POOL_MAX_SIZE = 8
 # Schema set-up by several processes at once is serialised with this advisory lock.
 SETUP_LOCK_KEY = 0x7472_6176_656C_5353  # "travelSS"
@@ -90,7 +93,7 @@ class ConversationStore:
         self.saver = saver
         self.registry = registry
         self.locks = locks
-        self.audit: AuditLog = audit if audit is not None else SqliteAuditLog.in_memory()
+        self.audit = audit if audit is not None else AuditLog.in_memory()
         self.desk = desk if desk is not None else Desk.in_memory()
         self.location = location
         self._closers = closers
@@ -119,13 +122,13 @@ class ConversationStore:
         """Return a store that keeps nothing after the process (for tests and tools)."""
         from langgraph.checkpoint.memory import InMemorySaver
 
-        connection = sqlite3.connect(":memory:", check_same_thread=False)
+        registry = SessionRegistry.in_memory()
         return cls(
             InMemorySaver(),
-            SessionRegistry(connection),
+            registry,
             LocalTurnLocks(),
             location=":memory:",
-            closers=(connection.close,),
+            closers=(registry.close,),
         )
 
     def acquire(self, thread_id: str, wait: float = 0.0) -> TurnLease:
@@ -209,23 +212,19 @@ def _open_sqlite(path: Path) -> ConversationStore:
         # The customers' words are in it: readable by its owner only. SQLite gives its
         # -wal and -shm files the same permissions. An existing file keeps its own.
         os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
-    connections: list[sqlite3.Connection] = []
+    closers: list[Callable[[], None]] = []
     try:
         checkpoints = sqlite3.connect(path, check_same_thread=False)
-        connections.append(checkpoints)
+        closers.append(checkpoints.close)
         saver = sqlite_checkpointer(checkpoints)
-        # The registry has a connection of its own: the service uses it from many threads
-        # while a turn writes checkpoints.
-        registry_connection = sqlite3.connect(path, check_same_thread=False)
-        connections.append(registry_connection)
-        registry = SessionRegistry(registry_connection)
-        audit_connection = sqlite3.connect(path, check_same_thread=False)
-        connections.append(audit_connection)
-        audit = SqliteAuditLog(audit_connection)
         desk = Desk.open(f"sqlite:///{path}")
-    except (sqlite3.DatabaseError, DeskStoreError) as error:
-        for connection in connections:
-            connection.close()
+        closers.append(desk.close)
+        # The registry and the audit log take connections from the desk's engine: the
+        # service uses them from many threads while a turn writes checkpoints.
+        registry, audit = SessionRegistry(desk.engine), AuditLog(desk.engine)
+    except (sqlite3.DatabaseError, sa.exc.SQLAlchemyError, DeskStoreError) as error:
+        for close in closers:
+            close()
         raise ConversationStoreError(
             f"The session store {path} cannot be read ({error}). Move it aside to start afresh."
         ) from error
@@ -237,7 +236,7 @@ def _open_sqlite(path: Path) -> ConversationStore:
         registry,
         FencedTurnLocks(locks, SqliteClaims(checkpoints, saver.lock), saver),
         location=str(path),
-        closers=(locks.close, desk.close, audit.close, registry.close, checkpoints.close),
+        closers=(locks.close, desk.close, checkpoints.close),
         audit=audit,
         desk=desk,
     )
@@ -270,8 +269,15 @@ def _open_postgres(location: Location) -> ConversationStore:
         raise ConversationStoreError(describe_connect_error(location, error)) from error
     try:
         with connection:
-            _setup_postgres(connection)
-    except psycopg.Error as error:
+            # The registry and the audit log share the desk's engine (it pings a
+            # connection before handing it out); their tables are set up with the rest.
+            desk = Desk.open(location.sqlalchemy_url())
+            try:
+                registry, audit = _setup_postgres(connection, desk.engine)
+            except BaseException:
+                desk.close()
+                raise
+    except (psycopg.Error, sa.exc.SQLAlchemyError, DeskStoreError) as error:
         raise ConversationStoreError(
             f"The conversations database {location.shown()} cannot be set up: {first_line(error)}"
         ) from error
@@ -303,26 +309,21 @@ def _open_postgres(location: Location) -> ConversationStore:
         """LangGraph's ``PostgresSaver``, fenced, remembering its runs' last states."""
 
     saver = ConversationPostgresSaver(pool)
-    try:
-        desk = Desk.open(location.sqlalchemy_url())
-    except DeskStoreError as error:
-        pool.close()
-        raise ConversationStoreError(
-            f"The conversations database {location.shown()} cannot be set up: {first_line(error)}"
-        ) from error
     return ConversationStore(
         saver,
-        PostgresSessionRegistry(pool),
+        registry,
         FencedTurnLocks(PostgresTurnLocks(conninfo, probe), PostgresClaims(pool), saver),
         location=location.shown(),
         closers=(desk.close, pool.close),
-        audit=PostgresAuditLog(pool),
+        audit=audit,
         desk=desk,
     )
 
 
-def _setup_postgres(connection: Any) -> None:
-    """Create the checkpoint tables and the registry, one process at a time.
+def _setup_postgres(connection: Any, engine: sa.Engine) -> tuple[SessionRegistry, AuditLog]:
+    """Create the checkpoint tables, the registry and the audit log, one process at a time.
+
+    Returns the registry and the audit log on ``engine``.
 
     The lock is polled rather than waited for: LangGraph's migrations build indexes
     ``CONCURRENTLY``, which wait for every open transaction, and a session blocked in
@@ -330,9 +331,7 @@ def _setup_postgres(connection: Any) -> None:
     """
     from langgraph.checkpoint.postgres import PostgresSaver
 
-    from conversations.audit import create_postgres_schema as create_audit_schema
     from conversations.fences import POSTGRES_CLAIMS_TABLE
-    from conversations.sessions import create_postgres_schema
 
     deadline = time.monotonic() + SETUP_WAIT_SECONDS
     while not connection.execute(
@@ -346,8 +345,7 @@ def _setup_postgres(connection: Any) -> None:
         time.sleep(POLL_SECONDS)
     try:
         PostgresSaver(connection).setup()
-        create_postgres_schema(connection)
         connection.execute(POSTGRES_CLAIMS_TABLE)
-        create_audit_schema(connection)
+        return SessionRegistry(engine), AuditLog(engine)
     finally:
         connection.execute("SELECT pg_advisory_unlock(%s)", (SETUP_LOCK_KEY,))
