@@ -1097,8 +1097,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "a supervisor's look is recorded once per thing looked at within five minutes, and "
         "again after them",
         "conversations/audit.py",
-        '"AND at > ?)",',
-        '"AND at < ?)",',
+        "AUDIT.c.at > at - within,",
+        "AUDIT.c.at < at - within,",
         (
             "tests/integration/test_supervisor.py::test_supervisor_looks_are_audited_durably[sqlite]",
         ),
