@@ -19,7 +19,7 @@ from typing import ClassVar, Literal, get_args
 
 import sqlalchemy as sa
 
-from conversations.sessions import Moment, StoredTable, without_nul
+from conversations.tables import Moment, StoredTable, without_nul
 
 # What a supervisor looked at (the list of every conversation, or one conversation), or
 # what they did as a person at the desk (``server.handoff``) to a conversation.
@@ -149,7 +149,3 @@ class AuditLog(StoredTable):
         query = query.order_by(AUDIT.c.at.desc(), AUDIT.c.id.desc()).limit(limit)
         with self._lock, self.engine.connect() as connection:
             return [AuditEntry(**row) for row in connection.execute(query).mappings()]
-
-
-# The name the service still uses for a log in memory (``SqliteAuditLog.in_memory()``).
-SqliteAuditLog = AuditLog

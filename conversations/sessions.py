@@ -7,109 +7,25 @@ to, when it was started and last used, and its first message as a title.
 One implementation, through SQLAlchemy Core, serves a SQLite file and a PostgreSQL
 database alike (``SessionRegistry``). The table is the one every existing home has: on
 SQLite its timestamps are ISO 8601 text in UTC, on PostgreSQL ``TIMESTAMPTZ``, and each
-engine keeps the indexes it always had. ``Moment`` and ``StoredTable`` serve the audit
-log (``conversations.audit``) as well.
+engine keeps the indexes it always had (``conversations.tables``).
 """
 
 from __future__ import annotations
 
-import threading
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Self, cast
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
+from conversations.tables import Moment, StoredTable, without_nul
+
 if TYPE_CHECKING:
-    from sqlalchemy.engine.interfaces import DBAPIConnection, Dialect
+    from sqlalchemy.engine.interfaces import DBAPIConnection
 
 TITLE_CHARS = 200
-
-
-class Moment(sa.types.TypeDecorator[datetime]):
-    """An aware moment: ``TIMESTAMPTZ`` on PostgreSQL, text on SQLite.
-
-    The text is ``datetime.isoformat`` in UTC with ``timespec``, as the existing SQLite
-    homes have it; with one format per column, text order is time order. Moments are
-    read back in UTC on either engine.
-    """
-
-    impl = sa.DateTime(timezone=True)
-    cache_ok = True
-
-    def __init__(self, timespec: str = "auto") -> None:
-        """Write SQLite's text with ``timespec`` (see ``datetime.isoformat``)."""
-        super().__init__()
-        self.timespec = timespec
-
-    def load_dialect_impl(self, dialect: Dialect) -> sa.types.TypeEngine[Any]:
-        """Return text on SQLite, the timestamp with its zone elsewhere."""
-        return dialect.type_descriptor(sa.Text() if dialect.name == "sqlite" else self.impl)
-
-    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> Any:
-        """Turn ``value`` into UTC, and into text on SQLite."""
-        if value is None:
-            return None
-        value = value.astimezone(UTC)
-        return value.isoformat(timespec=self.timespec) if dialect.name == "sqlite" else value
-
-    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
-        """Read SQLite's text, or the driver's timestamp, as a moment in UTC."""
-        if value is None:
-            return None
-        moment = datetime.fromisoformat(value) if isinstance(value, str) else value
-        return moment.astimezone(UTC)
-
-
-class StoredTable:
-    """A table kept beside the conversations, on an engine, usable from many threads.
-
-    A subclass names its ``table`` and the ``indexes`` of each engine (by dialect name);
-    both are created when they are missing, as the existing homes have them.
-    """
-
-    table: ClassVar[sa.Table]
-    indexes: ClassVar[dict[str, tuple[sa.Index, ...]]]
-
-    def __init__(self, engine: sa.Engine) -> None:
-        """Use ``engine`` (SQLite or PostgreSQL) and create the table if it is missing.
-
-        On PostgreSQL, processes setting up one database at once must take turns (the
-        store does: ``conversations.store``).
-        """
-        self.engine = engine
-        # Calls that share one connection (a SQLite database in memory, or a connection
-        # given) take turns, since their transactions would mix; a pool gives each call
-        # a connection of its own.
-        self._lock: AbstractContextManager[Any] = (
-            threading.RLock() if isinstance(engine.pool, sa.pool.StaticPool) else nullcontext()
-        )
-        with self._lock, engine.begin() as connection:
-            connection.execute(sa.schema.CreateTable(self.table, if_not_exists=True))
-            for index in self.indexes[engine.dialect.name]:
-                connection.execute(sa.schema.CreateIndex(index, if_not_exists=True))
-
-    @classmethod
-    def in_memory(cls) -> Self:
-        """Return one that keeps nothing after the process."""
-        engine = sa.create_engine(
-            "sqlite://", connect_args={"check_same_thread": False}, poolclass=sa.pool.StaticPool
-        )
-        return cls(engine)
-
-    def close(self) -> None:
-        """Close the engine's connections."""
-        with self._lock:
-            self.engine.dispose()
-
-
-def without_nul(text: str) -> str:
-    """Drop NUL characters, which PostgreSQL text cannot hold (names and labels only)."""
-    return text.replace("\x00", "")
-
 
 _metadata = sa.MetaData()
 SESSIONS = sa.Table(

@@ -16,6 +16,9 @@ program and the HTTP service share:
 - ``desk``: the conversations handed to a person and who holds each
   (``conversations.desk``), in the same file or database.
 
+The registry, the audit log and the desk share one SQLAlchemy engine
+(``conversations.tables``).
+
 The location is what the user gave (``--conversations`` or its environment variable),
 read by ``locations.Location``.
 """
@@ -45,6 +48,7 @@ from conversations.locks import (
     TurnLocks,
 )
 from conversations.sessions import SessionRegistry, SessionStore
+from conversations.tables import open_engine
 from locations import (
     CONNECT_TIMEOUT_SECONDS,
     INSTALL_POSTGRES,
@@ -67,8 +71,8 @@ __all__ = [
 ]
 
 # Connections of the PostgreSQL pool (checkpoints; turn locks have their own, and the
-# registry and the audit log use the desk's engine). The checkpointer serialises its own
-# calls, so a few are plenty.
+# registry, the audit log and the desk share one engine). The checkpointer serialises its
+# own calls, so a few are plenty.
 POOL_MAX_SIZE = 8
 # Schema set-up by several processes at once is serialised with this advisory lock.
 SETUP_LOCK_KEY = 0x7472_6176_656C_5353  # "travelSS"
@@ -217,11 +221,12 @@ def _open_sqlite(path: Path) -> ConversationStore:
         checkpoints = sqlite3.connect(path, check_same_thread=False)
         closers.append(checkpoints.close)
         saver = sqlite_checkpointer(checkpoints)
-        desk = Desk.open(f"sqlite:///{path}")
+        engine = open_engine(f"sqlite:///{path}")
+        desk = Desk(engine)
         closers.append(desk.close)
-        # The registry and the audit log take connections from the desk's engine: the
+        # The desk, the registry and the audit log take connections from one engine: the
         # service uses them from many threads while a turn writes checkpoints.
-        registry, audit = SessionRegistry(desk.engine), AuditLog(desk.engine)
+        registry, audit = SessionRegistry(engine), AuditLog(engine)
     except (sqlite3.DatabaseError, sa.exc.SQLAlchemyError, DeskStoreError) as error:
         for close in closers:
             close()
@@ -269,11 +274,12 @@ def _open_postgres(location: Location) -> ConversationStore:
         raise ConversationStoreError(describe_connect_error(location, error)) from error
     try:
         with connection:
-            # The registry and the audit log share the desk's engine (it pings a
+            # The desk, the registry and the audit log share one engine (it pings a
             # connection before handing it out); their tables are set up with the rest.
-            desk = Desk.open(location.sqlalchemy_url())
+            engine = open_engine(location.sqlalchemy_url())
+            desk = Desk(engine)
             try:
-                registry, audit = _setup_postgres(connection, desk.engine)
+                registry, audit = _setup_postgres(connection, engine)
             except BaseException:
                 desk.close()
                 raise

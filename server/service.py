@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from conversations import words
-from conversations.audit import AuditLog, SqliteAuditLog
+from conversations.audit import AuditLog
 from conversations.events import Thread
 from conversations.loop import turn_loop
 from conversations.protocol import Answer, Conversations, DecisionsError
@@ -177,7 +177,7 @@ class ConversationService:
             assistant, self.sessions, locks, desk, check_above=check_above
         )
         self.runner = runner or TurnRunner()
-        self.audit: AuditLog = audit if audit is not None else SqliteAuditLog.in_memory()
+        self.audit: AuditLog = audit if audit is not None else AuditLog.in_memory()
         self.failures = RecentFailures()
         self._sweeper: concurrent.futures.Future[None] | None = None
 
