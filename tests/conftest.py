@@ -96,7 +96,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--exhaustive",
         action="store_true",
         help="also run the long tail of the test matrices (marked exhaustive), which the "
-        "default run leaves out; -m exhaustive runs only them (tests/support/exhaustive.py)",
+        "default run leaves out; -m exhaustive runs only them (tests/support/tiers.py)",
+    )
+    parser.addoption(
+        "--all",
+        action="store_true",
+        help="run every tier the default run leaves out (e2e, exhaustive) with the quick "
+        "suite; langgraph_server's tests still need -m langgraph_server",
     )
     parser.addoption(
         "--engine",
@@ -219,16 +225,18 @@ def travel_db(db_url: str) -> Iterator[Database]:
     database.dispose()
 
 
-# The long tail of the test matrices is left out unless asked for (tests/support/exhaustive.py);
-# tests that share an expensive module-scoped fixture run on one xdist worker, so that it
-# is set up once per run rather than once per worker (tests/support/xdist_groups.py).
+# The default run is the quick suite: the e2e, exhaustive and langgraph_server tiers are
+# left out unless asked for (tests/support/tiers.py); tests that share an expensive
+# module-scoped fixture run on one xdist worker, so that it is set up once per run rather
+# than once per worker (tests/support/xdist_groups.py).
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest's own -m selection sees the e2e marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    from tests.support import exhaustive, langgraph_server, xdist_groups
+    from tests.support import tiers, xdist_groups
 
-    exhaustive.deselect(config, items)
-    langgraph_server.deselect(config, items)
+    tiers.mark_e2e(items)
+    tiers.deselect(config, items)
     xdist_groups.record(config, items)
 
 
@@ -271,11 +279,11 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
-    """Say how many exhaustive tests the run left out (xdist's summary does not)."""
+    """Say how many tests of each tier the run left out (xdist's summary does not)."""
     if hasattr(config, "workerinput"):
         return
-    from tests.support import exhaustive
+    from tests.support import tiers
 
-    said = exhaustive.summary(config)
+    said = tiers.summary(config)
     if said:
         terminalreporter.write_line(said)

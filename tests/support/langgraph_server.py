@@ -159,19 +159,3 @@ class LangGraphDev:
             self.process.kill()
             self.process.wait()
         shutil.rmtree(self.folder / ".langgraph_api", ignore_errors=True)
-
-
-def deselect(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Leave the ``langgraph_server`` tests out unless asked for.
-
-    ``-m langgraph_server`` (any marker expression naming it) or naming their file on the
-    command line runs them.
-    """
-    if MARK in (config.option.markexpr or "") or any(
-        "test_langgraph_server" in str(arg) for arg in config.args
-    ):
-        return
-    left = [item for item in items if item.get_closest_marker(MARK) is not None]
-    if left:
-        config.hook.pytest_deselected(items=left)
-        items[:] = [item for item in items if item.get_closest_marker(MARK) is None]

@@ -191,6 +191,7 @@ def test_cli_sessions_lists_pending_flag(
     assert FIXTURE_PASSENGER_ID in out.getvalue()
 
 
+@pytest.mark.e2e  # builds a whole travel database
 def test_cli_db_init_refuses_to_overwrite_then_forces(tmp_path: Path, home: Path) -> None:
     target = tmp_path / "fresh.sqlite"
     err = io.StringIO()
@@ -258,6 +259,7 @@ def test_cli_provider_error_prints_one_line_and_goes_on(
     assert "Now it works." in result.out
 
 
+@pytest.mark.e2e  # builds a whole travel database
 def test_cli_first_use_builds_the_database_in_a_new_home(
     tmp_path: Path, model: ScriptedChatModel
 ) -> None:

@@ -60,6 +60,7 @@ def test_cli_token_for_a_missing_database_refuses(tmp_path: Path) -> None:
     assert not missing.exists()
 
 
+@pytest.mark.e2e  # builds a whole travel database
 def test_cli_create_db_builds_the_named_database(tmp_path: Path, model: ScriptedChatModel) -> None:
     target = tmp_path / "new.sqlite"
     model.extend(say("Welcome!"))

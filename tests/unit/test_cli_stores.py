@@ -210,6 +210,7 @@ def test_cli_db_as_a_sqlite_url(db_path: Path, home: Path, model: ScriptedChatMo
 # --- one turn at a time ----------------------------------------------------------------------
 
 
+@pytest.mark.e2e  # runs the program in processes of its own
 def test_cli_turn_running_elsewhere_is_refused_and_nothing_is_lost(
     db_path: Path, home: Path, model: ScriptedChatModel
 ) -> None:

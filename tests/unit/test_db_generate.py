@@ -211,6 +211,7 @@ def _digests(target: Path | str, tables: Sequence[str], engine_name: str) -> dic
     return {table: _rows_digest(str(target), table) for table in tables}
 
 
+@pytest.mark.e2e  # builds whole travel databases
 def test_build_database_same_seed_rebuild_gives_identical_rows(
     template_db_path: Path, db_url: str, engine_name: str
 ) -> None:
@@ -276,6 +277,7 @@ def test_build_database_rejects_naive_now(tmp_path: Path) -> None:
         build_database(database, now=datetime(2026, 5, 4, 9, 0))
 
 
+@pytest.mark.e2e  # builds whole travel databases
 def test_build_database_failure_keeps_previous_database(
     db_url: str, engine_name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -291,6 +293,7 @@ def test_build_database_failure_keeps_previous_database(
     assert _digests(db_url, tables, engine_name) == before
 
 
+@pytest.mark.e2e  # builds whole travel databases
 def test_build_database_core_insert_path_matches_sqlite_path(
     tmp_path: Path, template_db_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -303,6 +306,7 @@ def test_build_database_core_insert_path_matches_sqlite_path(
         assert _table_digest(path, table) == _table_digest(template_db_path, table), table
 
 
+@pytest.mark.e2e  # builds whole travel databases
 def test_ensure_database_builds_once_then_is_a_no_op(tmp_path: Path) -> None:
     path = tmp_path / "nested" / "folder" / "travel.sqlite"
     database = Database.from_url(str(path), clock=fixed_clock(FIXED_NOW))
@@ -336,6 +340,7 @@ database.dispose()
 """
 
 
+@pytest.mark.e2e  # builds whole travel databases
 def test_two_processes_ensuring_one_database_at_once_build_it_once(
     engine_name: str, tmp_path: Path
 ) -> None:

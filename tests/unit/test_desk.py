@@ -575,6 +575,7 @@ def test_one_second_approval_amount_for_every_process_on_a_store(where: str) -> 
         assert second.desk.agree_check_above(None) is None
 
 
+@pytest.mark.e2e  # runs the program in processes of its own
 def test_a_process_started_with_another_amount_refuses_to_start(tmp_path: Path) -> None:
     home = tmp_path / "home"
 

@@ -110,6 +110,7 @@ HELD = (
 CAP = 4
 
 
+@pytest.mark.e2e  # runs the program in processes of its own
 def test_serve_max_connections_serves_the_cap_and_refuses_only_the_next(
     serve: Callable[..., int],
 ) -> None:
@@ -154,6 +155,7 @@ def test_serve_max_connections_serves_the_cap_and_refuses_only_the_next(
 WAITING_CUSTOMERS = 6
 
 
+@pytest.mark.e2e  # runs the program in processes of its own
 def test_serve_customers_waiting_for_the_model_do_not_use_up_the_cap(
     serve: Callable[..., int],
 ) -> None:
