@@ -34,7 +34,7 @@ import traceback
 from collections.abc import Iterator, Sequence
 from datetime import UTC, date, datetime, time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any, NoReturn
 
 from collector import own_process
 from commands.audit import cmd_audit
@@ -47,12 +47,9 @@ from commands.graph import cmd_graph
 from commands.serve import cmd_serve, cmd_token
 from commands.sessions import cmd_sessions
 from server.limits import BODY_TIMEOUT, HEADER_TIMEOUT, MAX_CONNECTIONS
-from settings import Settings
 from terminal import Console
 
 # LangChain is imported where it is used, so that --help and argument errors are fast.
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["CliError", "Console", "Overrides", "main", "run"]
 
@@ -515,7 +512,6 @@ def _add_server_commands(parser: _Parser) -> None:
         metavar="NAME",
         help="your name as customers see it (default: $TRAVEL_ASSISTANT_AGENT)",
     )
-    desk.set_defaults(create_db=False)
     desk.add_commands("desk_command", "DESK_COMMAND")
     desk.add_command(
         "queue", help="print the waiting conversations, one a line", **_page("desk queue")
@@ -538,44 +534,54 @@ def main(argv: Sequence[str] | None = None, overrides: Overrides | None = None) 
     command = _chosen_parser(parser, args)
     if extra:  # said by the command's own parser, with its usage
         command.error(f"unrecognized arguments: {' '.join(extra)}")
-    env_file = Path.cwd() / ".env"
-    if env_file.is_file():
-        from dotenv import load_dotenv
+    # Imported after the arguments are parsed: their mistakes are said before pydantic loads.
+    from settings import Settings, SettingsError, export_env_file
 
-        load_dotenv(env_file, override=False)
-    # Read once, here; the commands take what they need from it (commands.common.settings_of).
-    args.settings = settings = Settings.read()
+    export_env_file()
+
+    try:
+        # Read once, here, with the flags that are settings; the commands get this object.
+        settings = Settings.read(
+            home=args.home,
+            db=args.db,
+            conversations=args.conversations,
+            model=getattr(args, "model", None),
+            max_tokens=getattr(args, "max_tokens", None),
+        )
+    except SettingsError as error:
+        (overrides.console or Console()).error(str(error))
+        return EXIT_USAGE
     console = overrides.console or Console(
-        color=sys.stderr.isatty() and not settings.env.get("NO_COLOR"), plain=settings.plain
+        color=sys.stderr.isatty() and not settings.no_color, plain=settings.plain
     )
     try:
         if args.command == "chat":
-            return cmd_chat(args, console, overrides)
+            return cmd_chat(args, settings, console, overrides)
         if args.command == "sessions":
-            return cmd_sessions(args, console, overrides)
+            return cmd_sessions(args, settings, console)
         if args.command == "db" and args.db_command == "init":
-            return cmd_db_init(args, console)
+            return cmd_db_init(args, settings, console)
         if args.command == "db":
             command.error("choose what to do with the database (DB_COMMAND): init")
         if args.command == "graph":
             return cmd_graph(console)
         if args.command == "eval":
-            return cmd_eval(args, console, overrides)
+            return cmd_eval(args, settings, console, overrides)
         if args.command == "serve":
-            return cmd_serve(args, console, overrides)
+            return cmd_serve(args, settings, console, overrides)
         if args.command == "token":
-            return cmd_token(args, console, overrides)
+            return cmd_token(args, settings, console, overrides)
         if args.command == "audit":
-            return cmd_audit(args, console)
+            return cmd_audit(args, settings, console)
         if args.command == "desk":
-            return cmd_desk(args, console, overrides)
+            return cmd_desk(args, settings, console, overrides)
         parser.print_help(sys.stderr)
         return EXIT_USAGE
-    except CliError as error:
+    except (CliError, SettingsError) as error:
         if args.debug:
             traceback.print_exc()
         console.error(str(error))
-        return error.code
+        return error.code if isinstance(error, CliError) else EXIT_USAGE
     except KeyboardInterrupt:
         console.status("Interrupted.")
         return 130

@@ -45,104 +45,33 @@ MIN_PROMPT_TOKENS = 4000
 
 MAX_TOKENS_ENV = "TRAVEL_ASSISTANT_MAX_TOKENS"
 CONTEXT_TOKENS_ENV = "TRAVEL_ASSISTANT_CONTEXT_TOKENS"
-REPLY_TIMEOUT_ENV = "TRAVEL_ASSISTANT_REPLY_TIMEOUT"
-TIMEOUT_ENV = "TRAVEL_ASSISTANT_TIMEOUT"
 
 
 class ModelConfigError(ValueError):
     """No usable model endpoint is configured; the message says what to set."""
 
 
-def _env_key(assistant: str) -> str:
-    return f"TRAVEL_ASSISTANT_MODEL_{assistant.upper()}"
-
-
-def _max_tokens_key(assistant: str) -> str:
-    return f"{MAX_TOKENS_ENV}_{assistant.upper()}"
-
-
-def _positive(name: str, value: str | None, kind: type[int] | type[float]) -> float | None:
-    """Read a positive number from the environment variable ``name``."""
-    if value is None or not value.strip():
-        return None
-    try:
-        number = kind(value.strip())
-    except ValueError:
-        number = 0
-    if number <= 0:
-        what = "whole number" if kind is int else "number"
-        raise ModelConfigError(f"{name} must be a positive {what}, not {value!r}.")
-    return number
-
-
 @dataclass(frozen=True)
 class ModelSettings:
-    """Where the models live, which model each assistant uses, and the limits of a call."""
+    """Where the models live, which model each assistant uses, and the limits of a call.
+
+    The program reads them with the rest of its settings (``settings.Settings.models``,
+    which names the variables); the defaults are here.
+    """
 
     model: str = DEFAULT_MODEL
     api_key: str | None = None
     base_url: str | None = None
-    overrides: Mapping[str, str] = field(default_factory=dict)
+    model_overrides: Mapping[str, str] = field(default_factory=dict)
     timeout: float = DEFAULT_TIMEOUT_SECONDS
     max_tokens: int = DEFAULT_MAX_TOKENS
     max_tokens_overrides: Mapping[str, int] = field(default_factory=dict)
     context_tokens: int = DEFAULT_CONTEXT_TOKENS
     reply_seconds: float = DEFAULT_REPLY_SECONDS
 
-    @classmethod
-    def from_env(
-        cls,
-        env: Mapping[str, str],
-        model: str | None = None,
-        specialists: Sequence[Specialist] = SPECIALISTS,
-        *,
-        max_tokens: int | None = None,
-    ) -> ModelSettings:
-        """Read the settings from the environment; ``model`` and ``max_tokens`` (flags) win.
-
-        ``OPENAI_API_KEY`` and ``OPENAI_BASE_URL`` locate the endpoint;
-        ``TRAVEL_ASSISTANT_MODEL`` names the default model and
-        ``TRAVEL_ASSISTANT_MODEL_<ASSISTANT>`` (for example
-        ``TRAVEL_ASSISTANT_MODEL_BOOK_HOTEL``) one assistant's model.
-        ``TRAVEL_ASSISTANT_MAX_TOKENS`` caps every reply and
-        ``TRAVEL_ASSISTANT_MAX_TOKENS_<ASSISTANT>`` one assistant's replies;
-        ``TRAVEL_ASSISTANT_CONTEXT_TOKENS`` is the server's context window;
-        ``TRAVEL_ASSISTANT_REPLY_TIMEOUT`` and ``TRAVEL_ASSISTANT_TIMEOUT`` are the
-        seconds one reply may take in total and between two of its pieces.
-
-        Raises:
-            ModelConfigError: A limit is not a positive number.
-        """
-        names = assistant_names(specialists)
-        overrides = {name: env[_env_key(name)] for name in names if env.get(_env_key(name))}
-        token_overrides: dict[str, int] = {}
-        for name in names:
-            value = _positive(_max_tokens_key(name), env.get(_max_tokens_key(name)), int)
-            if value is not None:
-                token_overrides[name] = int(value)
-        if max_tokens is not None and max_tokens <= 0:
-            raise ModelConfigError(
-                f"--max-tokens must be a positive whole number, not {max_tokens}."
-            )
-        default_tokens = max_tokens or _positive(MAX_TOKENS_ENV, env.get(MAX_TOKENS_ENV), int)
-        context = _positive(CONTEXT_TOKENS_ENV, env.get(CONTEXT_TOKENS_ENV), int)
-        reply = _positive(REPLY_TIMEOUT_ENV, env.get(REPLY_TIMEOUT_ENV), float)
-        timeout = _positive(TIMEOUT_ENV, env.get(TIMEOUT_ENV), float)
-        return cls(
-            model=model or env.get("TRAVEL_ASSISTANT_MODEL") or DEFAULT_MODEL,
-            api_key=env.get("OPENAI_API_KEY") or None,
-            base_url=env.get("OPENAI_BASE_URL") or env.get("OPENAI_API_BASE") or None,
-            overrides=overrides,
-            timeout=timeout or DEFAULT_TIMEOUT_SECONDS,
-            max_tokens=int(default_tokens or DEFAULT_MAX_TOKENS),
-            max_tokens_overrides=token_overrides,
-            context_tokens=int(context or DEFAULT_CONTEXT_TOKENS),
-            reply_seconds=reply or DEFAULT_REPLY_SECONDS,
-        )
-
     def model_for(self, assistant: str) -> str:
         """Return the model name of ``assistant``."""
-        return self.overrides.get(assistant, self.model)
+        return self.model_overrides.get(assistant, self.model)
 
     def max_tokens_for(self, assistant: str) -> int:
         """Return the output limit of one reply of ``assistant``."""

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from commands.common import EXIT_OK, EXIT_USAGE, CliError, open_existing_store
 from terminal import Console
+
+if TYPE_CHECKING:
+    from settings import Settings
 
 MAX_ENTRIES = 10_000
 
@@ -14,11 +18,11 @@ MAX_ENTRIES = 10_000
 _WHAT = {"conversations": "looked at the list", "conversation": "looked at it"}
 
 
-def cmd_audit(args: argparse.Namespace, console: Console) -> int:
+def cmd_audit(args: argparse.Namespace, settings: Settings, console: Console) -> int:
     """Print the audit log of the conversation store, newest first, as a table."""
     if not 1 <= args.limit <= MAX_ENTRIES:
         raise CliError(f"--limit must be between 1 and {MAX_ENTRIES}.", EXIT_USAGE)
-    store = open_existing_store(args)
+    store = open_existing_store(settings)
     if store is None:
         console.say("No supervisor has looked at any conversation.")
         return EXIT_OK

@@ -23,18 +23,13 @@ from commands.common import (
     agreed_check_above,
     canonical_passenger_id,
     check_endpoint,
-    conversations_location,
-    db_location,
-    db_named,
     default_model_factory,
-    home_dir,
     open_store,
     open_travel_db,
     password_note,
     prepared,
-    resume_options_of,
+    resume_options,
     server_problem,
-    settings_of,
 )
 from terminal import Console
 from terminal.live import Interrupter, above_prompt
@@ -49,6 +44,7 @@ if TYPE_CHECKING:
     from db.engine import Database
     from graph import ModelsArg
     from locations import Location
+    from settings import Settings
 
 
 def history_file(home: Path, passenger_id: str) -> Path:
@@ -133,23 +129,23 @@ def _make_prompter(home: Path, passenger_id: str, overrides: Overrides) -> Promp
     )
 
 
-def check_db_file(args: argparse.Namespace) -> None:
+def check_db_file(settings: Settings, create_db: bool) -> None:
     """Refuse a travel database file named by --db (or the environment) that is not there.
 
     The file check of ``open_chat_db`` alone, with nothing slow imported: ``serve`` makes
     it before it listens.
     """
-    location = db_location(args)
-    named = db_named(args) and not args.create_db
-    if named and location.path is not None and not location.path.exists():
+    location = settings.db_location
+    if settings.db and not create_db and location.path is not None and not location.path.exists():
         raise _no_database(location)
 
 
-def open_chat_db(args: argparse.Namespace, console: Console, overrides: Overrides) -> Database:
+def open_chat_db(
+    settings: Settings, console: Console, overrides: Overrides, *, create_db: bool
+) -> Database:
     """Open the travel database; one named by --db (or the environment) must exist."""
-    location = db_location(args)
-    named = db_named(args)
-    if named and not args.create_db:
+    location = settings.db_location
+    if settings.db and not create_db:
         if location.path is not None and not location.path.exists():
             raise _no_database(location)
         if location.path is None:
@@ -173,8 +169,8 @@ def open_chat_db(args: argparse.Namespace, console: Console, overrides: Override
         location,
         console,
         clock=overrides.clock,
-        create_database=bool(args.create_db),
-        data_dir=settings_of(args).data_dir,
+        create_database=create_db,
+        data_dir=settings.data_dir,
     )
 
 
@@ -186,9 +182,11 @@ def _no_database(location: Location) -> CliError:
     )
 
 
-def cmd_chat(args: argparse.Namespace, console: Console, overrides: Overrides) -> int:
+def cmd_chat(
+    args: argparse.Namespace, settings: Settings, console: Console, overrides: Overrides
+) -> int:
     """Run ``travel-assistant chat``."""
-    given = args.passenger_id if args.passenger_id is not None else settings_of(args).passenger_id
+    given = args.passenger_id if args.passenger_id is not None else settings.passenger_id
     passenger_id = canonical_passenger_id(given or "")
     if not passenger_id and (given is not None or not args.continue_latest):
         # ``--continue`` alone takes the passenger of the latest conversation (``_chat``).
@@ -199,27 +197,26 @@ def cmd_chat(args: argparse.Namespace, console: Console, overrides: Overrides) -
             "or resume your latest conversation with --continue.",
             EXIT_USAGE,
         )
-    conversations = conversations_location(args)
-    if _starts_early(args, overrides, passenger_id):
-        return _chat_early(args, console, overrides, passenger_id)
-    factory = overrides.model_factory or partial(
-        default_model_factory, settings_of(args), max_tokens=args.max_tokens
-    )
+    if _starts_early(args, settings, overrides, passenger_id):
+        return _chat_early(args, settings, console, overrides, passenger_id)
+    factory = overrides.model_factory or partial(default_model_factory, settings)
     with loading_code():
         import terminal.chat  # noqa: F401  (LangChain's imports)
 
-        models = factory(args.model)  # fails here, before the first prompt, without an endpoint
+        models = factory(None)  # fails here, before the first prompt, without an endpoint
     if overrides.model_factory is None and overrides.check_endpoint and not args.no_check:
-        check_endpoint(settings_of(args), args.model)
-    database = open_chat_db(args, console, overrides)
+        check_endpoint(settings.models)
+    database = open_chat_db(settings, console, overrides, create_db=args.create_db)
     try:
-        with open_store(conversations) as store:
-            return _chat(args, console, overrides, passenger_id, models, database, store)
+        with open_store(settings.conversations_location) as store:
+            return _chat(args, settings, console, overrides, passenger_id, models, database, store)
     finally:
         database.dispose()
 
 
-def _starts_early(args: argparse.Namespace, overrides: Overrides, passenger_id: str) -> bool:
+def _starts_early(
+    args: argparse.Namespace, settings: Settings, overrides: Overrides, passenger_id: str
+) -> bool:
     """Say what needs nothing slow; tell whether the prompt may come before the graph.
 
     A travel database named but missing, a passenger a SQLite travel database does not
@@ -230,26 +227,28 @@ def _starts_early(args: argparse.Namespace, overrides: Overrides, passenger_id: 
     everything is loaded first, as it must be to show a resumed conversation or to build
     a database.
     """
-    location = db_location(args)
+    location = settings.db_location
     known: bool | None = None
     if location.path is not None and not args.create_db:
         if not location.path.exists():
-            if db_named(args):
+            if settings.db:
                 raise _no_database(location)
         elif passenger_id:  # ``--continue`` alone: the passenger comes from the store
             known = known_passenger(location.path, passenger_id)
             if known is False:
-                raise _unknown_passenger(args, passenger_id)
+                raise _unknown_passenger(settings, passenger_id)
     if args.thread_id:
-        owner = saved_owner(conversations_location(args), args.thread_id)
+        owner = saved_owner(settings.conversations_location, args.thread_id)
         if owner is not None:
-            _check_saved_thread(args, passenger_id, owner)
+            _check_saved_thread(args, settings, passenger_id, owner)
         return False
     interactive = overrides.pt_input is None and sys.stdin.isatty()
     return bool(known) and interactive and not args.continue_latest
 
 
-def _check_saved_thread(args: argparse.Namespace, passenger_id: str, owner: str) -> None:
+def _check_saved_thread(
+    args: argparse.Namespace, settings: Settings, passenger_id: str, owner: str
+) -> None:
     """Refuse ``--thread-id`` unless it is a saved conversation (``owner``) of the passenger.
 
     ``owner`` is the passenger of the conversation, ``""`` when there is none.
@@ -257,7 +256,7 @@ def _check_saved_thread(args: argparse.Namespace, passenger_id: str, owner: str)
     if not owner:
         raise CliError(
             f"No saved session {args.thread_id!r}. List them with: "
-            + sessions_command(resume_options_of(args), passenger_id),
+            + sessions_command(resume_options(settings), passenger_id),
             EXIT_USAGE,
         )
     if owner != passenger_id:
@@ -268,16 +267,16 @@ def _check_saved_thread(args: argparse.Namespace, passenger_id: str, owner: str)
         )
 
 
-def _unknown_passenger(args: argparse.Namespace, passenger_id: str) -> CliError:
+def _unknown_passenger(settings: Settings, passenger_id: str) -> CliError:
     return CliError(
-        f"No passenger with id {passenger_id!r} in {db_location(args).shown()}. "
+        f"No passenger with id {passenger_id!r} in {settings.db_location.shown()}. "
         "Check the id on your ticket (it looks like '3442 587242').",
         EXIT_USAGE,
     )
 
 
 def _conversations(
-    args: argparse.Namespace,
+    settings: Settings,
     passenger_id: str,
     models: ModelsArg,
     database: Database,
@@ -289,22 +288,23 @@ def _conversations(
 
     assistant = prepared(
         TravelAssistant.build(
-            models, store.saver, db=database, tavily_api_key=settings_of(args).tavily_api_key
+            models, store.saver, db=database, tavily_api_key=settings.tavily_api_key
         )
     )
     if not assistant.check_passenger(passenger_id):
-        raise _unknown_passenger(args, passenger_id)
+        raise _unknown_passenger(settings, passenger_id)
     return Conversations(
         assistant,
         store.registry,
         store.locks,
         store.desk,
-        check_above=agreed_check_above(args, store),
+        check_above=agreed_check_above(settings, store),
     )
 
 
 def _load(
     args: argparse.Namespace,
+    settings: Settings,
     console: Console,
     overrides: Overrides,
     passenger_id: str,
@@ -314,27 +314,28 @@ def _load(
     with loading_code():
         import terminal.chat  # noqa: F401  (LangChain's imports, off the customer's way too)
 
-        factory = overrides.model_factory or partial(
-            default_model_factory, settings_of(args), max_tokens=args.max_tokens
-        )
-        models = factory(args.model)
+        models = (overrides.model_factory or partial(default_model_factory, settings))(None)
         if overrides.model_factory is None and overrides.check_endpoint and not args.no_check:
-            check_endpoint(settings_of(args), args.model)
-        database = open_chat_db(args, console, overrides)
+            check_endpoint(settings.models)
+        database = open_chat_db(settings, console, overrides, create_db=args.create_db)
         closers.append(database.dispose)
-        store = open_store(conversations_location(args))
+        store = open_store(settings.conversations_location)
         closers.append(store.close)
-        return _conversations(args, passenger_id, models, database, store)
+        return _conversations(settings, passenger_id, models, database, store)
 
 
 def _chat_early(
-    args: argparse.Namespace, console: Console, overrides: Overrides, passenger_id: str
+    args: argparse.Namespace,
+    settings: Settings,
+    console: Console,
+    overrides: Overrides,
+    passenger_id: str,
 ) -> int:
     """Take the first line while the graph loads; start the chat when it is entered."""
     thread_id = str(uuid.uuid4())
-    prompter = _make_prompter(home_dir(args), passenger_id, overrides)
+    prompter = _make_prompter(settings.home, passenger_id, overrides)
     closers: list[Callable[[], None]] = []
-    loading = Loading(partial(_load, args, console, overrides, passenger_id, closers))
+    loading = Loading(partial(_load, args, settings, console, overrides, passenger_id, closers))
     console.status(new_session_line(thread_id, passenger_id))
     first = FirstLine(prompter.message, "you> ")
     # Ctrl-C while the first message waits for the load takes it back: nothing was sent
@@ -367,7 +368,7 @@ def _chat_early(
                     prompter.show,
                     prompter.interrupter,
                 ),
-                resume_options=resume_options_of(args),
+                resume_options=resume_options(settings),
             )
         if first_cancel.is_set():
             first.drop()
@@ -380,7 +381,7 @@ def _chat_early(
         if loading.done:
             for close in reversed(closers):
                 close()
-    note = password_note(args)
+    note = password_note(settings)
     if note and session.has_messages():
         console.status(note)
     return code
@@ -388,6 +389,7 @@ def _chat_early(
 
 def _chat(
     args: argparse.Namespace,
+    settings: Settings,
     console: Console,
     overrides: Overrides,
     passenger_id: str,
@@ -408,11 +410,11 @@ def _chat(
                 EXIT_USAGE,
             )
         passenger_id = latest[0].passenger_id
-    conversations = _conversations(args, passenger_id, models, database, store)
+    conversations = _conversations(settings, passenger_id, models, database, store)
     resumed = False
     if args.thread_id:
         record = registry.get(args.thread_id)
-        _check_saved_thread(args, passenger_id, record.passenger_id if record else "")
+        _check_saved_thread(args, settings, passenger_id, record.passenger_id if record else "")
         thread = Thread(args.thread_id, passenger_id)
         resumed = True
     elif args.continue_latest and (latest := registry.list(passenger_id, limit=1)):
@@ -422,16 +424,16 @@ def _chat(
         if args.continue_latest:
             console.status("No saved conversation to continue: starting a new one.")
         thread = Thread(str(uuid.uuid4()), passenger_id)
-    prompter = _make_prompter(home_dir(args), passenger_id, overrides)
+    prompter = _make_prompter(settings.home, passenger_id, overrides)
     session = ChatSession(
         conversations,
         thread,
         console,
         prompter,
-        resume_options=resume_options_of(args),
+        resume_options=resume_options(settings),
     )
     code = session.run(resumed)
-    note = password_note(args)
+    note = password_note(settings)
     if note and session.has_messages():
         console.status(note)
     return code

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from settings import CONVERSATIONS_ENV, DB_ENV, Settings
 from terminal import Console
 
 if TYPE_CHECKING:
@@ -16,11 +14,13 @@ if TYPE_CHECKING:
     from prompt_toolkit.input import Input
     from prompt_toolkit.output import Output
 
+    from assistants.models import ModelSettings
     from conversations.assistant import TravelAssistant
     from conversations.store import ConversationStore
     from db.clock import Clock
     from db.engine import Database
     from locations import Location
+    from settings import Settings
 
 
 EXIT_OK = 0
@@ -28,9 +28,9 @@ EXIT_ERROR = 1
 EXIT_USAGE = 2
 # The company policy in the reference folder (``tools.policies.POLICY_FILE_NAME``).
 POLICY_FILE_NAME = "policy.md"
-# The time limit of one trial of ``eval`` (seconds): a few minutes of a slow local model.
 
 
+# Builds the chat models: the settings' model (``None``), or another one (eval's customer).
 ModelFactory = Callable[[str | None], "Mapping[str, BaseChatModel] | BaseChatModel"]
 
 
@@ -43,21 +43,7 @@ class CliError(Exception):
         self.code = code
 
 
-def settings_of(args: argparse.Namespace) -> Settings:
-    """Return the settings ``cli.main`` read when the command started."""
-    settings = getattr(args, "settings", None)
-    return settings if isinstance(settings, Settings) else Settings.read()
-
-
-def check_above(args: argparse.Namespace) -> int | None:
-    """Return the second approval's amount in cents (``None``: off), or a usage error."""
-    try:
-        return settings_of(args).second_approval_cents()
-    except ValueError as error:
-        raise CliError(str(error), EXIT_USAGE) from error
-
-
-def agreed_check_above(args: argparse.Namespace, store: ConversationStore) -> int | None:
+def agreed_check_above(settings: Settings, store: ConversationStore) -> int | None:
     """Return the second approval's amount every process on ``store`` uses.
 
     The store keeps it (``Desk.agree_check_above``): a process started without the
@@ -67,7 +53,7 @@ def agreed_check_above(args: argparse.Namespace, store: ConversationStore) -> in
     from db.values import fmt_money
 
     try:
-        return store.desk.agree_check_above(check_above(args))
+        return store.desk.agree_check_above(settings.second_approval_cents())
     except CheckAmountDisagreesError as error:
         raise CliError(
             f"These conversations check actions above {fmt_money(error.stored)}, and every "
@@ -79,55 +65,6 @@ def agreed_check_above(args: argparse.Namespace, store: ConversationStore) -> in
         ) from None
 
 
-def home_dir(args: argparse.Namespace) -> Path:
-    """Return the folder of the program's files (``--home``, its variable, or the default)."""
-    home: Path = args.home.expanduser() if args.home else settings_of(args).home
-    return home
-
-
-def location_of(text: str | Path, option: str) -> Location:
-    """Read a path or URL given with ``option``; a bad one is a usage error."""
-    from locations import Location, LocationError
-
-    try:
-        location = Location.parse(text)
-        location.check_driver()
-    except LocationError as error:
-        raise CliError(f"{option}: {error}", EXIT_USAGE) from error
-    return location
-
-
-def _chosen_location(
-    given: str | None, option: str, env: str | None, variable: str, default: Path
-) -> Location:
-    """Return the option's location, else the variable's, else ``default`` in the home."""
-    if given:
-        return location_of(given, option)
-    if env:
-        return location_of(env, variable)
-    return location_of(default, "--home")
-
-
-def db_location(args: argparse.Namespace) -> Location:
-    """Return the travel database: ``--db``, ``$TRAVEL_ASSISTANT_DB`` or the home's file."""
-    given = getattr(args, "db", None)
-    default = home_dir(args) / "travel.sqlite"
-    return _chosen_location(given, "--db", settings_of(args).db, DB_ENV, default)
-
-
-def db_named(args: argparse.Namespace) -> bool:
-    """Tell whether the user named the travel database (rather than the home's default)."""
-    return bool(getattr(args, "db", None) or settings_of(args).db)
-
-
-def conversations_location(args: argparse.Namespace) -> Location:
-    """Return where conversations are kept (``--conversations``, its variable, the home)."""
-    given = getattr(args, "conversations", None)
-    env = settings_of(args).conversations
-    default = home_dir(args) / "sessions.sqlite"
-    return _chosen_location(given, "--conversations", env, CONVERSATIONS_ENV, default)
-
-
 def server_problem(location: Location, error: Exception) -> str:
     """Say why the server database at ``location`` cannot be used (from a SQLAlchemy error)."""
     from locations import describe_connect_error
@@ -136,7 +73,7 @@ def server_problem(location: Location, error: Exception) -> str:
 
 
 def open_travel_db(
-    where: Location | Path | str,
+    location: Location,
     console: Console,
     *,
     build_if_missing: bool = True,
@@ -154,7 +91,6 @@ def open_travel_db(
     from db.engine import Database
     from locations import database_missing
 
-    location = where if not isinstance(where, Path | str) else location_of(where, "--db")
     shown = location.shown()
     if location.path is not None:
         if location.path.is_dir():
@@ -229,22 +165,26 @@ def open_store(location: Location) -> ConversationStore:
 
 
 def default_model_factory(
-    settings: Settings, model: str | None, max_tokens: int | None = None
+    settings: Settings, model: str | None = None
 ) -> Mapping[str, BaseChatModel]:
-    """Build the chat models from the settings, ``--model`` and ``--max-tokens``."""
+    """Build the chat models of the settings, or of another ``model`` (eval's customer).
+
+    Raises:
+        CliError: No model endpoint is configured (a usage error naming what to set).
+    """
     from assistants.models import ModelConfigError, build_chat_models
 
+    models = settings.models
     try:
-        return build_chat_models(settings.models(model, max_tokens=max_tokens))
+        return build_chat_models(models if model is None else replace(models, model=model))
     except ModelConfigError as error:
         raise CliError(str(error), EXIT_USAGE) from error
 
 
-def check_endpoint(settings: Settings, model: str | None) -> None:
+def check_endpoint(endpoint: ModelSettings) -> None:
     """Fail early, naming the fix, when the model endpoint cannot be reached."""
     import openai
 
-    endpoint = settings.models(model)
     client = openai.OpenAI(
         api_key=endpoint.api_key or "not-needed",
         base_url=endpoint.base_url,
@@ -287,41 +227,32 @@ class Overrides:
     clock: Clock | None = None
 
 
-def resume_options_of(args: argparse.Namespace) -> list[str]:
+def resume_options(settings: Settings) -> list[str]:
     """Return the options a resume command must repeat to find the same files.
 
-    A URL keeps its form; a password in it is shown as ``***`` (see ``password_note``).
+    A choice made by an environment variable is written out too: the command must work
+    from another shell, where the variable may not be set. A URL keeps its form; a
+    password in it is shown as ``***`` (see ``password_note``).
     """
-    options: list[str] = []
-    settings = settings_of(args)
-    if args.home or settings.home_given:
-        options += ["--home", str(home_dir(args).absolute())]
-    # A choice made by an environment variable is written out too: the command must work
-    # from another shell, where the variable may not be set.
-    for option, variable, given, env in (
-        ("--db", DB_ENV, getattr(args, "db", None), settings.db),
-        (
-            "--conversations",
-            CONVERSATIONS_ENV,
-            getattr(args, "conversations", None),
-            settings.conversations,
-        ),
-    ):
-        value = given or env
-        if value:
-            options += [option, location_of(value, option if given else variable).for_command()]
+    options = ["--home", str(settings.home.absolute())] if settings.home_given else []
+    if settings.db:
+        options += ["--db", settings.db_location.for_command()]
+    if settings.conversations:
+        options += ["--conversations", settings.conversations_location.for_command()]
     return options
 
 
-def password_note(args: argparse.Namespace) -> str:
+def password_note(settings: Settings) -> str:
     """Return what to say when an option on the command line holds a password, or ""."""
+    from settings import CONVERSATIONS_ENV, DB_ENV
+
     named = [
-        (option, variable)
-        for option, variable, value in (
-            ("--db", DB_ENV, getattr(args, "db", None)),
-            ("--conversations", CONVERSATIONS_ENV, getattr(args, "conversations", None)),
+        (f"--{name}", variable)
+        for name, variable, location in (
+            ("db", DB_ENV, settings.db_location),
+            ("conversations", CONVERSATIONS_ENV, settings.conversations_location),
         )
-        if value and location_of(value, option).has_password
+        if name in settings.flags and location.has_password
     ]
     if not named:
         return ""
@@ -365,9 +296,9 @@ def prepared(assistant: TravelAssistant) -> TravelAssistant:
     return assistant
 
 
-def open_existing_store(args: argparse.Namespace) -> ConversationStore | None:
+def open_existing_store(settings: Settings) -> ConversationStore | None:
     """Open where conversations are kept, or return ``None`` when no file is there yet."""
-    location = conversations_location(args)
+    location = settings.conversations_location
     if location.path is not None and not location.path.exists():
         return None
     return open_store(location)

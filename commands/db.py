@@ -10,27 +10,28 @@ from commands.common import (
     EXIT_USAGE,
     CliError,
     create_server_database,
-    db_location,
     server_problem,
-    settings_of,
 )
 from terminal import Console
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from db.generate import BuildReport
     from locations import Location
+    from settings import Settings
 
 
-def cmd_db_init(args: argparse.Namespace, console: Console) -> int:
+def cmd_db_init(args: argparse.Namespace, settings: Settings, console: Console) -> int:
     """Run ``travel-assistant db init``."""
     from db.engine import Database
     from db.generate import MAX_SCALE, build_database
 
     if not 1 <= args.scale <= MAX_SCALE:
         raise CliError(f"--scale must be between 1 and {MAX_SCALE}.", EXIT_USAGE)
-    location = db_location(args)
+    location = settings.db_location
     if location.path is None:
-        return _db_init_server(args, console, location)
+        return _db_init_server(args, settings.data_dir, console, location)
     path = location.path
     if path.exists() and not args.force:
         raise CliError(f"{path} already exists. Pass --force to rebuild it.", EXIT_USAGE)
@@ -44,7 +45,7 @@ def cmd_db_init(args: argparse.Namespace, console: Console) -> int:
         f"Building the travel database at {path} (scale {args.scale}, seed {args.seed}"
         f"{_relative_to(args)})..."
     )
-    database = Database.from_url(str(partial), data_dir=settings_of(args).data_dir)
+    database = Database.from_url(str(partial), data_dir=settings.data_dir)
     try:
         report = build_database(database, seed=args.seed, scale=args.scale, now=args.date)
     finally:
@@ -54,7 +55,9 @@ def cmd_db_init(args: argparse.Namespace, console: Console) -> int:
     return EXIT_OK
 
 
-def _db_init_server(args: argparse.Namespace, console: Console, location: Location) -> int:
+def _db_init_server(
+    args: argparse.Namespace, data_dir: Path | None, console: Console, location: Location
+) -> int:
     """Run ``db init`` on a server database (PostgreSQL): create it when missing, then build.
 
     The tables are dropped and made again in place, so ``--force`` is needed when the
@@ -66,7 +69,7 @@ def _db_init_server(args: argparse.Namespace, console: Console, location: Locati
     from db.generate import build_database
     from locations import database_missing
 
-    database = Database.from_url(location.sqlalchemy_url(), data_dir=settings_of(args).data_dir)
+    database = Database.from_url(location.sqlalchemy_url(), data_dir=data_dir)
     try:
         try:
             built = database.has_schema()

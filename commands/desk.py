@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from functools import partial
 from typing import TYPE_CHECKING
 
 from commands.common import (
@@ -16,11 +17,9 @@ from commands.common import (
     CliError,
     Overrides,
     agreed_check_above,
-    conversations_location,
     default_model_factory,
     open_existing_store,
     open_store,
-    settings_of,
 )
 from terminal import Console
 
@@ -29,37 +28,38 @@ if TYPE_CHECKING:
 
     from langchain_core.language_models import BaseChatModel
 
+    from settings import Settings
     from terminal.prompter import Prompter
 
-AGENT_ENV = "TRAVEL_ASSISTANT_AGENT"
 
-
-def cmd_desk(args: argparse.Namespace, console: Console, overrides: Overrides) -> int:
+def cmd_desk(
+    args: argparse.Namespace, settings: Settings, console: Console, overrides: Overrides
+) -> int:
     """Run ``desk queue`` or the interactive desk."""
     if getattr(args, "desk_command", None) == "queue":
-        return cmd_desk_queue(args, console)
+        return cmd_desk_queue(settings, console)
     if getattr(args, "desk_command", None) == "second-approval":
-        return cmd_desk_second_approval(args, console)
-    agent = " ".join((args.agent or args.settings.env.get(AGENT_ENV, "")).split())
+        return cmd_desk_second_approval(args, settings, console)
+    agent = " ".join((args.agent or settings.agent or "").split())
     if not agent:
         raise CliError(
-            f"Say who you are: --agent NAME (or {AGENT_ENV}); customers see this name.",
+            "Say who you are: --agent NAME (or TRAVEL_ASSISTANT_AGENT); customers see this name.",
             EXIT_USAGE,
         )
     # Opened (made, if need be) as a chat opens it: a desk started before the first
     # customer waits for them.
-    with open_store(conversations_location(args)) as store:
+    with open_store(settings.conversations_location) as store:
         from commands.chat import open_chat_db
         from conversations.assistant import TravelAssistant
         from conversations.protocol import Conversations
         from graph import drawing_model
         from terminal.desk import DeskSession
 
-        database = open_chat_db(args, console, overrides)
+        database = open_chat_db(settings, console, overrides, create_db=False)
         try:
             # The model answers only when a check decided here lets the customer's turn
             # go on; without one configured, the customer's side goes on with it.
-            models = _models(args, overrides)
+            models = _models(settings, overrides)
             assistant = TravelAssistant.build(
                 models if models is not None else drawing_model(), store.saver, db=database
             )
@@ -68,7 +68,7 @@ def cmd_desk(args: argparse.Namespace, console: Console, overrides: Overrides) -
                 store.registry,
                 store.locks,
                 store.desk,
-                check_above=agreed_check_above(args, store),
+                check_above=agreed_check_above(settings, store),
             )
             session = DeskSession(
                 conversations,
@@ -84,24 +84,22 @@ def cmd_desk(args: argparse.Namespace, console: Console, overrides: Overrides) -
 
 
 def _models(
-    args: argparse.Namespace, overrides: Overrides
+    settings: Settings, overrides: Overrides
 ) -> Mapping[str, BaseChatModel] | BaseChatModel | None:
     """Return the chat models the chat would use, or ``None`` when none is configured."""
     try:
-        if overrides.model_factory is not None:
-            return overrides.model_factory(None)
-        return default_model_factory(settings_of(args), None)
+        return (overrides.model_factory or partial(default_model_factory, settings))(None)
     except CliError:
         return None
 
 
-def cmd_desk_second_approval(args: argparse.Namespace, console: Console) -> int:
+def cmd_desk_second_approval(args: argparse.Namespace, settings: Settings, console: Console) -> int:
     """Show the second approval's amount kept with the conversations, or set it."""
     from db.models import CURRENCY
     from db.rules import parse_money
     from db.values import fmt_money
 
-    with open_store(conversations_location(args)) as store:
+    with open_store(settings.conversations_location) as store:
         if args.amount is None:
             kept = store.desk.agree_check_above(None)
             console.say(fmt_money(kept) if kept is not None else "off")
@@ -123,9 +121,9 @@ def cmd_desk_second_approval(args: argparse.Namespace, console: Console) -> int:
     return EXIT_OK
 
 
-def cmd_desk_queue(args: argparse.Namespace, console: Console) -> int:
+def cmd_desk_queue(settings: Settings, console: Console) -> int:
     """Print the waiting conversations, one a line: id, passenger, minutes, by, reason."""
-    store = open_existing_store(args)
+    store = open_existing_store(settings)
     if store is None:
         return EXIT_OK
     with store:

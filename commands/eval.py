@@ -6,7 +6,7 @@ import argparse
 import traceback
 from functools import partial
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from commands.common import (
     EXIT_ERROR,
@@ -14,13 +14,13 @@ from commands.common import (
     EXIT_USAGE,
     CliError,
     Overrides,
-    db_location,
-    db_named,
     default_model_factory,
     read_reference_files,
-    settings_of,
 )
 from terminal import Console
+
+if TYPE_CHECKING:
+    from settings import Settings
 
 DEFAULT_EVAL_SECONDS = 600.0
 
@@ -103,7 +103,9 @@ def _open_records(path: Path | None) -> TextIO | None:
         raise CliError(f"Cannot write the trial records to {path}: {error}.", EXIT_USAGE) from error
 
 
-def cmd_eval(args: argparse.Namespace, console: Console, overrides: Overrides) -> int:
+def cmd_eval(
+    args: argparse.Namespace, settings: Settings, console: Console, overrides: Overrides
+) -> int:
     """Run ``travel-assistant eval``: the scenarios against a real model.
 
     Each trial has a time limit; a provider error or the time limit ends that trial as
@@ -133,9 +135,8 @@ def cmd_eval(args: argparse.Namespace, console: Console, overrides: Overrides) -
     # temporary SQLite files, or, when --db names a PostgreSQL database, in temporary
     # databases on that server (made from a template built for the run, dropped after).
     server: str | None = None
-    if db_named(args):
-        named = db_location(args)
-        named.check_driver()  # a URL without its driver is refused, as everywhere
+    if settings.db:
+        named = settings.db_location
         if named.backend == "postgresql":
             server = named.sqlalchemy_url()
         where = "on its PostgreSQL server" if server else "in temporary files"
@@ -147,20 +148,18 @@ def cmd_eval(args: argparse.Namespace, console: Console, overrides: Overrides) -
         for scenario in scenarios:
             console.say(f"{scenario.id:<40} {scenario.category:<12} {scenario.description}")
         return EXIT_OK
-    factory = overrides.model_factory or partial(
-        default_model_factory, settings_of(args), max_tokens=args.max_tokens
-    )
-    models = factory(args.model)  # names what to set when no endpoint is configured
+    factory = overrides.model_factory or partial(default_model_factory, settings)
+    models = factory(None)  # names what to set when no endpoint is configured
     # Every trial's crew reads the default policy: a missing file stops the run here.
-    policy = reference_data_dir(settings_of(args).data_dir) / POLICY_FILE_NAME
+    policy = reference_data_dir(settings.data_dir) / POLICY_FILE_NAME
     read_reference_files(PolicyIndex(policy).load)
-    customer_models = factory(args.customer_model or args.model)
+    customer_models = factory(args.customer_model)
     customer_model = (
         customer_models
         if isinstance(customer_models, BaseChatModel)
         else customer_models["primary_assistant"]
     )
-    model_name = args.model or settings_of(args).models().model
+    model_name = settings.models.model
     price = evaluation.PRICES_PER_MILLION.get(model_name)
     if args.price_in is not None and args.price_out is not None:
         price = (args.price_in, args.price_out)
@@ -169,7 +168,7 @@ def cmd_eval(args: argparse.Namespace, console: Console, overrides: Overrides) -
         "run": datetime.now(UTC).isoformat(timespec="seconds"),
         "model": model_name,
         "customer_model": args.customer_model or model_name,
-        "max_tokens": args.max_tokens,
+        "max_tokens": settings.max_tokens,
     }
     try:
         with (
@@ -184,13 +183,13 @@ def cmd_eval(args: argparse.Namespace, console: Console, overrides: Overrides) -
                 customer_model,
                 folder=Path(folder),
                 template=template,
-                clock=build_template(template, overrides.clock, settings_of(args).data_dir),
+                clock=build_template(template, overrides.clock, settings.data_dir),
                 seconds=args.time_limit,
                 progress=progress,
                 records=records,
                 context=run_context,
                 on_error=(lambda _error: traceback.print_exc()) if args.debug else None,
-                data_dir=settings_of(args).data_dir,
+                data_dir=settings.data_dir,
             )
     finally:
         if records is not None:

@@ -20,18 +20,12 @@ from commands.common import (
     Overrides,
     agreed_check_above,
     canonical_passenger_id,
-    check_above,
     check_endpoint,
     check_policy_file,
-    conversations_location,
-    db_location,
-    db_named,
     default_model_factory,
-    home_dir,
     open_store,
     open_travel_db,
     prepared,
-    settings_of,
 )
 from terminal import Console
 
@@ -43,20 +37,22 @@ if TYPE_CHECKING:
     from server.auth import TokenSigner
     from server.limits import ServerLimits
     from server.service import ConversationService
+    from settings import Settings
 
-# A supervisor's name, as the audit log records it.
 
+def _signer(settings: Settings) -> TokenSigner:
+    from server.auth import SECRET_ENV, SecretError, TokenSigner, load_secret
 
-def _signer(args: argparse.Namespace) -> TokenSigner:
-    from server.auth import SecretError, TokenSigner, load_secret
-
+    given = {SECRET_ENV: settings.secret} if settings.secret is not None else {}
     try:
-        return TokenSigner(load_secret(home_dir(args), settings_of(args).env))
+        return TokenSigner(load_secret(settings.home, given))
     except SecretError as error:
         raise CliError(str(error), EXIT_USAGE) from error
 
 
-def cmd_serve(args: argparse.Namespace, console: Console, overrides: Overrides) -> int:
+def cmd_serve(
+    args: argparse.Namespace, settings: Settings, console: Console, overrides: Overrides
+) -> int:
     """Run ``travel-assistant serve``: the HTTP API and the web chat, until Ctrl-C.
 
     What needs nothing slow is checked before the service listens, and stops it there as
@@ -78,14 +74,13 @@ def cmd_serve(args: argparse.Namespace, console: Console, overrides: Overrides) 
         header_timeout=args.header_timeout,
         body_timeout=args.body_timeout,
     )
-    signer = _signer(args)
-    above = check_above(args)
-    conversations_location(args)  # a malformed location is a usage error, said now
-    check_db_file(args)
-    check_policy_file(settings_of(args))
+    signer = _signer(settings)
+    settings.second_approval_cents()  # a bad amount is a usage error, said now
+    check_db_file(settings, args.create_db)
+    check_policy_file(settings)
     startup = Startup(
         partial(_application, args, signer, limits),
-        partial(_service, args, console, overrides, started, above),
+        partial(_service, args, settings, console, overrides, started),
         loading_code,
     )
     if args.host not in ("127.0.0.1", "localhost", "::1"):
@@ -115,10 +110,10 @@ def _application(args: argparse.Namespace, signer: TokenSigner, limits: ServerLi
 
 def _service(
     args: argparse.Namespace,
+    settings: Settings,
     console: Console,
     overrides: Overrides,
     started: float,
-    above: int | None,
     stack: ExitStack,
 ) -> ConversationService:
     """Build the service, as ``serve`` did before it listened; a problem is said on the console.
@@ -131,7 +126,7 @@ def _service(
     from server.startup import StartupError
 
     try:
-        service = _build_service(args, console, overrides, above, stack)
+        service = _build_service(args, settings, console, overrides, stack)
     except Exception as error:
         message, code = _said(error, args.debug)
         console.error(message)
@@ -147,9 +142,12 @@ def _service(
 def _said(error: Exception, debug: bool) -> tuple[str, int]:
     """Return what ``cli.main`` says of ``error`` when a command stops on it, and its code."""
     from db.errors import TravelError
+    from settings import SettingsError
 
     if isinstance(error, CliError):
         return str(error), error.code
+    if isinstance(error, SettingsError):
+        return str(error), EXIT_USAGE
     if debug:
         traceback.print_exception(error)
     if isinstance(error, TravelError):
@@ -159,21 +157,20 @@ def _said(error: Exception, debug: bool) -> tuple[str, int]:
 
 def _build_service(
     args: argparse.Namespace,
+    settings: Settings,
     console: Console,
     overrides: Overrides,
-    above: int | None,
     stack: ExitStack,
 ) -> ConversationService:
     from conversations.assistant import TravelAssistant
     from server.service import ConversationService
 
-    factory = overrides.model_factory or partial(default_model_factory, settings_of(args))
-    models = factory(args.model)
+    models = (overrides.model_factory or partial(default_model_factory, settings))(None)
     if overrides.model_factory is None and overrides.check_endpoint and not args.no_check:
-        check_endpoint(settings_of(args), args.model)
-    database = open_chat_db(args, console, overrides)
+        check_endpoint(settings.models)
+    database = open_chat_db(settings, console, overrides, create_db=args.create_db)
     stack.callback(database.dispose)
-    store = stack.enter_context(open_store(conversations_location(args)))
+    store = stack.enter_context(open_store(settings.conversations_location))
     # Several workers (here or on other machines) over one PostgreSQL store take turns on
     # a conversation through its lock.
     return ConversationService.over_store(
@@ -182,11 +179,11 @@ def _build_service(
                 models,
                 store.saver,
                 db=database,
-                tavily_api_key=settings_of(args).tavily_api_key,
+                tavily_api_key=settings.tavily_api_key,
             )
         ),
         store,
-        check_above=agreed_check_above(args, store),
+        check_above=agreed_check_above(settings, store),
     )
 
 
@@ -201,7 +198,7 @@ def _lifetime(args: argparse.Namespace) -> timedelta:
     return timedelta(hours=args.hours)
 
 
-def _supervisor_token(args: argparse.Namespace, console: Console) -> int:
+def _supervisor_token(args: argparse.Namespace, settings: Settings, console: Console) -> int:
     """Print a supervisor's token: it reads every conversation and acts at the desk, audited."""
     from server.auth import MAX_SUBJECT_CHARS, SUPERVISOR, subject_problem
 
@@ -214,7 +211,7 @@ def _supervisor_token(args: argparse.Namespace, console: Console) -> int:
             EXIT_USAGE,
         )
     lifetime = _lifetime(args)
-    token = _signer(args).issue(name, lifetime, role=SUPERVISOR)
+    token = _signer(settings).issue(name, lifetime, role=SUPERVISOR)
     console.say(token)
     console.status(
         f"Supervisor token for {name}, valid for {args.hours:g} hours: it reads every "
@@ -225,22 +222,24 @@ def _supervisor_token(args: argparse.Namespace, console: Console) -> int:
     return EXIT_OK
 
 
-def cmd_token(args: argparse.Namespace, console: Console, overrides: Overrides) -> int:
+def cmd_token(
+    args: argparse.Namespace, settings: Settings, console: Console, overrides: Overrides
+) -> int:
     """Run ``travel-assistant token``: print a passenger's or a supervisor's token on stdout."""
-    from db.passengers import passenger_exists
-
     if args.supervisor is not None:
-        return _supervisor_token(args, console)
+        return _supervisor_token(args, settings, console)
     passenger_id = canonical_passenger_id(args.passenger_id)
     if not passenger_id:
         raise CliError("--passenger-id is empty, e.g. --passenger-id '3442 587242'.", EXIT_USAGE)
     lifetime = _lifetime(args)
     # The secret next: a refusal must come before a database is opened, or built.
-    signer = _signer(args)
-    location = db_location(args)
+    signer = _signer(settings)
+    from db.passengers import passenger_exists  # SQLAlchemy: after the checks that need none
+
+    location = settings.db_location
     # A database named by --db (or the environment) must exist, as for chat: a token for
     # a database built on the spot by a typo would name a passenger nobody booked.
-    named = db_named(args)
+    named = bool(settings.db)
     if named and location.path is not None and not location.path.exists():
         raise CliError(
             f"No travel database at {location.shown()}. Build it with: travel-assistant db "
@@ -252,7 +251,7 @@ def cmd_token(args: argparse.Namespace, console: Console, overrides: Overrides) 
         console,
         build_if_missing=not named,
         clock=overrides.clock,
-        data_dir=settings_of(args).data_dir,
+        data_dir=settings.data_dir,
     )
     try:
         with database.session() as session:

@@ -9,10 +9,9 @@ from commands.common import (
     EXIT_OK,
     EXIT_USAGE,
     CliError,
-    Overrides,
     canonical_passenger_id,
     open_existing_store,
-    resume_options_of,
+    resume_options,
 )
 from terminal import Console
 from terminal.prompter import sessions_command
@@ -20,6 +19,7 @@ from terminal.prompter import sessions_command
 if TYPE_CHECKING:
     from conversations.protocol import Conversations
     from conversations.store import ConversationStore
+    from settings import Settings
 
 
 def _session_reader(store: ConversationStore) -> Conversations:
@@ -36,12 +36,12 @@ def _session_reader(store: ConversationStore) -> Conversations:
     return Conversations(assistant, store.registry, store.locks, store.desk)
 
 
-def cmd_sessions(args: argparse.Namespace, console: Console, overrides: Overrides) -> int:
+def cmd_sessions(args: argparse.Namespace, settings: Settings, console: Console) -> int:
     """Run ``travel-assistant sessions`` (a table) and ``sessions delete ID``."""
     if getattr(args, "sessions_command", None) == "delete":
-        return cmd_sessions_delete(args, console)
+        return cmd_sessions_delete(args, settings, console)
     passenger_id = canonical_passenger_id(args.passenger_id) if args.passenger_id else None
-    store = open_existing_store(args)
+    store = open_existing_store(settings)
     if store is None:
         console.say("No saved sessions.")
         return EXIT_OK
@@ -62,7 +62,7 @@ def cmd_sessions(args: argparse.Namespace, console: Console, overrides: Override
     return EXIT_OK
 
 
-def cmd_sessions_delete(args: argparse.Namespace, console: Console) -> int:
+def cmd_sessions_delete(args: argparse.Namespace, settings: Settings, console: Console) -> int:
     """Run ``travel-assistant sessions delete ID``.
 
     A conversation whose turn is running in another window is not deleted.
@@ -70,10 +70,10 @@ def cmd_sessions_delete(args: argparse.Namespace, console: Console) -> int:
     from conversations.store import ConversationBusyError, ConversationStoreError
     from terminal.chat import BUSY_WAIT_SECONDS
 
-    store = open_existing_store(args)
+    store = open_existing_store(settings)
     missing = CliError(
         f"No saved session {args.thread_id!r}. List them with: "
-        + sessions_command(resume_options_of(args)),
+        + sessions_command(resume_options(settings)),
         EXIT_USAGE,
     )
     if store is None:

@@ -66,25 +66,20 @@ def _not_the_owner(passenger_id: str) -> str:
 
 
 @cache
-def _database(settings: tuple[tuple[str, str], ...]) -> Database:
+def _database(settings: Settings) -> Database:
     """Open (and build on first use) the travel database of ``settings``, once per process."""
     from db.engine import Database
     from db.generate import ensure_database
-    from locations import Location
 
-    read = Settings.read(dict(settings))
-    location = Location.parse(read.db or read.home / "travel.sqlite")
-    location.check_driver()
-    database = Database.from_url(location.sqlalchemy_url(), data_dir=read.data_dir)
+    url = settings.db_location.sqlalchemy_url()
+    database = Database.from_url(url, data_dir=settings.data_dir)
     ensure_database(database)
     return database
 
 
 @cache
-def _graph(
-    settings: tuple[tuple[str, str], ...], drawing: bool = False
-) -> CompiledStateGraph[Any, Any, Any, Any]:
-    """Build the graph for ``settings`` (the environment), once per process.
+def _graph(settings: Settings, drawing: bool = False) -> CompiledStateGraph[Any, Any, Any, Any]:
+    """Build the graph for ``settings``, once per process.
 
     ``drawing`` builds it with a stand-in model, for reading the graph without a model
     endpoint.
@@ -93,15 +88,14 @@ def _graph(
     from assistants.specialists import build_crew
     from graph import ModelsArg, build_graph, drawing_model
 
-    read = Settings.read(dict(settings))
-    models: ModelsArg = drawing_model() if drawing else build_chat_models(read.models())
+    models: ModelsArg = drawing_model() if drawing else build_chat_models(settings.models)
     database = _database(settings)
-    crew = build_crew(database, tavily_api_key=read.tavily_api_key)
+    crew = build_crew(database, tavily_api_key=settings.tavily_api_key)
     crew.prepare()  # a missing policy file fails the factory, not a run's first question
     return build_graph(models, None, db=database, crew=crew)
 
 
-def _for_reading(settings: tuple[tuple[str, str], ...]) -> CompiledStateGraph[Any, Any, Any, Any]:
+def _for_reading(settings: Settings) -> CompiledStateGraph[Any, Any, Any, Any]:
     """Return the graph to read (draw, list its schemas), with a stand-in without endpoint."""
     from assistants.models import ModelConfigError
 
@@ -111,7 +105,7 @@ def _for_reading(settings: tuple[tuple[str, str], ...]) -> CompiledStateGraph[An
         return _graph(settings, drawing=True)
 
 
-def _check_run(settings: tuple[tuple[str, str], ...], config: RunnableConfig) -> None:
+def _check_run(settings: Settings, config: RunnableConfig) -> None:
     """Refuse a run that could not act for its passenger, before anything is written.
 
     Raises:
@@ -149,9 +143,7 @@ def _thread_owner(configurable: dict[str, Any]) -> str | None:
     return str(owner).strip() if owner is not None else None
 
 
-def _for_run(
-    settings: tuple[tuple[str, str], ...], config: RunnableConfig
-) -> CompiledStateGraph[Any, Any, Any, Any]:
+def _for_run(settings: Settings, config: RunnableConfig) -> CompiledStateGraph[Any, Any, Any, Any]:
     graph = _graph(settings)  # no model endpoint: ModelConfigError, with what to set
     _check_run(settings, config)
     return graph
@@ -167,13 +159,14 @@ async def make_graph(
     factory builds the graph for a run without checking one.
 
     Raises:
+        SettingsError: A setting the program cannot use (the message names it).
         ModelConfigError: No model endpoint is configured (the message says what to set),
             for a run or without ``runtime``.
         FileNotFoundError: The company policy file does not exist.
         TravelError: A run that could not act for its passenger (see ``_check_run``).
     """
     # Read once per call: LangGraph's server may run with another environment later.
-    settings = Settings.read().key()
+    settings = Settings.read()
     if runtime is None:
         return await asyncio.to_thread(_graph, settings)
     if runtime.execution_runtime is None:

@@ -60,19 +60,19 @@ TWO_QUICK_ATTEMPTS = RetryPolicy(
 )
 
 
-def settings(server: FakeOpenAI, **env: str) -> ModelSettings:
-    return ModelSettings.from_env(
-        env={
-            "OPENAI_BASE_URL": server.base_url,
-            "OPENAI_API_KEY": "test-key",
-            "TRAVEL_ASSISTANT_MODEL": "scripted",
-            **env,
-        }
+def settings(server: FakeOpenAI, reply_seconds: float = 300.0) -> ModelSettings:
+    return ModelSettings(
+        model="scripted",
+        api_key="test-key",
+        base_url=server.base_url,
+        reply_seconds=reply_seconds,
     )
 
 
-def assistant_for(server: FakeOpenAI, db: Database, **env: str) -> TravelAssistant:
-    models = build_chat_models(settings(server, **env))
+def assistant_for(
+    server: FakeOpenAI, db: Database, reply_seconds: float = 300.0
+) -> TravelAssistant:
+    models = build_chat_models(settings(server, reply_seconds))
     return build_assistant(db, models, retry_policy=TWO_QUICK_ATTEMPTS)
 
 
@@ -228,7 +228,7 @@ def test_a_reply_that_never_ends_is_stopped_by_its_total_deadline(travel_db: Dat
     # Chunks keep coming every 20 ms, so the client's timeout between chunks (120 s)
     # never fires: only the total limit of one reply can stop it.
     with FakeOpenAI([Endless(), Endless()]) as server:
-        assistant = assistant_for(server, travel_db, TRAVEL_ASSISTANT_REPLY_TIMEOUT="1")
+        assistant = assistant_for(server, travel_db, reply_seconds=1.0)
         started = time.monotonic()
         with pytest.raises(ModelProviderError, match="limit for one reply") as raised:
             list(assistant.send(THREAD, "Tell me everything"))

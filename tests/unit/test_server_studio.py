@@ -87,7 +87,7 @@ def test_server_langgraph_a_run_cannot_go_on_with_another_passengers_thread(
     tiny.add_edge("answer", END)
     owned = {"thread_id": "t-owned", "passenger_id": FIXTURE_PASSENGER_ID}
     tiny.compile(checkpointer=saver).invoke({"messages": [("user", "Hi")]}, {"configurable": owned})
-    settings = Settings.read().key()
+    settings = Settings.read()
 
     def run(passenger: str, thread_id: str = "t-owned") -> None:
         configurable = {
