@@ -26,6 +26,8 @@ __all__ = [
 
 INSTALL_POSTGRES = 'pip install -e ".[postgres]"'
 CONNECT_TIMEOUT_SECONDS = 10
+# The SQLSTATE of CREATE DATABASE for a database that exists.
+DUPLICATE_DATABASE = "42P04"
 
 
 class LocationError(Exception):
@@ -207,24 +209,27 @@ def create_postgres_database(location: Location) -> None:
         LocationError: The server refused (no right to create databases, or
             it cannot be reached); the message says what to do.
     """
-    import psycopg
-    from psycopg import sql
+    import sqlalchemy as sa
 
     assert location.url is not None and location.url.database
     name = location.url.database
-    maintenance = location.url.set(drivername="postgresql", database="postgres")
+    engine = sa.create_engine(
+        location.url.set(database="postgres"),
+        isolation_level="AUTOCOMMIT",  # CREATE DATABASE cannot run in a transaction
+        poolclass=sa.pool.NullPool,
+        connect_args={"connect_timeout": CONNECT_TIMEOUT_SECONDS},
+    )
+    quoted = engine.dialect.identifier_preparer.quote_identifier(name)
     try:
-        with psycopg.connect(
-            maintenance.render_as_string(hide_password=False),
-            autocommit=True,
-            connect_timeout=CONNECT_TIMEOUT_SECONDS,
-        ) as connection:
-            connection.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    except psycopg.errors.DuplicateDatabase:
-        return  # made in the meantime: fine
-    except psycopg.Error as error:
+        with engine.connect() as connection:
+            connection.exec_driver_sql(f"CREATE DATABASE {quoted}")
+    except sa.exc.DBAPIError as error:
+        if getattr(error.orig, "sqlstate", None) == DUPLICATE_DATABASE:
+            return  # made in the meantime: fine
         raise LocationError(
             f"Cannot create the PostgreSQL database {name!r} at {location.shown()}: "
-            f"{first_line(error).removeprefix('connection failed: ')}. "
+            f"{first_line(error.orig or error).removeprefix('connection failed: ')}. "
             f"Create it yourself (for example: createdb {name}) and run the command again."
         ) from error
+    finally:
+        engine.dispose()

@@ -53,14 +53,17 @@ class DeskSignals:
             return Listener(None)
         return Listener(self._listen(), reconnect=self._listen)
 
-    def _listen(self) -> Any:
-        """Return a new psycopg connection (autocommit) that listens on ``CHANNEL``."""
-        import psycopg
+    def _listen(self) -> sa.Connection:
+        """Return a connection of its own (autocommit) that listens on ``CHANNEL``.
 
-        url = self.engine.url.set(drivername="postgresql")
-        connection = psycopg.connect(url.render_as_string(hide_password=False), autocommit=True)
+        The engine's, taken out of its pool: closed, not pooled again, when the listener is
+        done with it.
+        """
+        connection = self.engine.connect()
         try:
-            connection.execute(f"LISTEN {CHANNEL}")
+            connection.execution_options(isolation_level="AUTOCOMMIT")
+            connection.detach()
+            connection.exec_driver_sql(f"LISTEN {CHANNEL}")
         except BaseException:
             connection.close()
             raise
@@ -70,8 +73,12 @@ class DeskSignals:
 class Listener:
     """Waits for the desk's next change: a PostgreSQL ``LISTEN``, or a short sleep."""
 
-    def __init__(self, connection: Any, reconnect: Callable[[], Any] | None = None) -> None:
-        """Listen on ``connection`` (psycopg, autocommit, LISTENing), or poll without one.
+    def __init__(
+        self,
+        connection: sa.Connection | None,
+        reconnect: Callable[[], sa.Connection] | None = None,
+    ) -> None:
+        """Listen on ``connection`` (autocommit, LISTENing), or poll without one.
 
         ``reconnect`` returns a new such connection, for when the server closes this one.
         """
@@ -82,20 +89,21 @@ class Listener:
         """Wait until a change is signalled or ``timeout`` passes; return whether one was.
 
         Without notifications (SQLite) it sleeps ``POLL_SECONDS`` at most and answers
-        ``False``: the caller looks anyway. A listening connection the server closed (a
-        restart, ``pg_terminate_backend``) is replaced once, through ``reconnect``, and
-        the answer is ``True``: a change may have come while nobody listened. When the
-        new connection cannot be made either, its error is raised.
+        ``False``: the caller looks anyway. The notifications are read from the driver's
+        connection (psycopg's ``notifies``), whose errors are the driver's own. A
+        listening connection the server closed (a restart, ``pg_terminate_backend``) is
+        replaced once, through ``reconnect``, and the answer is ``True``: a change may
+        have come while nobody listened. When the new connection cannot be made either,
+        its error is raised.
         """
         if self.connection is None:
             time.sleep(min(timeout, POLL_SECONDS))
             return False
-        import psycopg
-
+        driver: Any = self.connection.connection.dbapi_connection
         try:
-            for _ in self.connection.notifies(timeout=timeout, stop_after=1):
+            for _ in driver.notifies(timeout=timeout, stop_after=1):
                 return True
-        except psycopg.OperationalError:
+        except self.connection.dialect.loaded_dbapi.OperationalError:
             if self._reconnect is None:
                 raise
             lost, self.connection = self.connection, None

@@ -27,7 +27,7 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import RunnableConfig
 
@@ -40,6 +40,9 @@ from conversations.locks import (
 )
 from locations import first_line
 
+if TYPE_CHECKING:
+    from psycopg_pool import ConnectionPool
+
 __all__ = [
     "SQLITE_CLAIMS_TABLE",
     "FencedSaver",
@@ -47,6 +50,7 @@ __all__ = [
     "PostgresClaims",
     "SqliteClaims",
     "TurnClaimLostError",
+    "fenced_pool",
 ]
 
 SQLITE_CLAIMS_TABLE = (
@@ -237,17 +241,61 @@ class SqliteFence(FencedSaver):
 
 
 class PostgresFence(FencedSaver):
-    """``FencedSaver`` for LangGraph's ``PostgresSaver`` over a ``FencedPool``.
+    """``FencedSaver`` for LangGraph's ``PostgresSaver`` over a pool from ``fenced_pool``.
 
-    The saver takes a connection from its pool (``conversations.fenced_pool``) for every
-    write; the pool checks the claim on it, in the transaction the write then runs in.
+    The saver takes a connection from its pool for every write; the pool checks the
+    claim on it, in the transaction the write then runs in.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         pool = getattr(self, "conn", None)
-        if pool is not None and hasattr(pool, "claim_of"):  # a ``fenced_pool.FencedPool``
+        if pool is not None and hasattr(pool, "claim_of"):  # a pool from ``fenced_pool``
             pool.claim_of = self._write_claim
+
+
+def fenced_pool(conninfo: str, **options: Any) -> ConnectionPool[Any]:
+    """Return a psycopg pool (``ConnectionPool`` with ``options``) that fences claimed writes.
+
+    The class is made here, when a PostgreSQL store opens, so that SQLite stores never
+    import psycopg.
+    """
+    from psycopg_pool import ConnectionPool
+
+    class FencedPool(ConnectionPool):  # type: ignore[type-arg]
+        """A pool whose connection, lent for a claimed write, checks the claim first.
+
+        ``claim_of`` tells the claim that the write being made in this thread must check
+        (``PostgresFence`` sets it to its saver's). With one, the connection is lent
+        inside a transaction that first reads the conversation's claim number ``FOR
+        SHARE``: a new claim waits for the write, every write after it sees the new
+        number, and the check and the write commit together or not at all. LangGraph's
+        ``PostgresSaver`` takes a connection from its pool for every write, so the fence
+        needs nothing of the saver but its public constructor.
+        """
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.claim_of: Callable[[], tuple[str, int] | None] = lambda: None
+
+        @contextmanager
+        def connection(self, timeout: float | None = None) -> Iterator[Any]:
+            """Lend a connection; for a claimed write, in a transaction that checked it."""
+            claim = self.claim_of()
+            with super().connection(timeout) as connection:
+                if claim is None:
+                    yield connection
+                    return
+                with connection.transaction():
+                    row = connection.execute(
+                        "SELECT claim FROM turn_claims WHERE thread_id = %s FOR SHARE", (claim[0],)
+                    ).fetchone()
+                    found = row["claim"] if isinstance(row, dict) else (row[0] if row else None)
+                    if found is None or int(found) != claim[1]:
+                        raise TurnClaimLostError(claim[0])
+                    yield connection
+
+    return FencedPool(conninfo, **options)
 
 
 class FencedTurnLocks:

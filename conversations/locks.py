@@ -22,9 +22,12 @@ from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from locations import CONNECT_TIMEOUT_SECONDS, first_line
+
+if TYPE_CHECKING:
+    import sqlalchemy as sa
 
 __all__ = [
     "ConversationBusyError",
@@ -288,34 +291,48 @@ class FileTurnLocks:
 class PostgresTurnLocks:
     """Turn locks as PostgreSQL session-level advisory locks, one connection per turn.
 
-    The connection is opened for the turn and closed after it; when the holder dies its
-    connection closes and the server drops the lock at once.
+    The connection is opened for the turn and closed after it (an engine without a pool,
+    in autocommit); when the holder dies its connection closes and the server drops the
+    lock at once.
     """
 
-    def __init__(self, conninfo: str, probe: Callable[[int], bool]) -> None:
-        """Connect with ``conninfo``; ``probe(key)`` tells whether a key is locked."""
-        self.conninfo = conninfo
+    def __init__(self, url: str, probe: Callable[[int], bool]) -> None:
+        """Connect to the SQLAlchemy ``url``; ``probe(key)`` tells whether a key is locked."""
+        import sqlalchemy as sa
+
+        self.engine = sa.create_engine(
+            url,
+            poolclass=sa.pool.NullPool,
+            isolation_level="AUTOCOMMIT",
+            connect_args={
+                "connect_timeout": CONNECT_TIMEOUT_SECONDS,
+                "application_name": f"travel-assistant turn ({socket.gethostname()} "
+                f"pid {os.getpid()})"[:63],
+            },
+        )
         self.local = LocalTurnLocks()
         self._probe = probe
 
-    def _connect(self) -> Any:
-        import psycopg
+    def _connect(self) -> sa.Connection:
+        import sqlalchemy as sa
 
         try:
-            connection = psycopg.connect(
-                self.conninfo,
-                autocommit=True,
-                connect_timeout=CONNECT_TIMEOUT_SECONDS,
-                application_name=f"travel-assistant turn ({socket.gethostname()} "
-                f"pid {os.getpid()})"[:63],
-            )
-            for name, value in LOCK_KEEPALIVE_SETTINGS:
-                connection.execute("SELECT set_config(%s, %s, false)", (name, value))
-        except psycopg.Error as error:
+            connection = self.engine.connect()
+        except sa.exc.DBAPIError as error:
+            reason = first_line(error.orig or error).removeprefix("connection failed: ")
             raise ConversationStoreError(
-                "The conversations database cannot be reached to start this turn "
-                f"({first_line(error).removeprefix('connection failed: ')}); try again."
+                f"The conversations database cannot be reached to start this turn ({reason}); "
+                "try again."
             ) from error
+        try:
+            for name, value in LOCK_KEEPALIVE_SETTINGS:
+                connection.execute(
+                    sa.text("SELECT set_config(:name, :value, false)"),
+                    {"name": name, "value": value},
+                )
+        except BaseException:
+            connection.close()
+            raise
         return connection
 
     def acquire(self, thread_id: str, wait: float = 0.0) -> TurnLease:
@@ -328,7 +345,7 @@ class PostgresTurnLocks:
             ConversationBusyError: Someone else holds it.
             ConversationStoreError: The database cannot be reached.
         """
-        import psycopg
+        import sqlalchemy as sa
 
         deadline = time.monotonic() + max(0.0, wait)
         _retry(lambda: self.local.take(thread_id), thread_id, wait)
@@ -336,20 +353,20 @@ class PostgresTurnLocks:
         try:
             connection = self._connect()
             try:
-                while not connection.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[
-                    0
-                ]:
+                while not connection.execute(
+                    sa.text("SELECT pg_try_advisory_lock(:key)"), {"key": key}
+                ).scalar():
                     if time.monotonic() >= deadline:
                         raise ConversationBusyError(thread_id)
                     time.sleep(POLL_SECONDS)
             except BaseException:
                 connection.close()
                 raise
-        except psycopg.Error as error:
+        except sa.exc.DBAPIError as error:
             self.local.drop(thread_id)
             raise ConversationStoreError(
                 f"The conversations database failed while starting this turn "
-                f"({first_line(error)}); try again."
+                f"({first_line(error.orig or error)}); try again."
             ) from error
         except BaseException:
             self.local.drop(thread_id)
@@ -358,8 +375,9 @@ class PostgresTurnLocks:
         def free() -> None:
             try:
                 with suppress(Exception):
-                    connection.execute("SELECT pg_advisory_unlock(%s)", (key,))
-                connection.close()  # closing alone would free it too
+                    connection.execute(sa.text("SELECT pg_advisory_unlock(:key)"), {"key": key})
+                with suppress(Exception):
+                    connection.close()  # closing alone would free it too
             finally:
                 self.local.drop(thread_id)
 

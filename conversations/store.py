@@ -255,8 +255,12 @@ def _open_postgres(location: Location) -> ConversationStore:
         from psycopg.rows import dict_row
         from psycopg_pool import ConnectionPool
 
-        from conversations.fenced_pool import FencedPool
-        from conversations.fences import FencedTurnLocks, PostgresClaims, PostgresFence
+        from conversations.fences import (
+            FencedTurnLocks,
+            PostgresClaims,
+            PostgresFence,
+            fenced_pool,
+        )
         from conversations.loop_saver import SyncSaverOnLoop
         from conversations.remembered_state import RemembersLastState
     except ImportError as error:
@@ -288,7 +292,7 @@ def _open_postgres(location: Location) -> ConversationStore:
             f"The conversations database {location.shown()} cannot be set up: {first_line(error)}"
         ) from error
 
-    pool: ConnectionPool[psycopg.Connection[Any]] = FencedPool(
+    pool = fenced_pool(
         conninfo,
         min_size=1,
         max_size=POOL_MAX_SIZE,
@@ -318,7 +322,9 @@ def _open_postgres(location: Location) -> ConversationStore:
     return ConversationStore(
         saver,
         registry,
-        FencedTurnLocks(PostgresTurnLocks(conninfo, probe), PostgresClaims(pool), saver),
+        FencedTurnLocks(
+            PostgresTurnLocks(location.sqlalchemy_url(), probe), PostgresClaims(pool), saver
+        ),
         location=location.shown(),
         closers=(desk.close, pool.close),
         audit=audit,

@@ -275,7 +275,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "fence-postgres-any-claim",
         "conversations",
         "a save of a claimed turn checks that its claim still stands (PostgreSQL)",
-        "conversations/fenced_pool.py",
+        "conversations/fences.py",
         "if found is None or int(found) != claim[1]:",
         "if found is None:",
         (

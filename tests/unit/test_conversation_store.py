@@ -185,6 +185,25 @@ def test_store_refuses_an_unreadable_sessions_file(tmp_path: Path) -> None:
         ConversationStore.open(path)
 
 
+def test_store_on_sqlite_never_imports_the_postgresql_driver(tmp_path: Path) -> None:
+    # The fenced pool is made only when a PostgreSQL store opens (conversations.fences).
+    code = (
+        "import sys\n"
+        "from conversations.store import ConversationStore\n"
+        "with ConversationStore.open(sys.argv[1]) as store, store.turn_lock('t-1'):\n"
+        "    pass\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('psycopg', 'psycopg_pool')))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "sessions.sqlite")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert result.stdout.strip() == "[]"
+
+
 def test_store_turn_lock_between_threads_and_stores(tmp_path: Path) -> None:
     path = tmp_path / "sessions.sqlite"
     with ConversationStore.open(path) as first, ConversationStore.open(path) as second:
@@ -321,6 +340,48 @@ def test_store_postgres_registry(pg_url: str) -> None:
         assert [r.thread_id for r in again.registry.list()] == ["t-2"]
 
 
+def _turn_connections(url: str) -> int:
+    import psycopg
+
+    with psycopg.connect(postgres._libpq(postgres.server_url()), autocommit=True) as admin:
+        row = admin.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = %s "
+            "AND application_name LIKE 'travel-assistant turn%%'",
+            (postgres.database_name(url),),
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def test_store_postgres_turn_lock_holds_a_connection_for_the_turn_only(pg_url: str) -> None:
+    with ConversationStore.open(pg_url) as store, ConversationStore.open(pg_url) as other:
+        with store.turn_lock("t-1"):
+            assert _turn_connections(pg_url) == 1
+            with pytest.raises(ConversationBusyError):
+                other.acquire("t-1", wait=0.2)  # its attempt's connection is closed again
+            assert other.busy("t-1")
+        deadline = time.monotonic() + 10
+        while _turn_connections(pg_url) and time.monotonic() < deadline:
+            time.sleep(0.05)  # the server ends a closed session a moment later
+        assert _turn_connections(pg_url) == 0
+        assert not other.busy("t-1")
+        other.acquire("t-1").release()
+
+
+def test_store_postgres_turn_lock_says_when_the_server_cannot_be_reached() -> None:
+    pytest.importorskip("psycopg")
+    from conversations.locks import PostgresTurnLocks
+
+    locks = PostgresTurnLocks(
+        "postgresql+psycopg://app:s3cret@127.0.0.1:1/travel", probe=lambda key: False
+    )
+    with pytest.raises(ConversationStoreError) as refused:
+        locks.acquire("t-1")
+    message = str(refused.value)
+    assert message.startswith("The conversations database cannot be reached to start this turn")
+    assert "s3cret" not in message
+    assert not locks.busy("t-1")  # the failed attempt holds nothing in this process either
+
+
 def test_store_postgres_set_up_by_several_processes_at_once(pg_url: str) -> None:
     errors: list[BaseException] = []
 
@@ -349,6 +410,38 @@ def test_store_postgres_missing_database_names_the_fix() -> None:
     message = str(missing.value)
     assert "'ta_test_missing_db'" in message and "does not exist" in message
     assert "createdb ta_test_missing_db" in message and "s3cret" not in message
+
+
+def test_create_postgres_database_makes_it_once_and_names_the_fix_when_refused() -> None:
+    # ``--create-db``: the database is made on the server (its name quoted as given); made
+    # in the meantime is fine; a server that refuses is said with what to do, no password.
+    require_postgres()
+    import uuid
+
+    from sqlalchemy.engine import make_url
+
+    from locations import create_postgres_database
+
+    name = f"{postgres.PREFIX}Made-{uuid.uuid4().hex[:8]}"
+    location = Location.parse(
+        make_url(postgres.server_url()).set(database=name).render_as_string(hide_password=False)
+    )
+    try:
+        create_postgres_database(location)
+        create_postgres_database(location)  # there already: nothing to do
+        with ConversationStore.open(location) as store:
+            assert store.registry.list() == []
+    finally:
+        postgres._admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with pytest.raises(LocationError) as refused:
+        create_postgres_database(
+            Location.parse("postgresql+psycopg://app:s3cret@127.0.0.1:1/travel")
+        )
+    message = str(refused.value)
+    assert message.startswith(
+        "Cannot create the PostgreSQL database 'travel' at postgresql+psycopg://app:***@"
+    )
+    assert "createdb travel" in message and "s3cret" not in message
 
 
 def test_store_postgres_unreachable_server_says_so() -> None:
