@@ -169,9 +169,9 @@ def header_deadline(header_timeout: float) -> type[asyncio.Protocol]:
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             # uvicorn's own check would answer beyond the cap with a text/plain 503 of
-            # its own, and count every connection; the cap is applied here instead:
-            # connections open and requests running, this one included, less those
-            # that only stream a waiting turn's events.
+            # its own, and count every connection, idle ones too; the cap is applied here
+            # instead: requests running, this one included, less those that only stream
+            # a waiting turn's events.
             cap, self.limit_concurrency = self.limit_concurrency, None
             if cap is not None:
                 self.app = _capped(self.app, cap, self.connections, self.tasks)
@@ -227,16 +227,17 @@ def header_deadline(header_timeout: float) -> type[asyncio.Protocol]:
 
 
 def _capped(app: Any, cap: int, connections: Any, tasks: Any) -> Any:
-    """Return ``app`` answering 503 while more than ``cap`` connections or requests work.
+    """Return ``app`` answering 503 while more than ``cap`` requests are worked on.
 
-    A connection streaming a waiting turn's events does no work (``STREAMS``); every
-    open connection still counts against the descriptors' bound.
+    The requests counted are those in flight, this one included: an idle connection
+    kept alive between two requests (a page that asks every second or two) does no
+    work, nor does one streaming a waiting turn's events (``STREAMS``). Every open
+    connection still counts against the descriptors' bound.
     """
     most = max(open_connections_cap(), cap)
 
     async def capped(scope: Any, receive: Any, send: Any) -> None:
-        waiting = STREAMS.count
-        working = max(len(connections), len(tasks)) - waiting
+        working = len(tasks) - STREAMS.count
         if scope["type"] == "http" and (working > cap or len(connections) > most):
             headers = [
                 *_HEADERS,

@@ -152,6 +152,51 @@ def test_serve_max_connections_serves_the_cap_and_refuses_only_the_next(
             sock.close()
 
 
+def one_answer(sock: socket.socket) -> bytes:
+    """Read one HTTP answer (its headers and its ``content-length`` of body) from ``sock``."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += sock.recv(65536)
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = next(
+        int(line.split(b":", 1)[1])
+        for line in head.split(b"\r\n")
+        if line.lower().startswith(b"content-length:")
+    )
+    while len(body) < length:
+        body += sock.recv(65536)
+    return head + b"\r\n\r\n" + body
+
+
+@pytest.mark.e2e  # runs the program in processes of its own
+def test_serve_idle_kept_alive_connections_do_not_use_up_the_cap(
+    serve: Callable[..., int],
+) -> None:
+    """``--max-connections 4``: ten pages idle between two polls, and a request still works.
+
+    A tab that asks every second or two keeps its connection alive in between; such a
+    connection has no request in flight and does no work, so it does not count.
+    """
+    port = serve("--max-connections", str(CAP))
+    health = f"http://127.0.0.1:{port}/api/v1/health"
+    wait_until(lambda: httpx.get(health, timeout=30).status_code == 200, seconds=60)
+    ask = b"GET /api/v1/health HTTP/1.1\r\nHost: x\r\n\r\n"
+    idle = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(CAP + 6)]
+    try:
+        for sock in idle:  # each asks once and stays open, as a polling tab does
+            sock.sendall(ask)
+            answer = one_answer(sock)
+            assert answer.startswith(b"HTTP/1.1 200"), answer
+        asked = httpx.get(health, timeout=5)
+        assert asked.status_code == 200, asked.text
+        for sock in idle:  # and each asks again on the same connection
+            sock.sendall(ask)
+            assert one_answer(sock).startswith(b"HTTP/1.1 200")
+    finally:
+        for sock in idle:
+            sock.close()
+
+
 WAITING_CUSTOMERS = 6
 
 
