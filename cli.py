@@ -8,7 +8,8 @@ Commands::
     travel-assistant db init [--scale N] [--seed N] [--force]
     travel-assistant graph
     travel-assistant serve [--host 127.0.0.1] [--port 8000]
-    travel-assistant token (--passenger-id ID | --supervisor NAME) [--hours N]
+    travel-assistant token (--passenger-id ID | --agent LOGIN | --supervisor LOGIN) [--name NAME]
+                           [--hours N]
     travel-assistant audit [--supervisor NAME] [--conversation ID] [--limit N]
     travel-assistant desk --agent NAME
     travel-assistant desk queue
@@ -248,7 +249,8 @@ PAGES: dict[str, tuple[str, str]] = {
         "travel-assistant serve --host 127.0.0.1 --port 8000",
     ),
     "token": (
-        "Issue a passenger's access token (and link) for the service.",
+        "Issue an access token for the service: a passenger's (and its link), an agent's or "
+        "a supervisor's.",
         "travel-assistant token --passenger-id '3442 587242' --hours 8",
     ),
     "audit": (
@@ -481,16 +483,30 @@ def _add_server_commands(parser: _Parser) -> None:
     )
     token = parser.add_command(
         "token",
-        help="issue a passenger's (or a supervisor's) access token for the service",
+        help="issue a passenger's (or an agent's, or a supervisor's) access token for the service",
         **_page("token"),
     )
     who = token.add_mutually_exclusive_group(required=True)
     who.add_argument("--passenger-id", help='e.g. "3442 587242"')
     who.add_argument(
+        "--agent",
+        metavar="LOGIN",
+        help="an agent's token, for the desk's API: the queue, the conversations waiting in it "
+        "or held by you, take, write, propose, hand back (not second approvals); LOGIN is who "
+        "the audit log records (e.g. your e-mail address)",
+    )
+    who.add_argument(
         "--supervisor",
+        metavar="LOGIN",
+        help="a supervisor's token, for the view at /supervisor and the desk's API: what an "
+        "agent's does, and reads every conversation and the audit log and decides second "
+        "approvals (never one you proposed); LOGIN is who the audit log records",
+    )
+    token.add_argument(
+        "--name",
         metavar="NAME",
-        help="a supervisor's token, for the view at /supervisor and the desk's API; NAME is "
-        "who the audit log records and the customers see (e.g. your name)",
+        help="with --agent or --supervisor: the name customers see (default: the LOGIN), "
+        "e.g. --name 'Ana Lima'",
     )
     token.add_argument(
         "--hours",

@@ -1,7 +1,11 @@
 """``travel-assistant desk``: the staff's side of a hand-off to a person.
 
 ``desk queue`` prints the conversations waiting for a person, one a line, for scripts;
-``desk --agent NAME`` is the interactive desk (``terminal.desk``).
+``desk --agent NAME`` is the interactive desk (``terminal.desk``). It is run by staff on
+the server itself, with the store's own access, so it works as a supervisor does
+(second approvals included, never one it proposed). NAME is both the login the desk
+compares and the audit log records, and the name customers see: a conversation taken
+with a token whose login is NAME is the same person's.
 """
 
 from __future__ import annotations
@@ -44,6 +48,15 @@ def cmd_desk(
     if not agent:
         raise CliError(
             "Say who you are: --agent NAME (or TRAVEL_ASSISTANT_AGENT); customers see this name.",
+            EXIT_USAGE,
+        )
+    from server.auth import MAX_SUBJECT_CHARS, subject_problem
+
+    # Checked as a token's login and name are: what the desk stores is what was given.
+    if subject_problem(agent) is not None:
+        raise CliError(
+            f"--agent takes the name customers see and the audit log records (printable, at "
+            f"most {MAX_SUBJECT_CHARS} characters), e.g. --agent 'Ana Lima'.",
             EXIT_USAGE,
         )
     # Opened (made, if need be) as a chat opens it: a desk started before the first

@@ -8,7 +8,7 @@ import time
 import traceback
 from datetime import timedelta
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from collector import loading_code
 from commands.chat import check_db_file, open_chat_db
@@ -28,6 +28,8 @@ from commands.common import (
     prepared,
 )
 from terminal import Console
+
+StaffRole = Literal["agent", "supervisor"]
 
 if TYPE_CHECKING:
     from contextlib import ExitStack
@@ -92,7 +94,7 @@ def cmd_serve(
         f"The web chat: http://{args.host}:{args.port}/ (Ctrl-C stops). "
         "Get a token with: travel-assistant token --passenger-id ID; the "
         f"supervisor view: http://{args.host}:{args.port}/supervisor (travel-assistant "
-        "token --supervisor NAME)"
+        "token --supervisor LOGIN --name NAME)"
     )
     try:
         serve(StartupApp(startup), args.host, args.port, limits)
@@ -198,26 +200,54 @@ def _lifetime(args: argparse.Namespace) -> timedelta:
     return timedelta(hours=args.hours)
 
 
-def _supervisor_token(args: argparse.Namespace, settings: Settings, console: Console) -> int:
-    """Print a supervisor's token: it reads every conversation and acts at the desk, audited."""
-    from server.auth import MAX_SUBJECT_CHARS, SUPERVISOR, subject_problem
+# What each member of staff's token can do, as ``token`` says it (docs/desk.md has the table).
+_CAN_DO = {
+    "supervisor": "it reads every conversation and the audit log and, at the desk, takes "
+    "conversations, writes to customers, hands them back, proposes actions and decides "
+    "second approvals (never one it proposed: another member of staff must); every look and "
+    "every act is recorded. Open http://127.0.0.1:8000/supervisor#token=<token>.",
+    "agent": "at the desk it reads the queue and the conversations waiting in it or that it "
+    "holds, takes conversations, writes to customers, hands them back and proposes actions; "
+    "it does not decide second approvals, nor read other conversations or the audit log (a "
+    "supervisor's token does); every look and every act is recorded. Use it with the desk's "
+    "API under /api/v1/supervisor/desk (the page at /supervisor takes supervisors' tokens).",
+}
 
-    name = " ".join(args.supervisor.split())
-    # The limit is what the desk stores of a name, so the name compared is the one kept.
-    if not name or subject_problem(name) is not None:
+
+def _staff_token(
+    args: argparse.Namespace, settings: Settings, console: Console, role: StaffRole
+) -> int:
+    """Print a member of staff's token (an agent's or a supervisor's); say what it can do."""
+    from server.auth import MAX_SUBJECT_CHARS, subject_problem
+
+    flag = f"--{role}"
+    login = " ".join(getattr(args, role).split())
+    # The limit is what the desk stores of a login or a name, so what is compared and
+    # shown is what was given.
+    if not login or subject_problem(login) is not None:
         raise CliError(
-            f"--supervisor takes who you are, as the audit log records it (printable, at "
-            f"most {MAX_SUBJECT_CHARS} characters), e.g. --supervisor ana@example.com.",
+            f"{flag} takes who you are, as the audit log records it (printable, at most "
+            f"{MAX_SUBJECT_CHARS} characters), e.g. {flag} ana@example.com.",
+            EXIT_USAGE,
+        )
+    name = None if args.name is None else " ".join(args.name.split())
+    if name is not None and (not name or subject_problem(name) is not None):
+        raise CliError(
+            f"--name takes the name customers see (printable, at most {MAX_SUBJECT_CHARS} "
+            "characters), e.g. --name 'Ana Lima'.",
             EXIT_USAGE,
         )
     lifetime = _lifetime(args)
-    token = _signer(settings).issue(name, lifetime, role=SUPERVISOR)
+    token = _signer(settings).issue(login, lifetime, role=role, name=name)
     console.say(token)
+    shown = (
+        f'customers see "{name}"'
+        if name is not None
+        else f'customers see "{login}": give --name NAME to show a name instead'
+    )
     console.status(
-        f"Supervisor token for {name}, valid for {args.hours:g} hours: it reads every "
-        "conversation and, at the desk, takes conversations, writes to customers, proposes "
-        "actions and decides second approvals; every look and every act is recorded. Open "
-        "http://127.0.0.1:8000/supervisor#token=<token>."
+        f"{role.capitalize()} token for {login} ({shown}), valid for {args.hours:g} hours: "
+        + _CAN_DO[role]
     )
     return EXIT_OK
 
@@ -225,9 +255,21 @@ def _supervisor_token(args: argparse.Namespace, settings: Settings, console: Con
 def cmd_token(
     args: argparse.Namespace, settings: Settings, console: Console, overrides: Overrides
 ) -> int:
-    """Run ``travel-assistant token``: print a passenger's or a supervisor's token on stdout."""
+    """Run ``travel-assistant token``: print a passenger's or a member of staff's token on stdout.
+
+    ``--supervisor LOGIN`` or ``--agent LOGIN`` (with ``--name NAME``, the name customers
+    see) for staff, ``--passenger-id ID`` for a passenger.
+    """
     if args.supervisor is not None:
-        return _supervisor_token(args, settings, console)
+        return _staff_token(args, settings, console, "supervisor")
+    if args.agent is not None:
+        return _staff_token(args, settings, console, "agent")
+    if args.name is not None:
+        raise CliError(
+            "--name is the name a member of staff goes by (with --agent or --supervisor); a "
+            "passenger's token carries none.",
+            EXIT_USAGE,
+        )
     passenger_id = canonical_passenger_id(args.passenger_id)
     if not passenger_id:
         raise CliError("--passenger-id is empty, e.g. --passenger-id '3442 587242'.", EXIT_USAGE)

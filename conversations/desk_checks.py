@@ -1,6 +1,7 @@
 """Staff checks of large actions: the second approval of what the customer approved.
 
-One row per action in ``travel_checks``; a member of staff says yes or no to each once.
+One row per action in ``travel_checks``; a member of staff says yes or no to each once,
+recorded by their login (``staff``) with the name the customer is told (``staff_name``).
 The amount above which an action is checked is one of the desk's settings
 (``conversations.desk_settings``).
 """
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import sqlalchemy as sa
 
-from conversations.desk_rows import NOTE_CHARS, DeskError, agent_name, metadata, utc, with_utc
+from conversations.desk_rows import NOTE_CHARS, DeskError, Staff, metadata, staff_of, utc, with_utc
 from conversations.desk_signals import DeskSignals
 
 if TYPE_CHECKING:
@@ -42,6 +43,9 @@ CHECKS = sa.Table(
     sa.Column("staff", sa.Text, nullable=False, server_default=""),
     sa.Column("decided_at", sa.DateTime(timezone=True)),
     sa.Column("reason", sa.Text, nullable=False, server_default=""),
+    # The decider's name as the customer is told it (``staff`` is their login); added
+    # later: an older table gains it, empty, when the desk opens.
+    sa.Column("staff_name", sa.Text, nullable=False, server_default=""),
     sa.Index("ux_travel_checks_call", "thread_id", "tool_call_id", unique=True),
     sa.Index("ix_travel_checks_status", "status", "asked_at"),
 )
@@ -49,7 +53,11 @@ CHECKS = sa.Table(
 
 @dataclass(frozen=True)
 class Check:
-    """A member of staff's check of one action the customer approved (a second approval)."""
+    """A member of staff's check of one action the customer approved (a second approval).
+
+    ``staff`` is the name the customer is told of who decided it, ``staff_login`` their
+    login (the same in checks decided before names existed).
+    """
 
     id: int
     thread_id: str
@@ -64,6 +72,12 @@ class Check:
     staff: str
     decided_at: datetime | None
     reason: str
+    staff_login: str = ""
+
+    @property
+    def decider(self) -> Staff:
+        """Return the member of staff who decided it (empty while it waits)."""
+        return Staff(self.staff_login or self.staff, self.staff)
 
     @property
     def decided(self) -> bool:
@@ -169,20 +183,27 @@ class StaffChecks(DeskSignals):
         return _check(found) if found else None
 
     def decide_check(
-        self, check_id: int, staff: str, now: datetime, *, approved: bool, reason: str = ""
+        self,
+        check_id: int,
+        staff: str | Staff,
+        now: datetime,
+        *,
+        approved: bool,
+        reason: str = "",
     ) -> Check:
         """Record ``staff``'s yes or no on a waiting check (once: a decided one stays).
 
         Raises:
             DeskError: No such check, or it is not waiting any more.
         """
-        staff = agent_name(staff)
+        decider = staff_of(staff)
         update = (
             CHECKS.update()
             .where(CHECKS.c.id == check_id, CHECKS.c.status == "waiting")
             .values(
                 status="approved" if approved else "refused",
-                staff=staff,
+                staff=decider.login,
+                staff_name=decider.name,
                 decided_at=utc(now),
                 reason=reason.strip()[:NOTE_CHARS],
             )
@@ -196,7 +217,7 @@ class StaffChecks(DeskSignals):
             raise DeskError(f"There is no check {check_id}.")
         if not changed:
             if found.decided:
-                raise DeskError(f"{found.staff} already {found.status} check {check_id}.")
+                raise DeskError(f"{found.decider} already {found.status} check {check_id}.")
             raise DeskError(f"Check {check_id} is not waiting any more ({found.status}).")
         return found
 
@@ -225,4 +246,8 @@ class StaffChecks(DeskSignals):
 
 
 def _check(row: Any) -> Check:
-    return Check(**with_utc(row, ("asked_at", "decided_at")))
+    values = with_utc(row, ("asked_at", "decided_at"))
+    # The ``staff`` column keeps the login; the customer is told the name, or the login
+    # in checks decided before names existed.
+    login, name = values.pop("staff"), values.pop("staff_name")
+    return Check(**values, staff=name or login, staff_login=login)

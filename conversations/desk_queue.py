@@ -2,7 +2,9 @@
 
 One row per hand-off in ``travel_handoffs``. A conversation has at most one open hand-off
 (waiting or held: a partial unique index says so), and taking one is a single
-conditional update, so two members of staff never hold the same conversation.
+conditional update, so two members of staff never hold the same conversation. Who holds
+it is their login (``agent``, what the desk compares); ``agent_name`` is the name the
+customer sees (empty in rows written before names existed: the login is shown).
 """
 
 from __future__ import annotations
@@ -13,7 +15,16 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import sqlalchemy as sa
 
-from conversations.desk_rows import NOTE_CHARS, DeskError, agent_name, metadata, utc, with_utc
+from conversations.desk_rows import (
+    NOTE_CHARS,
+    DeskError,
+    Staff,
+    login_of,
+    metadata,
+    staff_of,
+    utc,
+    with_utc,
+)
 from conversations.desk_signals import DeskSignals
 from db.handoff_limits import REASON_CHARS, SUMMARY_CHARS
 
@@ -36,12 +47,15 @@ HANDOFFS = sa.Table(
     sa.Column("reason", sa.Text, nullable=False, server_default=""),
     sa.Column("summary", sa.Text, nullable=False, server_default=""),
     sa.Column("requested_at", sa.DateTime(timezone=True), nullable=False),
+    # The holder's login, what is compared; and the name the customer sees (added later:
+    # an older table gains it, empty, when the desk opens).
     sa.Column("agent", sa.Text, nullable=False, server_default=""),
     sa.Column("taken_at", sa.DateTime(timezone=True)),
     sa.Column("ended_at", sa.DateTime(timezone=True)),
     sa.Column("note", sa.Text, nullable=False, server_default=""),
     # Bumped by every message written while it is open: what a waiting reader polls.
     sa.Column("messages", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("agent_name", sa.Text, nullable=False, server_default=""),
     sa.Index(
         "ux_travel_handoffs_open",
         "thread_id",
@@ -55,7 +69,12 @@ HANDOFFS = sa.Table(
 
 @dataclass(frozen=True)
 class Handoff:
-    """One hand-off of a conversation to a person."""
+    """One hand-off of a conversation to a person.
+
+    ``agent`` is the name the customer sees of the person who holds (or held) it, and
+    ``agent_login`` their login, which the desk compares (the same in hand-offs taken
+    before names existed, and by the terminal desk's ``--agent NAME``).
+    """
 
     id: int
     thread_id: str
@@ -70,11 +89,17 @@ class Handoff:
     ended_at: datetime | None
     note: str
     messages: int
+    agent_login: str = ""
 
     @property
     def open(self) -> bool:
         """Tell whether a person has it or will: the assistant does not answer."""
         return self.status in OPEN
+
+    @property
+    def holder(self) -> Staff:
+        """Return the member of staff who holds (or held) it: their login and name."""
+        return Staff(self.agent_login or self.agent, self.agent)
 
 
 class HandoffQueue(DeskSignals):
@@ -113,11 +138,11 @@ class HandoffQueue(DeskSignals):
         with self.engine.connect() as connection:
             return [_handoff(row) for row in connection.execute(query).mappings()]
 
-    def held_by(self, agent: str) -> list[Handoff]:
-        """Return the conversations ``agent`` holds, the earliest taken first."""
+    def held_by(self, agent: str | Staff) -> list[Handoff]:
+        """Return the conversations ``agent`` (by their login) holds, the earliest taken first."""
         query = (
             HANDOFFS.select()
-            .where(HANDOFFS.c.status == "held", HANDOFFS.c.agent == agent)
+            .where(HANDOFFS.c.status == "held", HANDOFFS.c.agent == login_of(agent))
             .order_by(HANDOFFS.c.taken_at, HANDOFFS.c.id)
         )
         with self.engine.connect() as connection:
@@ -166,17 +191,19 @@ class HandoffQueue(DeskSignals):
             raise DeskError(f"The hand-off of {thread_id} could not be recorded.")
         return found
 
-    def take(self, thread_id: str, agent: str, now: datetime) -> Handoff:
+    def take(self, thread_id: str, agent: str | Staff, now: datetime) -> Handoff:
         """Give the waiting conversation ``thread_id`` to ``agent``.
+
+        Taking one already held by the same login returns it as it is.
 
         Raises:
             DeskError: It is not waiting (held by someone, or not handed off at all).
         """
-        agent = agent_name(agent)
+        staff = staff_of(agent)
         update = (
             HANDOFFS.update()
             .where(HANDOFFS.c.thread_id == thread_id, HANDOFFS.c.status == "waiting")
-            .values(status="held", agent=agent, taken_at=utc(now))
+            .values(status="held", agent=staff.login, agent_name=staff.name, taken_at=utc(now))
         )
         with self.engine.begin() as connection:
             taken = connection.execute(update).rowcount == 1
@@ -185,20 +212,26 @@ class HandoffQueue(DeskSignals):
         if taken and found is not None:
             return found
         if found is not None and found.status == "held":
-            if found.agent == agent:
+            if found.agent_login == staff.login:
                 return found
-            raise DeskError(f"{found.agent} already holds conversation {thread_id}.")
+            raise DeskError(f"{found.holder} already holds conversation {thread_id}.")
         raise DeskError(f"Conversation {thread_id} is not waiting for a person.")
 
     def end(
-        self, thread_id: str, agent: str, now: datetime, *, note: str = "", close: bool = False
+        self,
+        thread_id: str,
+        agent: str | Staff,
+        now: datetime,
+        *,
+        note: str = "",
+        close: bool = False,
     ) -> Handoff:
         """End ``agent``'s hold of ``thread_id``: back to the assistant, or ``close`` it.
 
         Raises:
-            DeskError: ``agent`` does not hold it.
+            DeskError: ``agent`` (by their login) does not hold it.
         """
-        agent = agent_name(agent)
+        staff = staff_of(agent)
         status: Status = "closed" if close else "returned"
         current = self.current(thread_id)
         update = (
@@ -206,7 +239,7 @@ class HandoffQueue(DeskSignals):
             .where(
                 HANDOFFS.c.thread_id == thread_id,
                 HANDOFFS.c.status == "held",
-                HANDOFFS.c.agent == agent,
+                HANDOFFS.c.agent == staff.login,
             )
             .values(status=status, ended_at=utc(now), note=note.strip()[:NOTE_CHARS])
         )
@@ -215,7 +248,7 @@ class HandoffQueue(DeskSignals):
             self._changed(connection, thread_id)
         if not ended or current is None:
             if current is not None and current.status == "held":
-                raise DeskError(f"{current.agent} holds conversation {thread_id}, not {agent}.")
+                raise DeskError(f"{current.holder} holds conversation {thread_id}, not {staff}.")
             raise DeskError(f"Nobody holds conversation {thread_id}: take it first.")
         found = self.latest(thread_id)
         assert found is not None  # it was just updated
@@ -248,7 +281,11 @@ class HandoffQueue(DeskSignals):
 
 
 def _handoff(row: Any) -> Handoff:
-    return Handoff(**with_utc(row, ("requested_at", "taken_at", "ended_at")))
+    values = with_utc(row, ("requested_at", "taken_at", "ended_at"))
+    # The ``agent`` column keeps the login; the customer sees the name, or the login in
+    # rows from before names existed.
+    login, name = values.pop("agent"), values.pop("agent_name")
+    return Handoff(**values, agent=name or login, agent_login=login)
 
 
 def describe_queue(queue: Sequence[Handoff], now: datetime) -> list[str]:

@@ -1,21 +1,30 @@
-"""What the parts of the desk share: their tables' metadata, errors, limits and moments.
+"""What the parts of the desk share: their tables' metadata, errors, limits, staff, moments.
 
 The desk (``conversations.desk``) keeps its tables beside the conversations: the queue
 (``conversations.desk_queue``), the staff's checks (``conversations.desk_checks``) and
 its settings (``conversations.desk_settings``), all created together from ``metadata``.
+A table made by an earlier version gains the columns added since (``add_missing_columns``)
+whenever they are created, so an existing database keeps working.
+
+A member of staff (``Staff``) has a login, which everything that compares who holds a
+conversation, who proposed an action or who decided a check goes by, and the audit log
+records; and a name, the only one customers ever read.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, cast
 
 import sqlalchemy as sa
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Iterable, Sequence
 
 NOTE_CHARS = 2000
+# The longest login or name of a member of staff the desk stores (a token's limit too:
+# ``server.auth.MAX_SUBJECT_CHARS``).
 AGENT_CHARS = 80
 
 metadata = sa.MetaData()
@@ -35,6 +44,85 @@ def agent_name(agent: str) -> str:
     if not name:
         raise DeskError("Give the name the customer will see (--agent NAME).")
     return name
+
+
+@dataclass(frozen=True)
+class Staff:
+    """A member of staff at the desk: the login the desk compares, and the name customers see.
+
+    Who holds a conversation, who proposed an action, who decided a check, and the audit
+    log go by ``login`` (which may be an e-mail address); customers only ever read
+    ``name``. A plain string given where a member of staff is expected is both (the
+    terminal desk's ``--agent NAME``, a token issued before names existed).
+    """
+
+    login: str
+    name: str
+
+    def __str__(self) -> str:
+        """Return how staff read one another in the desk's refusals: the name, and the login."""
+        return self.name if self.name == self.login else f"{self.name} ({self.login})"
+
+
+def staff_of(who: str | Staff) -> Staff:
+    """Return ``who`` as the desk keeps a member of staff: each part in one line and short.
+
+    Raises:
+        DeskError: No login, or no name, to keep.
+    """
+    if isinstance(who, str):
+        name = agent_name(who)
+        return Staff(name, name)
+    login = agent_name(who.login)
+    return Staff(login, agent_name(who.name) if who.name.strip() else login)
+
+
+def login_of(who: str | Staff) -> str:
+    """Return the login the desk compares for ``who`` (empty for a blank one)."""
+    return " ".join((who if isinstance(who, str) else who.login).split())[:AGENT_CHARS]
+
+
+def add_missing_columns(connection: sa.Connection, tables: Iterable[sa.Table]) -> None:
+    """Add to each of ``tables`` the columns it lacks, as an earlier version made it.
+
+    Every column added since a table was first made has a default, so its existing rows
+    get it. Several processes may open one store at once: on PostgreSQL ``IF NOT EXISTS``
+    lets the second go by; on SQLite, which has no such clause, the second is told the
+    column exists, and checks it does.
+
+    Raises:
+        DeskStoreError: A column cannot be added (not a database error, which the desk
+            would take for another process's set-up and go on without the column).
+    """
+    dialect = connection.dialect
+    inspector = sa.inspect(connection)
+    for table in tables:
+        have = {column["name"] for column in inspector.get_columns(table.name)}
+        for column in table.columns:
+            if column.name in have:
+                continue
+            spec = sa.schema.CreateColumn(column).compile(dialect=dialect)
+            exists = " IF NOT EXISTS" if dialect.name == "postgresql" else ""
+            add = f"ALTER TABLE {table.name} ADD COLUMN{exists} {spec}"
+            try:
+                connection.exec_driver_sql(add)
+            except sa.exc.SQLAlchemyError as error:
+                # SQLite: another process may have added it since. PostgreSQL said so
+                # already (``IF NOT EXISTS``), and its transaction is now aborted.
+                if dialect.name == "sqlite":
+                    again = sa.inspect(connection).get_columns(table.name)
+                    if column.name in {c["name"] for c in again}:
+                        continue
+                raise DeskStoreError(
+                    f"The desk's table {table.name} lacks its column {column.name}, which "
+                    f"cannot be added: {getattr(error, 'orig', None) or error}"
+                ) from error
+
+
+@sa.event.listens_for(metadata, "after_create")
+def _bring_up_to_date(target: sa.MetaData, connection: sa.Connection, **_: Any) -> None:
+    """After ``metadata.create_all`` (the desk opening), add what older tables lack."""
+    add_missing_columns(connection, target.sorted_tables)
 
 
 def utc(moment: datetime) -> datetime:

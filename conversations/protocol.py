@@ -32,6 +32,7 @@ from assistants.approvals import (
 from conversations import words
 from conversations.assistant import Thread, TravelAssistant
 from conversations.desk import Check, Desk, DeskError, Handoff, RequestedBy
+from conversations.desk_rows import Staff, staff_of
 from conversations.events import (
     ASKED_FOR_PERSON_KEY,
     PERSON_KEY,
@@ -93,6 +94,11 @@ __all__ = [
     "Turn",
     "TurnRefusedError",
 ]
+
+# The login of the member of staff who proposed an action, kept with the proposal's
+# message beside their name (``PERSON_KEY``, what the customer reads): four eyes compare
+# logins. A proposal made before logins were kept has the name only, which was the login.
+PERSON_LOGIN_KEY = "person_login"
 
 
 @dataclass(frozen=True)
@@ -263,14 +269,17 @@ class Conversation:
         checks = self.checks()
         return bool(checks) and all(c.decided for c in checks)
 
-    def decide_check(self, staff: str, check_id: int, *, approved: bool, reason: str = "") -> Check:
+    def decide_check(
+        self, staff: str | Staff, check_id: int, *, approved: bool, reason: str = ""
+    ) -> Check:
         """Record ``staff``'s yes or no on a check of this conversation.
 
         The customer's side applies it (``Turn.resume_checked``): the action runs, or
         the assistant is told staff refused it.
 
-        Four eyes: the member of staff who proposed the action cannot give its second
-        approval (nor refuse it in the check's place); another one decides.
+        Four eyes: the member of staff who proposed the action (the same login, whatever
+        name they go by) cannot give its second approval (nor refuse it in the check's
+        place); another one decides.
 
         Raises:
             DeskError: No such check here, it was decided already, or ``staff`` proposed
@@ -283,14 +292,15 @@ class Conversation:
         if found.tool_call_id not in pending:
             self.owner.desk.end_checks(self.thread_id, "withdrawn")
             raise DeskError(f"Check {check_id} is not waiting any more: the action was dropped.")
-        proposer = _proposer(self.assistant.messages(self.thread), found.tool_call_id)
-        if proposer and proposer == " ".join(staff.split()):
+        decider = staff_of(staff)
+        proposer = _proposer_login(self.assistant.messages(self.thread), found.tool_call_id)
+        if proposer and proposer == decider.login:
             raise DeskError(
                 f"You proposed this action, so another member of staff must decide check "
                 f"{check_id}: a second approval needs a second person."
             )
         decided = self.owner.desk.decide_check(
-            check_id, staff, self.owner.now(), approved=approved, reason=reason
+            check_id, decider, self.owner.now(), approved=approved, reason=reason
         )
         self.owner.desk.bump(self.thread_id)
         return decided
@@ -423,8 +433,8 @@ class Conversation:
             self.assistant.append(self.thread, [note])
         return Notice(words.LEFT_QUEUE)
 
-    def take(self, agent: str) -> Handoff:
-        """Give the waiting conversation to ``agent`` and tell the customer.
+    def take(self, agent: str | Staff) -> Handoff:
+        """Give the waiting conversation to ``agent`` and tell the customer (their name).
 
         Raises:
             DeskError: It does not wait for a person, or someone else holds it.
@@ -433,20 +443,20 @@ class Conversation:
         self.owner.desk.bump(self.thread_id)
         return handoff
 
-    def person_says(self, agent: str, text: str, *, wait: float = 5.0) -> None:
-        """Write ``agent``'s message to the customer into the conversation.
+    def person_says(self, agent: str | Staff, text: str, *, wait: float = 5.0) -> None:
+        """Write ``agent``'s message to the customer into the conversation, with their name.
 
         Raises:
             DeskError: ``agent`` does not hold the conversation.
             TurnRefusedError: A turn of it is running (it cannot be written now).
         """
-        self._held_by(agent)
-        reply = AIMessage(content=text, response_metadata={PERSON_KEY: agent})
+        staff = self._held_by(agent)
+        reply = AIMessage(content=text, response_metadata={PERSON_KEY: staff.name})
         with self.claim(wait):
             self.assistant.append(self.thread, [reply])
         self.owner.desk.bump(self.thread_id)
 
-    def hand_back(self, agent: str, note: str = "", *, close: bool = False) -> Handoff:
+    def hand_back(self, agent: str | Staff, note: str = "", *, close: bool = False) -> Handoff:
         """End ``agent``'s hold: the primary assistant answers again, having read ``note``.
 
         ``close`` records that the person finished the matter rather than handing it
@@ -455,13 +465,13 @@ class Conversation:
         Raises:
             DeskError: ``agent`` does not hold the conversation.
         """
-        self._held_by(agent)
+        staff = self._held_by(agent)
         said: list[AnyMessage] = []
         if note.strip():
             said.append(
                 AIMessage(
-                    content=words.staff_note(agent, note.strip()),
-                    response_metadata={PERSON_KEY: agent, STAFF_NOTE_KEY: True},
+                    content=words.staff_note(staff.name, note.strip()),
+                    response_metadata={PERSON_KEY: staff.name, STAFF_NOTE_KEY: True},
                 )
             )
         # The primary assistant goes on, having read the note: whichever specialist was
@@ -476,9 +486,9 @@ class Conversation:
         if pending:
             self.owner.desk.end_checks(self.thread_id, "withdrawn")
         self.owner.desk.bump(self.thread_id)
-        return self.owner.desk.end(self.thread_id, agent, self.owner.now(), note=note, close=close)
+        return self.owner.desk.end(self.thread_id, staff, self.owner.now(), note=note, close=close)
 
-    def person_proposes(self, agent: str, name: str, args: Mapping[str, Any]) -> Approval:
+    def person_proposes(self, agent: str | Staff, name: str, args: Mapping[str, Any]) -> Approval:
         """Put ``agent``'s proposal of an action before the customer, for their ``y/n``.
 
         The action goes through the same preview and approval as the assistant's (a
@@ -490,7 +500,7 @@ class Conversation:
                 already waits for the customer, or the preview says it cannot be done.
             TurnRefusedError: A turn of it is running.
         """
-        self._held_by(agent)
+        staff = self._held_by(agent)
         crew = self.assistant.crew
         if name not in crew.sensitive_names:
             actions = ", ".join(sorted(crew.sensitive_names))
@@ -505,7 +515,7 @@ class Conversation:
             raise DeskError(f"Not possible: {preview.error}")
         message = AIMessage(
             content=words.person_proposes(preview.title),
-            response_metadata={PERSON_KEY: " ".join(agent.split())},
+            response_metadata={PERSON_KEY: staff.name, PERSON_LOGIN_KEY: staff.login},
         )
         with self.claim(5.0):
             self.assistant.propose(self.thread, name, args, message)
@@ -513,13 +523,19 @@ class Conversation:
         (approval,) = self.approvals()
         return approval
 
-    def _held_by(self, agent: str) -> Handoff:
+    def _held_by(self, agent: str | Staff) -> Staff:
+        """Return ``agent`` as the desk keeps them, if they hold the conversation (by login).
+
+        Raises:
+            DeskError: Nobody holds it, or someone else does.
+        """
+        staff = staff_of(agent)
         handoff = self.handoff()
         if handoff is None or handoff.status != "held":
             raise DeskError(f"Nobody holds conversation {self.thread_id}: take it first.")
-        if handoff.agent != " ".join(agent.split()):
-            raise DeskError(f"{handoff.agent} holds conversation {self.thread_id}, not {agent}.")
-        return handoff
+        if handoff.agent_login != staff.login:
+            raise DeskError(f"{handoff.holder} holds conversation {self.thread_id}, not {staff}.")
+        return staff
 
     def previews(self) -> Iterator[tuple[PendingAction, ActionPreview]]:
         """Yield each action waiting for a decision with what it would do now."""
@@ -550,10 +566,26 @@ def _check_arguments(crew: Crew, name: str, args: Mapping[str, Any]) -> None:
         raise DeskError(f"{name} takes {takes}. {problems}.") from None
 
 
-def _proposer(messages: Sequence[AnyMessage], call_id: str) -> str | None:
-    """Return the member of staff who proposed the call ``call_id``, if a person did."""
+def _proposal(messages: Sequence[AnyMessage], call_id: str) -> AIMessage | None:
+    """Return the message that proposed the call ``call_id``."""
     for message in reversed(messages):
         if isinstance(message, AIMessage) and any(c["id"] == call_id for c in message.tool_calls):
-            person = message.response_metadata.get(PERSON_KEY)
-            return str(person) if person else None
+            return message
     return None
+
+
+def _proposer(messages: Sequence[AnyMessage], call_id: str) -> str | None:
+    """Return the name of the member of staff who proposed ``call_id``, if a person did."""
+    message = _proposal(messages, call_id)
+    person = message.response_metadata.get(PERSON_KEY) if message is not None else None
+    return str(person) if person else None
+
+
+def _proposer_login(messages: Sequence[AnyMessage], call_id: str) -> str | None:
+    """Return the login of the member of staff who proposed ``call_id``, if a person did."""
+    message = _proposal(messages, call_id)
+    if message is None:
+        return None
+    meta = message.response_metadata
+    person = meta.get(PERSON_LOGIN_KEY) or meta.get(PERSON_KEY)
+    return str(person) if person else None

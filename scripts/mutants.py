@@ -1080,6 +1080,55 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
     ),
     Mutant(
+        "service-agent-decides-checks",
+        "service",
+        "an agent's token is refused (403) where only a supervisor may: staff checks, the "
+        "audit log, other conversations",
+        "server/access.py",
+        "    if claims.role != SUPERVISOR:\n",
+        "    if claims.role not in STAFF_ROLES:\n",
+        (
+            U + "test_server_access.py::"
+            "test_server_an_agent_works_the_desk_and_nothing_only_a_supervisor_may",
+            U + "test_server_staff_roles.py::"
+            "test_an_agents_token_works_the_desk_but_never_decides_a_check",
+        ),
+    ),
+    Mutant(
+        "desk-holder-compared-by-name",
+        "service",
+        "who holds a conversation is compared by login: a namesake cannot write, the holder "
+        "under another name can",
+        "conversations/protocol.py",
+        "        if handoff.agent_login != staff.login:\n",
+        "        if handoff.agent != staff.name:\n",
+        (
+            U + "test_server_staff_roles.py::"
+            "test_who_holds_a_conversation_is_compared_by_login_not_by_name",
+        ),
+    ),
+    Mutant(
+        "desk-four-eyes-by-name",
+        "service",
+        "four eyes go by the login: the proposer under another name cannot decide the check",
+        "conversations/protocol.py",
+        "        if proposer and proposer == decider.login:\n",
+        "        if proposer and proposer == decider.name:\n",
+        (
+            U + "test_server_staff_roles.py::"
+            "test_a_supervisor_never_decides_the_check_of_an_action_they_proposed",
+        ),
+    ),
+    Mutant(
+        "desk-customer-sees-the-login",
+        "service",
+        "customers see the name a member of staff goes by, never their login",
+        "server/handoff.py",
+        "    return Staff(claims.subject, claims.shown_name)\n",
+        "    return Staff(claims.subject, claims.subject)\n",
+        (U + "test_server_staff_roles.py::test_customers_see_the_name_of_staff_never_their_login",),
+    ),
+    Mutant(
         "service-unknown-role-accepted",
         "service",
         "a token with a role the service does not know is refused",

@@ -1,17 +1,27 @@
-"""Who is asking: signed bearer tokens, one passenger or one supervisor each.
+"""Who is asking: signed bearer tokens, one passenger or one member of staff each.
 
-``travel-assistant token --passenger-id ID`` issues a passenger's token and
-``travel-assistant token --supervisor NAME`` a supervisor's; every API request carries it
+``travel-assistant token --passenger-id ID`` issues a passenger's token,
+``travel-assistant token --agent LOGIN`` an agent's and ``--supervisor LOGIN`` a
+supervisor's (with ``--name NAME``, the name customers see); every API request carries it
 as ``Authorization: Bearer <token>``. A token is a JWT signed with HMAC-SHA256 (PyJWT)
-naming who it is for (``sub``), their ``role`` (``customer`` or ``supervisor``; a token
-without one, as issued before roles existed, is a customer's), when it was issued and
-when it expires; the service accepts nothing else (no other algorithm, no token without
-an expiry, no other issuer or audience, no other role). A customer's token acts for its
-passenger only; a supervisor's reads every conversation and acts at the desk (takes a
-conversation, writes, proposes, decides second approvals), every look and act audited.
-A subject is printable text of at most ``MAX_SUBJECT_CHARS`` characters, and no token
-lives longer than ``MAX_LIFETIME``, whoever signed it: both are checked at issue and at
-every verification.
+naming who it is for (``sub``: a passenger id, or a member of staff's login), their
+``role`` (``customer``, ``agent`` or ``supervisor``; a token without one, as issued before
+roles existed, is a customer's), a member of staff's display ``name`` (optional: without
+one, as issued before names existed, the login is shown), when it was issued and when it
+expires; the service accepts nothing else (no other algorithm, no token without an
+expiry, no other issuer or audience, no other role).
+
+- A customer's token acts for its passenger only.
+- An agent's works the desk: the queue, the conversations waiting in it or held by the
+  agent, taking one, writing to the customer, proposing an action, handing it back.
+- A supervisor's does all that, decides staff checks (the second approval of a large
+  action, never one they proposed themselves) and reads every conversation and the audit
+  log.
+
+Every look and act of staff is audited under their login. A subject and a name are
+printable text of at most ``MAX_SUBJECT_CHARS`` characters, and no token lives longer
+than ``MAX_LIFETIME``, whoever signed it: all are checked at issue and at every
+verification.
 
 The signing secret is ``TRAVEL_ASSISTANT_SECRET`` when it is set (at least 32
 characters; every worker of a deployment needs the same one), otherwise a random secret
@@ -42,14 +52,17 @@ ISSUER = "travel-assistant"
 AUDIENCE = "travel-assistant-api"
 DEFAULT_LIFETIME = timedelta(hours=24)
 MAX_LIFETIME = timedelta(days=30)
-# The longest subject (a passenger id, a member of staff's name): what the desk stores
-# of a name (``conversations.desk.AGENT_CHARS``; a test keeps the two equal).
+# The longest subject or name (a passenger id, a member of staff's login or name): what
+# the desk stores of one (``conversations.desk.AGENT_CHARS``; a test keeps the two equal).
 MAX_SUBJECT_CHARS = 80
 
-Role = Literal["customer", "supervisor"]
+Role = Literal["customer", "agent", "supervisor"]
 CUSTOMER: Role = "customer"
+AGENT: Role = "agent"
 SUPERVISOR: Role = "supervisor"
-ROLES: tuple[Role, ...] = (CUSTOMER, SUPERVISOR)
+ROLES: tuple[Role, ...] = (CUSTOMER, AGENT, SUPERVISOR)
+# The roles of the people behind the desk.
+STAFF_ROLES: tuple[Role, ...] = (AGENT, SUPERVISOR)
 
 
 class SecretError(Exception):
@@ -62,22 +75,37 @@ class AuthError(Exception):
 
 @dataclass(frozen=True)
 class Claims:
-    """What a valid token says: who (a passenger, or a supervisor's name), as what, until when."""
+    """What a valid token says: who (a passenger, or staff's login), as what, until when.
+
+    ``name`` is the name a member of staff goes by with customers (empty in a token
+    issued without one: the login is shown, ``shown_name``).
+    """
 
     subject: str
     expires_at: datetime
     role: Role = CUSTOMER
+    name: str = ""
 
     @property
     def passenger_id(self) -> str:
         """Return the passenger a customer's token acts for.
 
         Raises:
-            AuthError: The token is a supervisor's, which acts for no passenger.
+            AuthError: The token is a member of staff's, which acts for no passenger.
         """
         if self.role != CUSTOMER:
-            raise AuthError("A supervisor's token acts for no passenger.")
+            raise AuthError(f"{_a(self.role)} token acts for no passenger.")
         return self.subject
+
+    @property
+    def shown_name(self) -> str:
+        """Return the name customers see of the member of staff: their name, or their login."""
+        return self.name or self.subject
+
+
+def _a(role: Role) -> str:
+    """Return "A supervisor's", "An agent's": how a role's token is named."""
+    return f"{'An' if role == AGENT else 'A'} {role}'s"
 
 
 def load_secret(home: Path, env: Mapping[str, str]) -> str:
@@ -137,7 +165,7 @@ def _read_secret_file(path: Path) -> str:
 
 
 def subject_problem(subject: str) -> str | None:
-    """Say what is wrong with a token's subject, or ``None`` when it can be one.
+    """Say what is wrong with a token's subject (or name), or ``None`` when it can be one.
 
     Printable text (no control character, no NUL, which PostgreSQL cannot store, no lone
     surrogate, which no database can) of at most ``MAX_SUBJECT_CHARS`` characters.
@@ -150,7 +178,7 @@ def subject_problem(subject: str) -> str | None:
 
 
 class TokenSigner:
-    """Issue and check the tokens of passengers and supervisors with one secret."""
+    """Issue and check the tokens of passengers and staff with one secret."""
 
     def __init__(self, secret: str) -> None:
         """Sign with ``secret`` (see ``load_secret``)."""
@@ -165,22 +193,33 @@ class TokenSigner:
         *,
         now: datetime | None = None,
         role: Role = CUSTOMER,
+        name: str | None = None,
     ) -> str:
-        """Return a token for ``subject``: a passenger id, or a supervisor's name.
+        """Return a token for ``subject``: a passenger id, or a member of staff's login.
 
+        ``name`` is the name customers see of a member of staff (``None``: their login).
         The token is valid for ``lifetime`` from ``now``.
+
+        Raises:
+            ValueError: A subject or name that cannot be one, a name on a passenger's
+                token, an unknown role, or too long a lifetime.
         """
+        what = "passenger id" if role == CUSTOMER else "login"
         if not subject.strip():
-            raise ValueError(
-                "A token needs a passenger id." if role == CUSTOMER else "A token needs a name."
-            )
+            raise ValueError(f"A token needs a {what}.")
         problem = subject_problem(subject)
         if problem is not None:
-            raise ValueError(
-                f"A token's {'passenger id' if role == CUSTOMER else 'name'} {problem}."
-            )
+            raise ValueError(f"A token's {what} {problem}.")
         if role not in ROLES:
             raise ValueError(f"A token's role is one of {', '.join(ROLES)}, not {role!r}.")
+        if name is not None:
+            if role == CUSTOMER:
+                raise ValueError("Only a member of staff's token carries a name.")
+            if not name.strip():
+                raise ValueError("A token's name is blank.")
+            problem = subject_problem(name)
+            if problem is not None:
+                raise ValueError(f"A token's name {problem}.")
         if lifetime > MAX_LIFETIME:
             raise ValueError(f"A token may live at most {MAX_LIFETIME.days} days.")
         issued = (now or datetime.now(UTC)).replace(microsecond=0)
@@ -192,6 +231,8 @@ class TokenSigner:
             "aud": AUDIENCE,
             "role": role,
         }
+        if name is not None:
+            claims["name"] = name
         return jwt.encode(claims, self._secret, algorithm=ALGORITHM)
 
     def verify(self, token: str) -> Claims:
@@ -231,4 +272,15 @@ class TokenSigner:
         role = claims.get("role", CUSTOMER)
         if role not in ROLES:
             raise AuthError("The token is not valid.")
-        return Claims(subject, datetime.fromtimestamp(int(claims["exp"]), UTC), cast(Role, role))
+        # Tokens issued before names existed carry none: the login is shown. A name is
+        # checked as a subject is, and only staff have one.
+        name = claims.get("name")
+        if "name" in claims and (
+            role == CUSTOMER
+            or not isinstance(name, str)
+            or not name.strip()
+            or subject_problem(name) is not None
+        ):
+            raise AuthError("The token is not valid.")
+        expires = datetime.fromtimestamp(int(claims["exp"]), UTC)
+        return Claims(subject, expires, cast(Role, role), name or "")

@@ -2,14 +2,20 @@
 
 The customer asks for a person (``POST /api/v1/conversations/{id}/person``, the web
 chat's "Talk to a person") and reads where they stand (``GET``: waiting, with their
-place in the queue, or with a named person). A supervisor's token is the staff's side,
-under ``/api/v1/supervisor/desk``: the queue, taking a conversation, writing to the
-customer, and handing it back to the assistant with a note the model reads (or closing
-it). Both sides go through the conversation protocol (``Conversation.ask_for_person``,
-``take``, ``person_says``, ``hand_back``), as the terminal's ``/agent`` and the ``desk``
-command do, so what a person writes over the API and in the desk terminal is the same
-history. A conversation is never held by two people: the desk takes it with one
-conditional update (``conversations.desk``).
+place in the queue, or with a named person). A member of staff's token (an agent's or a
+supervisor's) is the staff's side, under ``/api/v1/supervisor/desk``: the queue, taking a
+conversation, writing to the customer, proposing an action, and handing it back to the
+assistant with a note the model reads (or closing it). Only a supervisor's decides the
+staff checks (second approvals): an agent's answers 403 there. Both sides go through
+the conversation protocol (``Conversation.ask_for_person``, ``take``, ``person_says``,
+``hand_back``), as the terminal's ``/agent`` and the ``desk`` command do, so what a
+person writes over the API and in the desk terminal is the same history. A conversation
+is never held by two people: the desk takes it with one conditional update
+(``conversations.desk``).
+
+Staff act under their token's login (``sub``), which the desk compares (who holds a
+conversation, who proposed an action) and the audit log records; the customer is told
+only their name (the token's ``name``, or the login of a token without one).
 
 Every staff action is recorded in the audit log, as a supervisor's looks are.
 """
@@ -27,10 +33,11 @@ from fastapi import Path as PathParam
 from conversations import words
 from conversations.audit import Looked, record_action
 from conversations.desk import Check, DeskError
+from conversations.desk_rows import Staff
 from conversations.events import Thread
 from conversations.locks import ConversationStoreError
 from conversations.protocol import Conversation, TurnRefusedError
-from server.access import supervisor
+from server.access import staff, supervisor
 from server.auth import Claims
 from server.errors import ConflictError, NotFoundError, UnavailableError
 from server.handoff_models import (
@@ -130,7 +137,7 @@ class PersonDesk:
 
     # The staff's side ----------------------------------------------------------------------
 
-    def queue(self, agent: str) -> QueueOut:
+    def queue(self, agent: Staff) -> QueueOut:
         """Return the waiting conversations and those ``agent`` holds."""
         waiting = self.desk.queue()
         return QueueOut(
@@ -144,11 +151,11 @@ class PersonDesk:
             raise NotFoundError(f"Conversation {conversation_id} was never handed to a person.")
         return self.conversations.get(Thread(handoff.thread_id, handoff.passenger_id))
 
-    def _record(self, agent: str, conversation: Conversation, what: Looked) -> None:
+    def _record(self, agent: Staff, conversation: Conversation, what: Looked) -> None:
         thread = conversation.thread
-        record_action(self.service.audit, agent, what, thread.thread_id, thread.passenger_id)
+        record_action(self.service.audit, agent.login, what, thread.thread_id, thread.passenger_id)
 
-    def take(self, agent: str, conversation_id: str) -> HandoffOut:
+    def take(self, agent: Staff, conversation_id: str) -> HandoffOut:
         """Give the waiting ``conversation_id`` to ``agent``.
 
         Raises:
@@ -161,7 +168,7 @@ class PersonDesk:
         self._record(agent, conversation, "took")
         return handoff_out(handoff)
 
-    def write(self, agent: str, conversation_id: str, text: str) -> HandoffOut:
+    def write(self, agent: Staff, conversation_id: str, text: str) -> HandoffOut:
         """Write ``agent``'s message to the customer of ``conversation_id``.
 
         Raises:
@@ -177,7 +184,7 @@ class PersonDesk:
         return handoff_out(handoff)
 
     def propose(
-        self, agent: str, conversation_id: str, action: str, args: dict[str, Any]
+        self, agent: Staff, conversation_id: str, action: str, args: dict[str, Any]
     ) -> PendingActionOut:
         """Put ``agent``'s proposed action to the customer; return it as they see it.
 
@@ -214,12 +221,15 @@ class PersonDesk:
         conversation = self.conversations.get(Thread(check.thread_id, check.passenger_id))
         return {a.tool_call_id: a.lines for a in conversation.approvals()}
 
-    def decide_check(self, staff: str, check_id: int, approved: bool, reason: str) -> StaffCheckOut:
+    def decide_check(
+        self, staff: Staff, check_id: int, approved: bool, reason: str
+    ) -> StaffCheckOut:
         """Record ``staff``'s yes or no; the customer's side goes on with it.
 
         Raises:
             NotFoundError: No such check.
-            ConflictError: It was decided already, or its action was dropped.
+            ConflictError: It was decided already, its action was dropped, or ``staff``
+                proposed it (four eyes: another member of staff decides).
         """
         found = self.desk.check(check_id)
         if found is None:
@@ -247,7 +257,7 @@ class PersonDesk:
         if await anyio.to_thread.run_sync(conversation.checks_decided):
             await self.service.apply_checked(thread)
 
-    def hand_back(self, agent: str, conversation_id: str, note: str, close: bool) -> HandoffOut:
+    def hand_back(self, agent: Staff, conversation_id: str, note: str, close: bool) -> HandoffOut:
         """End ``agent``'s hold of ``conversation_id``: the assistant answers again.
 
         Raises:
@@ -287,8 +297,15 @@ async def _person_desk(request: Request) -> PersonDesk:
     return PersonDesk(cast(ConversationService, request.app.state.service))
 
 
+def member(claims: Claims) -> Staff:
+    """Return the member of staff a token names: their login, and the name customers see."""
+    return Staff(claims.subject, claims.shown_name)
+
+
 People = Annotated[PersonDesk, Depends(_person_desk)]
-Staff = Annotated[Claims, Depends(supervisor)]
+# An agent's or a supervisor's token works the desk; only a supervisor's decides checks.
+Working = Annotated[Claims, Depends(staff)]
+Deciding = Annotated[Claims, Depends(supervisor)]
 HandedId = Annotated[
     str,
     PathParam(
@@ -308,9 +325,15 @@ _NOT_YOURS: dict[int | str, dict[str, Any]] = {
         "a turn of it is running.",
     }
 }
+_ONLY_SUPERVISORS: dict[int | str, dict[str, Any]] = {
+    403: {
+        "model": Problem,
+        "description": "Not a supervisor's token: an agent's does not decide staff checks.",
+    }
+}
 _STAFF_PROBLEMS: dict[int | str, dict[str, Any]] = {
     401: {"model": Problem, "description": "No token, or one that is not valid or expired."},
-    403: {"model": Problem, "description": "Not a supervisor's token."},
+    403: {"model": Problem, "description": "Not a member of staff's token."},
     400: {"model": Problem, "description": "The body cannot be read (not UTF-8)."},
     408: {"model": Problem, "description": "The request body did not arrive in time."},
     413: {"model": Problem, "description": "The request body is too large."},
@@ -330,16 +353,16 @@ def staff_router() -> APIRouter:
     )
 
     @routes.get("/queue", summary="The conversations waiting for a person, and yours")
-    def queue(people: People, claims: Staff) -> QueueOut:
-        return people.queue(claims.subject)
+    def queue(people: People, claims: Working) -> QueueOut:
+        return people.queue(member(claims))
 
     @routes.post(
         "/{conversation_id}/take",
         summary="Take a waiting conversation: the customer is told your name",
         responses={**_NOT_HANDED, **_NOT_YOURS},
     )
-    def take(people: People, claims: Staff, conversation_id: HandedId) -> HandoffOut:
-        return people.take(claims.subject, conversation_id)
+    def take(people: People, claims: Working, conversation_id: HandedId) -> HandoffOut:
+        return people.take(member(claims), conversation_id)
 
     @routes.post(
         "/{conversation_id}/messages",
@@ -347,9 +370,9 @@ def staff_router() -> APIRouter:
         responses={**_NOT_HANDED, **_NOT_YOURS},
     )
     def write(
-        people: People, claims: Staff, conversation_id: HandedId, body: StaffMessageIn
+        people: People, claims: Working, conversation_id: HandedId, body: StaffMessageIn
     ) -> HandoffOut:
-        return people.write(claims.subject, conversation_id, body.text)
+        return people.write(member(claims), conversation_id, body.text)
 
     @routes.post(
         "/{conversation_id}/hand-back",
@@ -357,9 +380,9 @@ def staff_router() -> APIRouter:
         responses={**_NOT_HANDED, **_NOT_YOURS},
     )
     def hand_back(
-        people: People, claims: Staff, conversation_id: HandedId, body: HandBackIn
+        people: People, claims: Working, conversation_id: HandedId, body: HandBackIn
     ) -> HandoffOut:
-        return people.hand_back(claims.subject, conversation_id, body.note, body.close)
+        return people.hand_back(member(claims), conversation_id, body.note, body.close)
 
     @routes.post(
         "/{conversation_id}/proposals",
@@ -371,12 +394,16 @@ def staff_router() -> APIRouter:
         responses={**_NOT_HANDED, **_NOT_YOURS},
     )
     def propose(
-        people: People, claims: Staff, conversation_id: HandedId, body: ProposalIn
+        people: People, claims: Working, conversation_id: HandedId, body: ProposalIn
     ) -> PendingActionOut:
-        return people.propose(claims.subject, conversation_id, body.action, body.args)
+        return people.propose(member(claims), conversation_id, body.action, body.args)
 
-    @routes.get("/checks", summary="The actions customers approved that wait for your check")
-    def checks(people: People, claims: Staff) -> CheckList:
+    @routes.get(
+        "/checks",
+        summary="The actions customers approved that wait for your check (supervisors)",
+        responses=_ONLY_SUPERVISORS,
+    )
+    def checks(people: People, claims: Deciding) -> CheckList:
         return people.checks()
 
     @routes.post(
@@ -386,23 +413,26 @@ def staff_router() -> APIRouter:
         "are applied at once, whether or not the customer's window is open: an approved "
         "action runs; a refused one is not done, and the customer and the assistant are "
         "told your reason. The customer's page follows it live (the conversation's "
-        "events); its end is in the history. Each check is decided once.",
+        "events); its end is in the history. Each check is decided once, by a supervisor "
+        "other than the one who proposed the action (four eyes).",
         responses={
+            **_ONLY_SUPERVISORS,
             404: {"model": Problem, "description": "No such check."},
             409: {
                 "model": Problem,
-                "description": "It was decided already, or the action was dropped.",
+                "description": "It was decided already, the action was dropped, or you "
+                "proposed it: another member of staff decides.",
             },
         },
     )
     async def decide_check(
         people: People,
-        claims: Staff,
+        claims: Deciding,
         check_id: Annotated[int, PathParam(ge=1, le=2**62)],
         body: CheckDecisionIn,
     ) -> StaffCheckOut:
         decided = await anyio.to_thread.run_sync(
-            people.decide_check, claims.subject, check_id, body.approved, body.reason
+            people.decide_check, member(claims), check_id, body.approved, body.reason
         )
         await people.go_on(check_id)
         return decided

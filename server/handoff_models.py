@@ -46,7 +46,9 @@ class PersonOut(BaseModel):
         "with_person: a person has it and the assistant does not answer."
     )
     place: int | None = Field(description="The place in the queue while waiting (1 is next).")
-    agent: str | None = Field(description="The person's name while they have it.")
+    agent: str | None = Field(
+        description="The person's name while they have it (the name they go by, never their login)."
+    )
     text: str = Field(description="What the customer is told, in a sentence or two.")
     messages: int = Field(
         description="Messages written since the hand-off: it changes when either side "
@@ -66,7 +68,14 @@ class HandoffOut(BaseModel):
         description="What the assistant told the person (empty if the customer asked themselves)."
     )
     requested_at: datetime
-    agent: str = Field(description="Who holds or held it (empty while waiting).")
+    agent: str = Field(
+        description="Who holds or held it, by the name the customer sees (empty while waiting)."
+    )
+    agent_login: str = Field(
+        default="",
+        description="Their login, which the desk compares (empty while waiting); never shown "
+        "to the customer.",
+    )
     taken_at: datetime | None
     ended_at: datetime | None
     note: str = Field(description="The note left for the assistant when it was handed back.")
@@ -91,7 +100,10 @@ class StaffCheckOut(BaseModel):
     )
     asked_at: datetime
     status: Literal["waiting", "approved", "refused", "used", "withdrawn"]
-    staff: str
+    staff: str = Field(description="Who decided it, by the name the customer is told.")
+    staff_login: str = Field(
+        default="", description="Their login (empty while it waits); never shown to the customer."
+    )
     decided_at: datetime | None
     reason: str
 
@@ -162,6 +174,7 @@ def staff_check_out(check: Check, lines: Sequence[str] = ()) -> StaffCheckOut:
         asked_at=check.asked_at,
         status=check.status,
         staff=check.staff,
+        staff_login=check.staff_login,
         decided_at=check.decided_at,
         reason=check.reason,
     )
@@ -206,6 +219,7 @@ def handoff_out(handoff: Handoff, place: int | None = None) -> HandoffOut:
         summary=handoff.summary,
         requested_at=handoff.requested_at,
         agent=handoff.agent,
+        agent_login=handoff.agent_login,
         taken_at=handoff.taken_at,
         ended_at=handoff.ended_at,
         note=handoff.note,

@@ -9,14 +9,22 @@ preview the customer was shown and its amount, the money moved, and the errors. 
 built from the conversation protocol (``Conversation.timeline``, ``approvals``,
 ``summary``, ``handoff``), as the terminal's ``/details`` is for one turn. Nothing here
 writes a conversation: the routes are all ``GET``, and a supervisor's token is refused
-(403) on the passengers' routes.
+(403) on the passengers' routes. Each conversation of the list carries a ``version`` that
+moves whenever its view would show something new (a step saved, a decision, a check, who
+holds it), so the page follows an open conversation live from the list it reads anyway,
+and reads the conversation again only when it moved.
 
 Every look is recorded in the store's audit log (``conversations.audit``): who, at what,
 when; ``GET /api/v1/supervisor/audit`` and ``travel-assistant audit`` read it.
+
+An agent's token (``token --agent LOGIN``) reads here who it is (``/me``), and lists and
+reads only the conversations that wait for a person or that the agent holds; another
+conversation and the audit log answer it 403 (``server.access``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
@@ -30,7 +38,7 @@ from conversations.events import Thread
 from conversations.protocol import ActionStep, HandOverStep, Step, ToolCallDetail
 from conversations.records import PRIMARY, AssistantLine, CustomerLine, Notice
 from db.values import AmountKind, fmt_money
-from server.access import supervisor
+from server.access import agent_may_read, staff, supervisor
 from server.auth import Claims
 from server.records_out import approval_out
 from server.schemas import CONVERSATION_ID_PATTERN, PendingActionOut, Problem
@@ -39,6 +47,7 @@ from server.service import ConversationService
 if TYPE_CHECKING:
     from assistants.specialists import Crew
     from conversations.desk import Handoff
+    from conversations.protocol import Summary
     from conversations.sessions import SessionRecord
 
 PREFIX = "/api/v1/supervisor"
@@ -53,10 +62,11 @@ NO_NUL = r"^[^\x00]*$"
 
 
 class SupervisorMe(BaseModel):
-    """Who the supervisor's token names, and until when."""
+    """Who the staff token names, as what, and until when."""
 
-    name: str
-    role: Literal["supervisor"] = "supervisor"
+    name: str = Field(description="The name customers see (the login, without one).")
+    login: str = Field(description="The login the desk compares and the audit log records.")
+    role: Literal["supervisor", "agent"] = "supervisor"
     expires_at: datetime
 
 
@@ -83,6 +93,18 @@ class SupervisedConversation(BaseModel):
     pending_actions: int
     turns: int = Field(description="Customer messages so far.")
     busy: bool = Field(description="A turn is running right now.")
+    messages: int = Field(
+        description="Messages saved so far: it grows with every step a turn saves (the "
+        "customer's message, each tool call and its result, each reply), and with what a "
+        "person writes."
+    )
+    version: str = Field(
+        description="Changes whenever something the conversation's view shows changes: a "
+        "message or a step saved, a turn starting or ending, an action proposed or decided, "
+        "a staff check decided, who holds it, a failed turn. A page that shows the "
+        "conversation compares it with the list's, read anyway, and reads the conversation "
+        "again only when it moved. Opaque: compare it, do not read it."
+    )
 
 
 class SupervisedList(BaseModel):
@@ -250,6 +272,35 @@ def who_answers(handoff: Handoff | None, title: str) -> tuple[AnswersBy, str, st
     return "waiting", "", "Waiting for a person"
 
 
+def version_of(
+    record: SessionRecord,
+    summary: Summary,
+    handoff: Handoff | None,
+    busy: bool,
+    failures: int,
+) -> str:
+    """Return a conversation's version: a short digest of what its view shows.
+
+    It is built from what the list reads anyway (the registry's ``record``, the
+    protocol's ``summary``, the open ``handoff``, ``busy``) and the number of ``failures``
+    this worker saw, so it costs no query of its own.
+    """
+    held = (handoff.status, handoff.agent, handoff.messages) if handoff is not None else None
+    facts = (
+        record.updated_at.isoformat(),
+        record.title,
+        summary.assistant,
+        summary.messages,
+        summary.turns,
+        summary.pending_actions,
+        summary.checks_waiting,
+        held,
+        busy,
+        failures,
+    )
+    return hashlib.blake2b(repr(facts).encode(), digest_size=8).hexdigest()
+
+
 def step_out(step: Step, crew: Crew) -> StepOut:
     """Return one step of the timeline as the API shows it."""
     if isinstance(step, CustomerLine):
@@ -335,7 +386,10 @@ class Desk:
         conversation = service.conversations.get(Thread(record.thread_id, record.passenger_id))
         summary = conversation.summary()
         title = assistant_title(self.crew, summary.assistant)
-        answers, person, answers_text = who_answers(conversation.handoff(), title)
+        handoff = conversation.handoff()
+        answers, person, answers_text = who_answers(handoff, title)
+        busy = service.runner.busy(record.thread_id) or conversation.busy()
+        failures = len(service.failures.of(record.thread_id))
         return SupervisedConversation(
             conversation_id=record.thread_id,
             passenger_id=record.passenger_id,
@@ -349,15 +403,41 @@ class Desk:
             answers_text=answers_text,
             pending_actions=summary.pending_actions,
             turns=summary.turns,
-            busy=service.runner.busy(record.thread_id) or conversation.busy(),
+            busy=busy,
+            messages=summary.messages,
+            version=version_of(record, summary, handoff, busy, failures),
         )
 
     def conversations(
-        self, who: str, passenger_id: str | None = None, limit: int = LIST_LIMIT
+        self,
+        who: str,
+        passenger_id: str | None = None,
+        limit: int = LIST_LIMIT,
+        *,
+        agent: bool = False,
     ) -> list[SupervisedConversation]:
-        """Return every passenger's conversations (or one passenger's), most recent first."""
+        """Return every passenger's conversations (or one passenger's), most recent first.
+
+        An ``agent``'s list holds only those an agent may read: waiting for a person, or
+        held by them (``who``, their login).
+        """
         self._look(who, "conversations")
-        return [self.summary(r) for r in self.service.sessions.list(passenger_id, limit)]
+        if agent:
+            records = self._at_the_desk(who, passenger_id)[:limit]
+        else:
+            records = self.service.sessions.list(passenger_id, limit)
+        return [self.summary(r) for r in records]
+
+    def _at_the_desk(self, login: str, passenger_id: str | None) -> list[SessionRecord]:
+        """Return the conversations waiting for a person or held by ``login``, latest first."""
+        desk = self.service.conversations.desk
+        ids = dict.fromkeys(h.thread_id for h in [*desk.queue(), *desk.held_by(login)])
+        found = [self.service.sessions.get(i) for i in ids]
+        return sorted(
+            (r for r in found if r is not None and passenger_id in (None, r.passenger_id)),
+            key=lambda r: r.updated_at,
+            reverse=True,
+        )
 
     def detail(self, who: str, conversation_id: str) -> SupervisedDetail:
         """Return one conversation step by step.
@@ -422,11 +502,16 @@ async def _desk(request: Request) -> Desk:
 
 
 Supervisor = Annotated[Claims, Depends(supervisor)]
+StaffClaims = Annotated[Claims, Depends(staff)]
 DeskDep = Annotated[Desk, Depends(_desk)]
 
 _PROBLEMS: dict[int | str, dict[str, Any]] = {
     401: {"model": Problem, "description": "No token, or one that is not valid or expired."},
-    403: {"model": Problem, "description": "Not a supervisor's token."},
+    403: {
+        "model": Problem,
+        "description": "Not a staff token; or an agent's, which does not read the audit "
+        "log, nor a conversation neither waiting for a person nor held by the agent.",
+    },
 }
 
 
@@ -434,35 +519,46 @@ def router() -> APIRouter:
     """Return the supervisor's routes: all ``GET``, all audited but the audit log itself."""
     routes = APIRouter(prefix=PREFIX, tags=["supervisor"], responses=_PROBLEMS)
 
-    @routes.get("/me", summary="Who the supervisor's token names")
-    def me(claims: Supervisor) -> SupervisorMe:
-        return SupervisorMe(name=claims.subject, expires_at=claims.expires_at)
+    @routes.get("/me", summary="Who the staff token names (a supervisor's or an agent's)")
+    def me(claims: StaffClaims) -> SupervisorMe:
+        role: Literal["supervisor", "agent"] = (
+            "supervisor" if claims.role == "supervisor" else "agent"
+        )
+        return SupervisorMe(
+            name=claims.shown_name, login=claims.subject, role=role, expires_at=claims.expires_at
+        )
 
     @routes.get(
         "/conversations",
         summary="List every passenger's conversations (recorded in the audit log)",
+        description="An agent's token lists only the conversations waiting for a person "
+        "and those the agent holds.",
     )
     def conversations(
         desk: DeskDep,
-        claims: Supervisor,
+        claims: StaffClaims,
         passenger_id: Annotated[str | None, Query(max_length=64, pattern=NO_NUL)] = None,
         limit: Annotated[int, Query(ge=1, le=LIST_LIMIT)] = LIST_LIMIT,
     ) -> SupervisedList:
-        return SupervisedList(conversations=desk.conversations(claims.subject, passenger_id, limit))
+        agent = claims.role != "supervisor"
+        listed = desk.conversations(claims.subject, passenger_id, limit, agent=agent)
+        return SupervisedList(conversations=listed)
 
     @routes.get(
         "/conversations/{conversation_id}",
         summary="Read one conversation step by step (recorded in the audit log)",
         description="The active specialist, the hand-overs, every tool call with its "
         "arguments and raw result, every approval with what the customer was shown, the "
-        "money moved, the actions waiting, and the errors.",
+        "money moved, the actions waiting, and the errors. An agent's token reads one that "
+        "waits for a person or that the agent holds.",
         responses={404: {"model": Problem, "description": "No such conversation."}},
     )
     def conversation(
         desk: DeskDep,
-        claims: Supervisor,
+        claims: StaffClaims,
         conversation_id: Annotated[str, PathParam(pattern=CONVERSATION_ID_PATTERN, max_length=100)],
     ) -> SupervisedDetail:
+        agent_may_read(claims, desk.service.conversations.desk.current(conversation_id))
         return desk.detail(claims.subject, conversation_id)
 
     @routes.get("/audit", summary="Read the audit log: who looked at what, when")

@@ -121,7 +121,10 @@ class DeskSession:
         *,
         applies: bool = True,
     ) -> None:
-        """Work as ``agent`` (the name customers see) on ``conversations``' desk.
+        """Work as ``agent`` on ``conversations``' desk.
+
+        ``agent`` is the name customers see, and the login the desk compares (who holds a
+        conversation, who proposed an action) and the audit log records.
 
         Each action (take, hand back, close, propose, approve, refuse) is recorded in
         ``audit`` (the store's audit log), as the supervisor's page records them. With

@@ -31,7 +31,7 @@ from tests.support.assistants import build_assistant
 from tests.support.cli import run
 from tests.support.conversation_stores import scratch_conversations
 from tests.support.flights import ticket_flight
-from tests.support.scripted import ScriptedChatModel
+from tests.support.scripted import ScriptedChatModel, say
 from tests.support.web import (
     FLIGHT_REQUEST,
     HOTEL_REQUEST,
@@ -231,3 +231,49 @@ def test_supervisor_looks_are_audited_durably(travel_db: Database, location: str
     assert printed.code == 0, printed.err
     assert SUPERVISOR_NAME in printed.out and conversation in printed.out
     assert "someone.else" not in printed.out
+
+
+def test_supervisor_list_version_moves_with_what_the_view_shows(
+    travel_db: Database, location: str
+) -> None:
+    # Each conversation of the list has a version, which a page showing it compares to
+    # read it again only when it moved: reading moves nothing; a turn, a request for a
+    # person, a person taking it (no message saved), writing and handing it back each do.
+    model = ScriptedChatModel(script=[say("Hello, how can I help?")])
+    with served(travel_db, location, model) as (url, signer, _service):
+        customer = httpx.Client(
+            base_url=url, headers=bearer(signer.issue(FIXTURE_PASSENGER_ID)), timeout=30
+        )
+        desk = httpx.Client(
+            base_url=url,
+            headers=bearer(signer.issue(SUPERVISOR_NAME, role=SUPERVISOR)),
+            timeout=30,
+        )
+        with customer, desk:
+            conversation = customer.post("/api/v1/conversations").json()["conversation_id"]
+            base = f"/api/v1/conversations/{conversation}"
+            staff = f"/api/v1/supervisor/desk/{conversation}"
+
+            def version() -> str:
+                (row,) = desk.get("/api/v1/supervisor/conversations").json()["conversations"]
+                detail = desk.get(f"/api/v1/supervisor/conversations/{conversation}").json()
+                assert detail["conversation"] == row  # the view's head is the list's row
+                return str(row["version"])
+
+            versions = [version()]
+            assert version() == versions[0]  # reading moves nothing
+            turn(customer, f"{base}/messages", {"text": "Hello"})
+            versions.append(version())
+            customer.post(f"{base}/person", json={"reason": "lost bag"}).raise_for_status()
+            versions.append(version())
+            desk.post(f"{staff}/take").raise_for_status()
+            versions.append(version())
+            desk.post(f"{staff}/messages", json={"text": "Ana here."}).raise_for_status()
+            versions.append(version())
+            desk.post(f"{staff}/hand-back", json={"note": ""}).raise_for_status()
+            versions.append(version())
+            assert version() == versions[-1]
+            (row,) = desk.get("/api/v1/supervisor/conversations").json()["conversations"]
+            # Hello, its reply, the request for a person, the person's message.
+            assert row["messages"] == customer.get(base).json()["messages"] == 4
+    assert len(set(versions)) == len(versions), versions

@@ -4,7 +4,9 @@ The operations are read from the app's own OpenAPI document, so an endpoint adde
 is checked too: without a valid token it answers 401; for another passenger's
 conversation it answers 404 exactly as for one that does not exist, and changes nothing.
 A passenger's token is refused (403) on every supervisor's endpoint, and a supervisor's
-on every passenger's endpoint, reading or writing.
+on every passenger's endpoint, reading or writing. An agent's token is refused on every
+passenger's endpoint and on what only a supervisor may do: each staff endpoint has its
+answer for an agent here, so one added later must be decided.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from fastapi.testclient import TestClient
 
 from db.engine import Database
 from db.fixtures import BUSINESS_PASSENGER_ID, FIXTURE_PASSENGER_ID
-from server.auth import ALGORITHM, AUDIENCE, ISSUER, SUPERVISOR, TokenSigner
+from server.auth import AGENT, ALGORITHM, AUDIENCE, ISSUER, SUPERVISOR, TokenSigner
 from server.service import ConversationService
 from tests.support.flights import ticket_flight
 from tests.support.scripted import ScriptedChatModel
@@ -265,3 +267,50 @@ def test_server_roles_keep_customers_and_supervisors_to_their_own_endpoints(
     for method in ("post", "put", "patch", "delete"):
         url = f"/api/v1/supervisor/conversations/{conversation}"
         assert call(client, method, url, {}, supervisor).status_code == 405
+
+
+# What an agent's token gets from each staff endpoint, on a conversation never handed to
+# a person: the desk's writes find nothing handed (404), its own reads answer, and what
+# only a supervisor may do is refused (403).
+AGENT_ANSWERS = {
+    ("get", "/api/v1/supervisor/me"): 200,
+    ("get", "/api/v1/supervisor/conversations"): 200,  # only the queue and theirs
+    ("get", "/api/v1/supervisor/conversations/{conversation_id}"): 403,  # neither
+    ("get", "/api/v1/supervisor/audit"): 403,
+    ("get", "/api/v1/supervisor/desk/queue"): 200,
+    ("post", "/api/v1/supervisor/desk/{conversation_id}/take"): 404,
+    ("post", "/api/v1/supervisor/desk/{conversation_id}/messages"): 404,
+    ("post", "/api/v1/supervisor/desk/{conversation_id}/hand-back"): 404,
+    ("post", "/api/v1/supervisor/desk/{conversation_id}/proposals"): 404,
+    ("get", "/api/v1/supervisor/desk/checks"): 403,
+    ("post", "/api/v1/supervisor/desk/checks/{check_id}"): 403,
+}
+
+
+def test_server_an_agent_works_the_desk_and_nothing_only_a_supervisor_may(
+    setup: tuple[TestClient, TokenSigner, str, str], travel_db: Database
+) -> None:
+    client, signer, conversation, call_id = setup
+    before = state(client, signer, conversation, travel_db)
+    # An agent named like a passenger still acts for no passenger.
+    agent = {"Authorization": f"Bearer {signer.issue(FIXTURE_PASSENGER_ID, role=AGENT)}"}
+    staff_endpoints = set()
+    for method, path, operation in operations(client):
+        if (method, path) in PUBLIC:
+            continue
+        url = path.format(conversation_id=conversation, check_id=1)
+        answer = call(client, method, url, body_for(operation, call_id), agent)
+        if path.startswith(SUPERVISOR_PATHS):
+            staff_endpoints.add((method, path))
+            assert (method, path) in AGENT_ANSWERS, f"decide what an agent gets: {method} {path}"
+            assert answer.status_code == AGENT_ANSWERS[method, path], (method, path, answer.text)
+            if answer.status_code == 403:
+                assert answer.json()["detail"].startswith("This is an agent's token")
+        else:
+            assert answer.status_code == 403, (method, path, answer.text)
+            assert "an agent's token" in answer.json()["detail"]
+            assert "cannot act for a passenger" in answer.json()["detail"]
+    assert staff_endpoints == set(AGENT_ANSWERS)
+    listed = client.get("/api/v1/supervisor/conversations", headers=agent).json()
+    assert listed["conversations"] == []  # nothing waits for a person, and nothing is theirs
+    assert state(client, signer, conversation, travel_db) == before

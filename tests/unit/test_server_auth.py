@@ -13,6 +13,7 @@ import pytest
 from conversations.desk import AGENT_CHARS
 from db.fixtures import FIXTURE_PASSENGER_ID
 from server.auth import (
+    AGENT,
     ALGORITHM,
     AUDIENCE,
     CUSTOMER,
@@ -293,9 +294,14 @@ def test_cli_token_supervisor_prints_a_token_that_says_what_it_can_do(tmp_path: 
     result = run(["--home", str(home), "token", "--supervisor", "  Ana   López "])
     assert result.code == 0, result.err
     claims = TokenSigner(load_secret(home, env={})).verify(result.out.strip())
-    assert (claims.role, claims.subject) == (SUPERVISOR, "Ana López")
-    assert "changes nothing" not in result.err and "/supervisor" in result.err
-    assert "proposes actions and decides second approvals" in " ".join(result.err.split())
+    assert (claims.role, claims.subject, claims.name) == (SUPERVISOR, "Ana López", "")
+    said = " ".join(result.err.split())
+    assert "changes nothing" not in said and "/supervisor" in said
+    assert "proposes actions and decides second approvals" in said
+    assert "never one it proposed" in said  # four eyes, said where the token is made
+    assert "reads every conversation and the audit log" in said
+    # Without --name, customers see the login: the output says so, and how to change it.
+    assert 'customers see "Ana López": give --name NAME' in said
     assert not (home / "travel.sqlite").exists()  # no passenger to look up, no database
     longest = "x" * MAX_SUBJECT_CHARS  # what the desk stores of a name, and no more
     assert run(["--home", str(home), "token", "--supervisor", longest]).code == 0
@@ -305,4 +311,92 @@ def test_cli_token_supervisor_prints_a_token_that_says_what_it_can_do(tmp_path: 
         assert "--supervisor takes who you are" in refused.err
     with pytest.raises(SystemExit) as both:
         run(["--home", str(home), "token", "--supervisor", "ana", "--passenger-id", "x"])
+    assert both.value.code == 2
+
+
+def test_server_token_roles_agent_and_supervisor_carry_a_login_and_a_name() -> None:
+    signer = TokenSigner(SECRET)
+    agent = signer.verify(signer.issue("ana@example.com", role=AGENT, name="Ana Lima"))
+    assert (agent.role, agent.subject, agent.name) == (AGENT, "ana@example.com", "Ana Lima")
+    assert agent.shown_name == "Ana Lima"
+    with pytest.raises(AuthError, match="An agent's token acts for no passenger"):
+        _ = agent.passenger_id
+    # A token issued before names existed shows its login.
+    older = signer.verify(signer.issue("bruno@example.com", role=SUPERVISOR))
+    assert (older.name, older.shown_name) == ("", "bruno@example.com")
+    longest = "x" * MAX_SUBJECT_CHARS
+    assert signer.verify(signer.issue("ana", role=AGENT, name=longest)).name == longest
+    with pytest.raises(ValueError, match="Only a member of staff's token carries a name"):
+        signer.issue(FIXTURE_PASSENGER_ID, name="Elena")
+    for bad in ("", "  ", "a\nb", "a\x00b", "\ud800", "x" * (MAX_SUBJECT_CHARS + 1)):
+        with pytest.raises(ValueError, match=r"name (is blank|holds|is longer)"):
+            signer.issue("ana", role=AGENT, name=bad)
+
+
+@pytest.mark.parametrize(
+    "claims",
+    [
+        {"role": AGENT, "name": "\ud800"},
+        {"role": AGENT, "name": "Ana\x00Lima"},
+        {"role": AGENT, "name": "Ana\nLima"},
+        {"role": SUPERVISOR, "name": "x" * (MAX_SUBJECT_CHARS + 1)},
+        {"role": SUPERVISOR, "name": "   "},
+        {"role": SUPERVISOR, "name": None},
+        {"role": SUPERVISOR, "name": 7},
+        {"role": SUPERVISOR, "name": ["Ana"]},
+        {"role": CUSTOMER, "name": "Elena"},
+        {"role": AGENT, "sub": "ana@example.com\x07"},
+    ],
+    ids=[
+        "lone-surrogate",
+        "nul",
+        "newline",
+        "too-long",
+        "blank",
+        "null",
+        "a-number",
+        "a-list",
+        "a-customer-with-a-name",
+        "control-character-login",
+    ],
+)
+def test_server_token_signed_with_the_secret_but_a_bad_name_is_refused(
+    claims: dict[str, object],
+) -> None:
+    signer = TokenSigner(SECRET)
+    with pytest.raises(AuthError, match="not valid"):
+        signer.verify(_signed({"sub": "ana@example.com", **claims}))
+
+
+def test_cli_token_agent_prints_a_token_with_its_login_and_name(tmp_path: Path) -> None:
+    home = tmp_path / "app"
+    result = run(
+        ["--home", str(home), "token", "--agent", " ana@example.com ", "--name", " Ana   Lima "]
+    )
+    assert result.code == 0, result.err
+    claims = TokenSigner(load_secret(home, env={})).verify(result.out.strip())
+    assert (claims.role, claims.subject, claims.name) == (AGENT, "ana@example.com", "Ana Lima")
+    said = " ".join(result.err.split())
+    assert said.startswith('Agent token for ana@example.com (customers see "Ana Lima")')
+    assert "does not decide second approvals" in said
+    assert "nor read other conversations or the audit log" in said
+    assert not (home / "travel.sqlite").exists()
+    supervisor = run(["--home", str(home), "token", "--supervisor", "bruno", "--name", "Bruno"])
+    assert supervisor.code == 0, supervisor.err
+    assert TokenSigner(load_secret(home, env={})).verify(supervisor.out.strip()).name == "Bruno"
+    for bad in ("", "   ", "a\x07b", "x" * (MAX_SUBJECT_CHARS + 1)):
+        refused = run(["--home", str(home), "token", "--agent", bad])
+        assert (refused.code, refused.out) == (2, ""), bad
+        assert "--agent takes who you are" in refused.err
+        named = run(["--home", str(home), "token", "--agent", "ana", "--name", bad])
+        assert (named.code, named.out) == (2, ""), bad
+        assert "--name takes the name customers see" in named.err
+    longest = "x" * MAX_SUBJECT_CHARS
+    assert run(["--home", str(home), "token", "--agent", longest, "--name", longest]).code == 0
+    # A passenger's token carries no name; a token is for one kind of person.
+    passenger = run(["--home", str(home), "token", "--passenger-id", "x", "--name", "Elena"])
+    assert (passenger.code, passenger.out) == (2, "")
+    assert "--name is the name a member of staff goes by" in passenger.err
+    with pytest.raises(SystemExit) as both:
+        run(["--home", str(home), "token", "--agent", "ana", "--supervisor", "ana"])
     assert both.value.code == 2

@@ -287,11 +287,22 @@ def test_server_drops_connections_whose_headers_are_late(service: ConversationSe
             assert client.get("/api/v1/health").status_code == 200
 
 
-def test_server_beyond_its_connections_answers_503_at_once(service: ConversationService) -> None:
-    limits = ServerLimits(max_connections=8, header_timeout=30)
+def test_server_beyond_its_requests_answers_503_at_once(service: ConversationService) -> None:
+    """Eight requests in flight fill a cap of eight; twenty connections that ask nothing do not."""
+    limits = ServerLimits(max_connections=8, header_timeout=30, body_timeout=30)
     server, _ = serving(service, limits)
+    body = b'{"text": "held open"}'
+    head = (
+        b"POST /no-such-page HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Connection: close\r\nContent-Length: %d\r\n\r\n" % len(body)
+    )
     with server:
-        held = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(20)]
+        idle = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(20)]
+        time.sleep(0.2)
+        assert httpx.get(f"{server.url}/api/v1/health", timeout=5).status_code == 200
+        held = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(8)]
+        for sock in held:  # headers in, body still arriving: eight requests worked on
+            sock.sendall(head + body[:5])
         time.sleep(0.2)
         started = time.monotonic()
         refused = httpx.get(f"{server.url}/api/v1/health", timeout=5)
@@ -301,7 +312,7 @@ def test_server_beyond_its_connections_answers_503_at_once(service: Conversation
         assert refused.headers["x-content-type-options"] == "nosniff"
         assert "busy with other requests" in refused.json()["detail"]
         assert refused.headers["retry-after"] == "1"
-        for sock in held:
+        for sock in held + idle:
             sock.close()
         deadline = time.monotonic() + 5
         while httpx.get(f"{server.url}/api/v1/health", timeout=5).status_code != 200:
