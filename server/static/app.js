@@ -16,11 +16,11 @@ const GENERIC_PROBLEM = "Something went wrong on our side. Your conversation is 
 const NO_CONNECTION = "No connection to the service.";
 const MAX_BACKOFF_MS = 15000;
 const ELSEWHERE_POLL_MS = 2000;
-// While a person has the conversation (or will), how often the page asks what changed.
-const PERSON_POLL_MS = 1500;
 // How often an open conversation asks whether another tab (or the terminal, a person,
-// another worker) changed it.
+// another worker, a member of staff) changed it: one request a tick (`watchConversation`).
 const TAB_POLL_MS = 1500;
+const WAITING_FOR_YOU = "Waiting for your decision.";
+const WAITING_FOR_CHECK = "Waiting for a check by our customer-service team.";
 
 const state = {
   token: null,
@@ -34,11 +34,10 @@ const state = {
   overridePending: false,
   liveCounter: 0,
   person: null, // {status, place, agent, text, messages} while a person has it or will
-  watching: null, // the visit whose person is being watched
-  checking: null, // the visit whose second approvals are being watched
   handler: "", // the label of the assistant that answers next ("" for the primary)
-  syncing: null, // the visit whose conversation is watched for what other tabs do
-  seen: null, // what the conversation's summary said at the last look
+  syncing: null, // the visit whose conversation is watched for what others do
+  seen: { summary: null, person: null }, // the keys of what the last looks read
+  checked: null, // the actions whose decided checks were said: the next look goes on
   wake: null, // ends the wait before the next look (the tab came into view)
 };
 
@@ -403,7 +402,7 @@ async function ensureConversation() {
   const conversation = await response.json();
   state.conversationId = conversation.conversation_id;
   goTo(state.conversationId, true);
-  watchConversation(state.conversationId, state.visit, conversation);
+  watchConversation(state.conversationId, state.visit, { summary: conversation });
   return state.conversationId;
 }
 
@@ -431,34 +430,42 @@ async function openConversation(id, { push }) {
     return;
   }
   refreshConversations();
-  watchPerson(id, visit, null);
   watchConversation(id, visit, loaded);
-  if (loaded.busy) {
+  if (loaded.summary.busy) {
     setBusy(true);
     await follow(id, null, visit);
     if (visit === state.visit) setBusy(false);
   }
 }
 
-// Draw the history and the pending actions of `id`; return its summary (null: not found).
+// Draw the history, the pending actions and who has `id`; return what was read of it,
+// {summary, person} (null: not found).
 async function loadConversation(id) {
   const base = `/conversations/${encodeURIComponent(id)}`;
-  const [summary, history, pending] = await Promise.all([
+  const [summary, history, pending, person] = await Promise.all([
     api(base),
     api(`${base}/messages`),
     api(`${base}/pending`),
+    api(`${base}/person`),
   ]);
   if (summary.status === 404 || history.status === 404) return null;
   if (!summary.ok || !history.ok) throw new Error(GENERIC_PROBLEM);
   const conversation = await summary.json();
   setHeading(conversation.title);
-  showHandler(conversation.assistant_label);
   const { items } = await history.json();
+  let who = null;
+  try {
+    who = person.ok ? await person.json() : null;
+  } catch (_) {
+    // cut mid-answer: the next look asks again
+  }
   for (const item of items) drawItem(item);
+  if (who) showPersonChange(who, false); // handed back meanwhile: the log says so
+  showHandler(conversation.assistant_label);
   showWelcome(!items.length);
   showPending(pending.ok ? (await pending.json()).actions : []);
   scrollToEnd(true);
-  return conversation;
+  return { summary: conversation, person: who };
 }
 
 async function reloadConversation(id) {
@@ -471,16 +478,28 @@ async function reloadConversation(id) {
   refreshConversations();
 }
 
-// Every open tab of a conversation shows what happens in the others: while nothing runs
-// here and the tab is in view, ask every TAB_POLL_MS what the conversation's summary
-// says (a tab coming into view asks at once). A turn running elsewhere is followed as it
-// streams; anything else that changed (a message, a reply, a decision, a person's line)
-// draws the conversation as saved. What this tab did itself is drawn again once, as
-// saved: a change in between (another tab's) is never taken for this tab's own.
-async function watchConversation(id, visit, summary = null) {
+// Every open tab of a conversation shows what happens in the others, and what a person or
+// a member of staff does: one watcher per open conversation (and visit). While nothing
+// runs here and the tab is in view it asks every TAB_POLL_MS one thing, and compares it
+// with what it read last (a tab coming into view asks at once):
+// - the conversation's summary (its messages, busy, pending_actions, checks_waiting);
+// - while a person has the conversation or will, the person's state instead (status,
+//   place in the queue, name, and a counter that moves whenever either side writes): the
+//   summary does not say when a person takes it, hands it back or the queue moves.
+// What moved is then read and dispatched (`sync`): a turn running elsewhere is followed
+// as it streams; the history and the cards are drawn as saved (a message, a reply, a
+// decision, a check decided, a person's line); the person's line says who has it. Staff's
+// decided checks that nobody went on with are gone on with (`goOnChecked`). What this
+// tab did itself is taken as seen as soon as it is done (`rebase`): a change in between
+// (another tab's) is never taken for this tab's own.
+async function watchConversation(id, visit, known = {}) {
   if (!id || state.syncing === visit) return;
   state.syncing = visit;
-  state.seen = summary ? summaryKey(summary) : null; // as shown now
+  state.checked = null;
+  state.seen = {
+    summary: known.summary ? summaryKey(known.summary) : null, // as shown now
+    person: known.person ? personKey(known.person) : null,
+  };
   try {
     while (visit === state.visit) {
       await new Promise((resolve) => {
@@ -489,50 +508,86 @@ async function watchConversation(id, visit, summary = null) {
       });
       if (visit !== state.visit) return;
       if (state.busy || document.visibilityState === "hidden") continue;
-      let summary;
-      try {
-        const response = await api(`/conversations/${encodeURIComponent(id)}`);
-        if (!response.ok) continue;
-        summary = await response.json();
-      } catch (_) {
-        continue; // offline for now (or cut mid-answer): the next tick asks again
-      }
-      if (visit !== state.visit || state.busy) continue;
-      const now = summaryKey(summary);
-      const before = state.seen;
-      state.seen = now;
-      if (before === null || before === now) continue;
-      if (summary.busy) {
-        setBusy(true);
-        await follow(id, null, visit);
+      const what = state.person ? "person" : "summary";
+      const read = await readForVisit(id, what === "person" ? "person" : "", visit);
+      if (!read) continue; // offline, refused, moved on, or a turn of this tab began
+      const before = state.seen[what];
+      state.seen[what] = what === "person" ? personKey(read) : summaryKey(read);
+      if (before !== null && before !== state.seen[what]) {
+        await sync(id, visit, { [what]: read });
         if (visit !== state.visit) return;
-        setBusy(false);
       }
-      await redrawHistory(id, visit); // the cards too: a turn's events do not clear them
-      if (visit === state.visit) refreshConversations();
+      if (!state.busy) await goOnChecked(id, visit);
     }
   } finally {
     if (state.syncing === visit) state.syncing = null;
   }
 }
 
-// Take what this tab did itself as seen: read the summary at once when its turn ends,
-// in view or not, so that only what others do is drawn again.
+// Something changed: read what the look did not (the summary, the person's state), follow
+// a turn that runs, draw the history and the cards as saved, and say who has it now.
+async function sync(id, visit, known) {
+  const again = () => {
+    // Not read this time (offline, or this tab's own turn began): the next look tries again.
+    if (visit === state.visit) state.seen = { summary: "", person: "" };
+  };
+  const summary = known.summary || (await readForVisit(id, "", visit));
+  if (!summary) return again();
+  state.seen.summary = summaryKey(summary);
+  if (summary.busy) {
+    setBusy(true);
+    await follow(id, null, visit);
+    if (visit !== state.visit) return;
+    setBusy(false); // takes the end of that turn as seen (`rebase`)
+  }
+  // The cards too: a turn's events do not clear them.
+  if (!(await redrawHistory(id, visit))) return again();
+  const person = known.person || (await readForVisit(id, "person", visit));
+  if (!person) return again();
+  showPersonChange(person, true);
+  // What waits now, unless the line says something else (a problem, what to do next).
+  if ([WAITING_FOR_YOU, WAITING_FOR_CHECK, ""].includes($("status").textContent)) {
+    setStatus(waitingText());
+  }
+  refreshConversations();
+}
+
+// Take what this tab did itself as seen: read the summary and the person's state at once
+// when its turn (or its request for a person, or its leaving the queue) is done, in view
+// or not, so that only what others do is drawn again. The assistant may have handed the
+// conversation to a person in the turn: the person's line says so.
 async function rebase(id, visit) {
   if (!id) return;
-  try {
-    const response = await api(`/conversations/${encodeURIComponent(id)}`);
-    if (!response.ok) return;
-    const summary = await response.json();
-    if (visit === state.visit && !state.busy) state.seen = summaryKey(summary);
-  } catch (_) {
-    // offline: the next look compares with what was seen before
-  }
+  const base = `/conversations/${encodeURIComponent(id)}`;
+  const read = async (path) => {
+    try {
+      const response = await api(path);
+      return response.ok ? await response.json() : null;
+    } catch (_) {
+      return null; // offline: the next look compares with what was seen before
+    }
+  };
+  const [summary, person] = await Promise.all([read(base), read(`${base}/person`)]);
+  if (visit !== state.visit || state.busy) return;
+  if (summary) state.seen.summary = summaryKey(summary);
+  if (person) showPersonChange(person, false);
 }
 
 // What of a conversation's summary tells that something happened in it.
 function summaryKey(summary) {
   return JSON.stringify([summary.messages, summary.busy, summary.pending_actions, summary.checks_waiting]);
+}
+
+// What of the person's state tells that something happened: either side wrote (its
+// counter), they took it or handed it back, the queue moved.
+function personKey(person) {
+  return JSON.stringify([person.status, person.place, person.agent, person.messages]);
+}
+
+// What the status line says while nothing runs, from the actions on screen.
+function waitingText() {
+  if (!state.pending.length) return "";
+  return state.pending.every((a) => a.check) ? WAITING_FOR_CHECK : WAITING_FOR_YOU;
 }
 
 // --- the log ---------------------------------------------------------------------------
@@ -761,11 +816,7 @@ function handleEvent(event, payload, turn) {
     case "done":
       turn.finished = true;
       showHandler(payload.label);
-      if (payload.pending_actions && state.pending.length && state.pending.every((a) => a.check)) {
-        setStatus("Waiting for a check by our customer-service team.");
-      } else {
-        setStatus(payload.pending_actions ? "Waiting for your decision." : "");
-      }
+      setStatus(payload.pending_actions ? waitingText() || WAITING_FOR_YOU : "");
       return;
     case "error":
       turn.finished = true;
@@ -876,9 +927,7 @@ async function runTurn(path, body, text) {
   if (!turn.finished && visit === state.visit) await follow(state.conversationId, turn, visit);
   if (visit === state.visit) {
     setBusy(false);
-    refreshConversations();
-    // The assistant may have handed the conversation to a person in this turn.
-    watchPerson(state.conversationId, visit, null);
+    refreshConversations(); // setBusy(false) read who has it now (`rebase`)
   }
   return { accepted: true };
 }
@@ -1002,7 +1051,6 @@ function showPending(actions) {
   region.hidden = actions.length === 0;
   actions.forEach((action, index) => region.append(approvalCard(action, index, actions.length)));
   if (!actions.length) hideWarning();
-  if (actions.some((action) => action.check)) watchChecks(state.conversationId, state.visit);
   const heading = region.querySelector("h3");
   if (heading) {
     scrollToEnd(true);
@@ -1085,76 +1133,27 @@ function checkCard(action, id, counter) {
   return card;
 }
 
-// While a check waits, ask every PERSON_POLL_MS. Once staff decided every check, the
-// service goes on with the customer's answers at once: follow that turn. Should nobody
-// have gone on with them (the service stopped in between), go on from here.
-async function watchChecks(id, visit) {
-  if (!id || (state.checking && state.checking.visit === visit)) return;
-  const watch = { visit, followed: false };
-  state.checking = watch;
-  try {
-    let seen = JSON.stringify(state.pending.map((a) => a.check));
-    while (visit === state.visit) {
-      const checks = state.pending.map((a) => a.check).filter(Boolean);
-      if (!checks.length) return;
-      if (checks.every((c) => c.status !== "waiting")) {
-        if (state.busy) {
-          await sleep(PERSON_POLL_MS);
-          continue;
-        }
-        const answered = state.pending;
-        if (!watch.followed) {
-          watch.followed = true;
-          for (const c of checks) announce(c.text);
-          await followChecked(id, visit);
-          if (visit !== state.visit) return;
-          continue;
-        }
-        const result = await runTurn(`/conversations/${encodeURIComponent(id)}/resume`, {}, null);
-        if (visit !== state.visit) return;
-        if (!result.accepted) {
-          // Another window went on with it, or it was dropped: show the conversation as it is.
-          await reloadConversation(id);
-        } else if (state.pending === answered) {
-          showPending([]); // what became of them is in the log from now on
-        }
-        return;
-      }
-      await sleep(PERSON_POLL_MS);
-      if (visit !== state.visit || state.busy) continue;
-      let response;
-      try {
-        response = await api(`/conversations/${encodeURIComponent(id)}/pending`);
-      } catch (_) {
-        continue; // offline for now
-      }
-      if (!response.ok || visit !== state.visit) continue;
-      const { actions } = await response.json();
-      const now = JSON.stringify(actions.map((a) => a.check));
-      if (now !== seen) {
-        seen = now;
-        const left = new Set(actions.map((a) => a.tool_call_id));
-        if (state.pending.some((a) => a.check && !left.has(a.tool_call_id))) {
-          // Decided and gone on with already (or dropped): show how it went.
-          await followChecked(id, visit);
-          return;
-        }
-        state.checking = null; // showPending starts a watch again if one is needed
-        showPending(actions);
-        return;
-      }
-    }
-  } finally {
-    if (state.checking === watch) state.checking = null;
+// Staff decided every check of the actions on screen: the service goes on with them at
+// once, as a turn that the next look finds running and follows. The checks' outcome is
+// said once; should nobody have gone on with them at the look after (the service stopped
+// in between), this tab goes on with them.
+async function goOnChecked(id, visit) {
+  const checks = state.pending.map((a) => a.check).filter(Boolean);
+  if (!checks.length || checks.some((c) => c.status === "waiting")) return;
+  if (state.checked !== state.pending) {
+    state.checked = state.pending;
+    announce(checks.map((c) => c.text).join(" ")); // the service's words
+    return;
   }
-}
-
-// Follow the turn the service runs with the decided checks, or, when none runs, read
-// the conversation as saved: what became of the actions is in its history.
-async function followChecked(id, visit) {
-  const before = state.pending;
-  await follow(id, null, visit); // reloads the conversation when nothing runs
-  if (visit === state.visit && state.pending === before) await reloadConversation(id);
+  const answered = state.pending;
+  const result = await runTurn(`/conversations/${encodeURIComponent(id)}/resume`, {}, null);
+  if (visit !== state.visit) return;
+  if (!result.accepted) {
+    // Another window went on with it, or it was dropped: show the conversation as it is.
+    await reloadConversation(id);
+  } else if (state.pending === answered) {
+    showPending([]); // what became of them is in the log from now on
+  }
 }
 
 async function choose(action, card, approved, reason) {
@@ -1208,22 +1207,31 @@ function showPerson(person) {
   showHandler();
 }
 
-async function readPerson(id) {
-  try {
-    const response = await api(`/conversations/${encodeURIComponent(id)}/person`);
-    return response.ok ? await response.json() : null;
-  } catch (_) {
-    return null; // offline for now: ask again at the next tick
+// Show who has the conversation as the service says (`person`, its state). Handed back
+// to the assistant: the service's words say so in the log. `others`: the change was
+// made elsewhere (a person, another tab), and is said to screen readers.
+function showPersonChange(person, others) {
+  const before = state.person;
+  state.seen.person = personKey(person);
+  if (person.status === "assistant") {
+    if (!before) return; // not when this page left the queue itself
+    showPerson(null);
+    addToLog(el("li", { class: "notice" }, person.text), null);
+    announce(person.text);
+    return;
   }
+  if (others && (!before || before.status !== person.status)) announce(person.text);
+  showPerson(person);
 }
 
-// Read `what` of conversation `id` for the visit on screen: null when offline, refused,
-// or when the page has moved on or a turn runs (the turn's own stream draws then).
+// Read `what` of conversation `id` ("": its summary) for the visit on screen: null when
+// offline, refused, or when the page has moved on or a turn runs (the turn's own stream
+// draws then).
 async function readForVisit(id, what, visit) {
   const current = () => visit === state.visit && !state.busy;
   let response;
   try {
-    response = await api(`/conversations/${encodeURIComponent(id)}/${what}`);
+    response = await api(`/conversations/${encodeURIComponent(id)}${what ? `/${what}` : ""}`);
   } catch (_) {
     return null;
   }
@@ -1237,10 +1245,11 @@ async function readForVisit(id, what, visit) {
   return current() ? body : null;
 }
 
-// Draw the saved history again: what the person and the customer wrote meanwhile.
+// Draw the saved history again, and the cards: what others did meanwhile. Return whether
+// both were read.
 async function redrawHistory(id, visit) {
   const history = await readForVisit(id, "messages", visit);
-  if (!history) return;
+  if (!history) return false;
   const { items } = history;
   const before = $("log").children.length;
   // This tab's own lines that were never saved: a message not sent, a problem with its
@@ -1249,56 +1258,24 @@ async function redrawHistory(id, visit) {
   $("log").replaceChildren();
   for (const item of items) drawItem(item);
   for (const node of unsent) $("log").append(node);
-  await redrawPending(id, visit);
+  const drawn = await redrawPending(id, visit);
   const last = items[items.length - 1];
   if (items.length > before && last && last.type === "assistant" && last.person) {
     announce(`${last.person} (customer service): ${last.text}`);
   }
   scrollToEnd();
+  return drawn;
 }
 
-// An action a person proposed (or one decided elsewhere): the cards follow the service.
+// An action a person proposed (or one decided elsewhere, or its check): the cards follow
+// the service. Return whether they were read.
 async function redrawPending(id, visit) {
   const pending = await readForVisit(id, "pending", visit);
-  if (!pending) return;
+  if (!pending) return false;
   const { actions } = pending;
   const ids = (list) => JSON.stringify(list.map((a) => [a.tool_call_id, a.check && a.check.status]));
   if (ids(actions) !== ids(state.pending)) showPending(actions);
-}
-
-// While a person has the conversation, or will, ask every PERSON_POLL_MS what changed:
-// their messages appear, and the page says when the assistant answers again.
-async function watchPerson(id, visit, known) {
-  let person = known || (await readPerson(id));
-  if (visit !== state.visit || !person) return;
-  showPerson(person);
-  if (person.status === "assistant" || state.watching === visit) return;
-  state.watching = visit;
-  try {
-    while (visit === state.visit) {
-      await sleep(PERSON_POLL_MS);
-      if (visit !== state.visit) return;
-      const now = await readPerson(id);
-      if (!now || visit !== state.visit) continue;
-      const moved = now.messages !== person.messages || now.status !== person.status;
-      if (moved) await redrawHistory(id, visit);
-      if (visit !== state.visit) return;
-      if (now.status === "assistant") {
-        const told = Boolean(state.person); // not when this page left the queue itself
-        showPerson(null);
-        if (told) {
-          addToLog(el("li", { class: "notice" }, now.text), null); // the service's words
-          announce(now.text);
-        }
-        return;
-      }
-      if (now.status !== person.status) announce(now.text);
-      showPerson(now);
-      person = now;
-    }
-  } finally {
-    if (state.watching === visit) state.watching = null;
-  }
+  return true;
 }
 
 // "Talk to a person" opens a short form: what it is about, which the person reads first.
@@ -1336,6 +1313,7 @@ async function leaveQueue() {
   announce(person.text);
   scrollToEnd(true);
   $("message").focus();
+  rebase(id, visit); // this tab's own doing: not drawn again as another's
 }
 
 async function askForPerson(reason = "") {
@@ -1374,10 +1352,10 @@ async function askForPerson(reason = "") {
   await redrawHistory(id, visit);
   announce(person.text);
   refreshConversations();
-  showPerson(person);
+  showPersonChange(person, false);
   scrollToEnd(true); // the newest message in view, and the banner that says who comes
   $("person").focus();
-  watchPerson(id, visit, person);
+  rebase(id, visit); // this tab's own doing: not drawn again as another's
 }
 
 // --- start -----------------------------------------------------------------------------

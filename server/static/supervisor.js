@@ -1,5 +1,6 @@
-// The supervisor's view: every passenger's conversations, refreshed every two seconds,
-// and the desk: the customers waiting for a person, taken, written to and handed back to
+// The supervisor's view: every passenger's conversations, refreshed every two seconds
+// (the open one follows live: read again whenever the list says it moved), and the desk:
+// the customers waiting for a person, taken, written to and handed back to
 // the assistant, and the large actions waiting for a staff check, each with what the
 // customer said yes to and a way to open its conversation (the only requests that change
 // anything, under /supervisor/desk). The queue and the checks follow what other people do
@@ -16,7 +17,8 @@ const state = {
   selected: null, // conversation id
   listText: "", // the last list answer, to redraw only on change
   detailText: "",
-  detail: null, // the selected conversation as last read: who answers it
+  detail: null, // the selected conversation as last read: who answers it, its version
+  stale: false, // this page changed the selected conversation: read it at the next refresh
   conversations: [],
   open: new Set(), // ids of the <details> left open by the reader
   timer: null,
@@ -89,7 +91,8 @@ async function signIn(token) {
   }
   sessionStorage.setItem(TOKEN_KEY, token);
   state.me = me.name;
-  $("who-text").textContent = `Supervisor ${me.name}`;
+  state.role = me.role;
+  $("who-text").textContent = `${me.role === "agent" ? "Agent" : "Supervisor"} ${me.name}`;
   $("who").hidden = false;
   $("sign-in").hidden = true;
   $("desk").hidden = false;
@@ -107,6 +110,7 @@ function signOut(message = "") {
   state.listText = "";
   state.detailText = "";
   state.detail = null;
+  state.stale = false;
   state.queueText = "";
   state.checksText = "";
   state.handoffs = new Map();
@@ -126,13 +130,23 @@ async function refresh() {
   try {
     await loadQueue();
     await loadList();
-    if (state.selected) await loadDetail();
+    if (state.selected && detailMoved()) await loadDetail();
     $("list-status").textContent = `Live: updated ${new Date().toLocaleTimeString()}`;
   } catch (error) {
     if (error instanceof SignedOut) return;
     $("list-status").textContent = "Cannot reach the service; trying again…";
   }
   state.timer = setTimeout(refresh, REFRESH_MS);
+}
+
+// The open conversation follows live from the list, read anyway: it is read again only
+// when its version there moved (a message or a turn's step saved, a decision, a check,
+// who holds it), or when the list does not have it (beyond its length, or deleted).
+function detailMoved() {
+  const shown = state.detail && state.detail.conversation;
+  if (state.stale || !shown || shown.conversation_id !== state.selected) return true;
+  const listed = state.conversations.find((c) => c.conversation_id === state.selected);
+  return !listed || listed.version !== shown.version;
 }
 
 async function loadList() {
@@ -206,6 +220,7 @@ async function loadDetail() {
     return;
   }
   if (!response.ok) throw new Error(await readProblem(response));
+  state.stale = false;
   $("detail-error").textContent = "";
   const text = await response.text();
   if (text === state.detailText) return;
@@ -400,9 +415,13 @@ function collapsible(title, text, key, openByDefault = false) {
 // --- the desk: customers waiting for a person --------------------------------------------
 
 async function loadQueue() {
-  const [response, checks] = await Promise.all([api("/desk/queue"), api("/desk/checks")]);
+  // An agent's token is refused the checks (403 would sign the page out): it does not ask.
+  const [response, checks] = await Promise.all([
+    api("/desk/queue"),
+    state.role === "agent" ? null : api("/desk/checks"),
+  ]);
   if (!response.ok) throw new Error(await readProblem(response));
-  if (checks.ok) drawChecks(await checks.text());
+  if (checks && checks.ok) drawChecks(await checks.text());
   const text = await response.text();
   if (text === state.queueText) return;
   state.queueText = text;
@@ -485,6 +504,7 @@ async function decideCheck(check, approved, reason) {
   if (!response.ok) $("checks-error").textContent = await readProblem(response);
   state.checksText = "";
   state.detailText = "";
+  state.stale = true;
   await refresh();
 }
 
@@ -506,7 +526,7 @@ function queueEntry(handoff) {
 function drawPerson() {
   const handoff = state.selected ? state.handoffs.get(state.selected) : undefined;
   const read = state.detail && state.detail.conversation;
-  const other = !handoff && read && read.conversation_id === state.selected && read.answers === "person" && read.person !== state.me;
+  const other = !handoff && read && read.conversation_id === state.selected && read.answers === "person"; // one of ours would be in the queue's map
   $("person-section").hidden = !handoff && !other;
   if (other) {
     $("person-state").textContent = `${read.answers_text}: only they write to the customer or hand it back.`;
@@ -546,6 +566,7 @@ async function deskAction(path, body) {
   }
   state.queueText = "";
   state.detailText = "";
+  state.stale = true;
   await refresh();
   return true;
 }

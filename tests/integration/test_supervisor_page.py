@@ -13,14 +13,17 @@ from __future__ import annotations
 
 import re
 import shutil
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import httpx
 import pytest
+from langchain_core.messages import AIMessage, BaseMessage
 
 from conversations.store import ConversationStore
 from db.engine import Database
@@ -312,6 +315,38 @@ def test_supervisor_page_takes_a_waiting_customer_writes_and_hands_back(
         page.close()
 
 
+def test_an_agent_uses_the_page_under_their_name_and_is_not_signed_out(
+    browser: Any, travel_db: Database, tmp_path: Path
+) -> None:
+    # An agent's token: the queue, take and write, under the display name, with no
+    # checks asked for (their 403 would sign the page out).
+    from playwright.sync_api import expect
+
+    model = ScriptedChatModel(script=[])
+    with supervisor_site(travel_db, model, tmp_path) as (url, customer, store, signer):
+        conversation = customer.post("/api/v1/conversations").json()["conversation_id"]
+        base = f"/api/v1/conversations/{conversation}"
+        customer.post(f"{base}/person", json={"reason": "lost luggage"})
+        token = signer.issue("ana.lima@example.com", role="agent", name="Ana Lima")
+
+        page = browser.new_page(viewport=DESKTOP)
+        checks_asked: list[str] = []
+        page.on("request", lambda r: "/desk/checks" in r.url and checks_asked.append(r.url))
+        page.goto(f"{url}/supervisor#token={token}")
+        expect(page.locator("#who-text")).to_have_text("Agent Ana Lima")
+        page.locator("#queue").get_by_role("button", name=re.compile("lost luggage")).click()
+        page.get_by_role("button", name="Take this conversation").click()
+        expect(page.locator("#yours")).to_contain_text("lost luggage")
+        page.get_by_label(re.compile("Your message to the customer")).fill("Hello, Ana here.")
+        page.get_by_role("button", name="Send to the customer").click()
+        expect(page.locator("#timeline")).to_contain_text("Ana Lima (customer service)")
+        said = customer.get(f"{base}/messages").json()["items"]
+        assert (said[-1]["person"], said[-1]["text"]) == ("Ana Lima", "Hello, Ana here.")
+        expect(page.locator("#desk")).to_be_visible()  # still signed in
+        assert checks_asked == []
+        page.close()
+
+
 def test_supervisor_page_refuses_a_large_change_with_a_reason(
     browser: Any, travel_db: Database, tmp_path: Path
 ) -> None:
@@ -471,5 +506,80 @@ def test_supervisor_page_queue_follows_what_others_do(
             "Who answersWith the assistant (primary assistant)", timeout=LIVE_MS
         )
         expect(panel).to_be_hidden()
+        page.close()
+    assert watch.problems == []
+
+
+def test_supervisor_page_follows_an_open_conversation_live(
+    browser: Any, travel_db: Database, tmp_path: Path
+) -> None:
+    # The open conversation follows live, from the list the page reads every refresh
+    # anyway (each conversation's version there): a new customer message shows while its
+    # reply is being written, as the turn saves it, then the reply, then who has it; and
+    # while nothing changes the conversation is not read again.
+    from playwright.sync_api import expect
+
+    gate = threading.Event()
+
+    def slow(messages: list[BaseMessage]) -> AIMessage:
+        gate.wait(timeout=30)
+        return say("Your bag is on the next flight to Basel.")
+
+    model = ScriptedChatModel(script=[say("Hello, how can I help?"), slow])
+    with supervisor_site(travel_db, model, tmp_path) as (url, customer, _store, signer):
+        conversation = customer.post("/api/v1/conversations").json()["conversation_id"]
+        base = f"/api/v1/conversations/{conversation}"
+        stream(customer, f"{base}/messages", {"text": "Hello"})
+        deadline = time.monotonic() + 10
+        while customer.get(base).json()["busy"] and time.monotonic() < deadline:
+            time.sleep(0.05)  # the turn is over once its claim is let go
+
+        page = browser.new_page(viewport=DESKTOP)
+        watch = Watch(page)
+        reads: list[str] = []
+        page.on("request", lambda r: reads.append(urlparse(r.url).path))
+        token = signer.issue(SUPERVISOR_NAME, role=SUPERVISOR)
+        page.goto(f"{url}/supervisor?conversation={conversation}#token={token}")
+        timeline = page.locator("#timeline")
+        facts = page.locator("#facts")
+        expect(timeline).to_contain_text("Hello, how can I help?")
+        detail = f"/api/v1/supervisor/conversations/{conversation}"
+
+        def refreshed() -> None:
+            """Wait for the page's next read of the list (one refresh)."""
+            page.wait_for_event(
+                "request",
+                predicate=lambda r: urlparse(r.url).path == "/api/v1/supervisor/conversations",
+                timeout=LIVE_MS,
+            )
+
+        for _ in range(3):
+            refreshed()
+        assert reads.count(detail) == 1  # nothing changed: read once, when it was opened
+
+        sent: list[BaseException] = []
+
+        def send() -> None:
+            try:
+                stream(customer, f"{base}/messages", {"text": "Where is my bag?"})
+            except BaseException as error:  # the test says so below
+                sent.append(error)
+
+        customer_turn = threading.Thread(target=send)
+        customer_turn.start()
+        try:
+            expect(timeline).to_contain_text("Where is my bag?", timeout=LIVE_MS)
+            expect(facts).to_contain_text("Stateanswering now")
+            expect(timeline).not_to_contain_text("next flight")
+        finally:
+            gate.set()
+            customer_turn.join(30)
+        assert sent == []
+        expect(timeline).to_contain_text("Your bag is on the next flight", timeout=LIVE_MS)
+        expect(facts).to_contain_text("Stateidle")
+        expect(facts).to_contain_text("Customer messages2")
+        customer.post(f"{base}/person", json={"reason": "lost bag"})
+        expect(facts).to_contain_text("Who answersWaiting for a person", timeout=LIVE_MS)
+        expect(timeline).to_contain_text("I would like to talk to a person")
         page.close()
     assert watch.problems == []

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import httpx
 import openai
@@ -905,3 +906,184 @@ def test_two_tabs_of_a_conversation_show_what_happens_in_either(
     expect(other.locator("#log .customer").last).to_contain_text("Thanks a lot!")
     expect(other.locator("#log .assistant").last).to_contain_text("have a good trip")
     assert not site.problems, site.problems
+
+
+def api_requests(page: Any) -> list[str]:
+    """Record the page's requests to the API from now on, each as "METHOD /path"."""
+    made: list[str] = []
+    page.on(
+        "request",
+        lambda r: made.append(f"{r.method} {urlparse(r.url).path}") if "/api/" in r.url else None,
+    )
+    return made
+
+
+def over_ticks(page: Any, made: list[str], probe: str, ticks: int = 3) -> list[str]:
+    """Return the API requests ``page`` made (``made``) in ``ticks`` ticks of its watcher.
+
+    ``probe`` ("GET /path") is what the page asks once a tick: from one probe to the
+    ``ticks``-th after it (that one included), waited for as the page makes them. The
+    first probe seen is let go by: the page may have read the same just before, for
+    what it did itself.
+    """
+
+    def probing(request: Any) -> bool:
+        return f"{request.method} {urlparse(request.url).path}" == probe
+
+    for _ in range(2):
+        page.wait_for_event("request", predicate=probing, timeout=10_000)
+    start = len(made)  # the recorder runs first: the probe is in ``made`` already
+    for _ in range(ticks):
+        page.wait_for_event("request", predicate=probing, timeout=10_000)
+    return made[start:]
+
+
+def set_visibility(page: Any, state: str) -> None:
+    """Make the page's document say it is ``state`` ("hidden", "visible"), as a tab does."""
+    page.evaluate(
+        "state => { Object.defineProperty(document, 'visibilityState', "
+        "{value: state, configurable: true}); "
+        "document.dispatchEvent(new Event('visibilitychange')); }",
+        state,
+    )
+
+
+def test_a_tab_asks_one_thing_a_tick_and_nothing_out_of_view(
+    site_for: Callable[..., Site], travel_db: Database
+) -> None:
+    # One watcher per open conversation: a tab in view makes one request a tick, the
+    # conversation's summary, while an action waits for a staff check too; while a person
+    # is waited for, the person's state instead (the summary does not say who has it). A
+    # tab out of view asks nothing, and asks at once when it is looked at again.
+    from playwright.sync_api import expect
+
+    trip = plan_trip(travel_db)
+    site = site_for(ScriptedChatModel(script=flight_then_hotel_script(trip)[:3]), DESKTOP)
+    site.service.conversations.check_above = 1  # anything over EUR 0.01
+    first = site.sign_in()
+    site.send(FLIGHT_REQUEST)
+    first.get_by_role("article").get_by_role("button", name="Approve").click()
+    checking = "Waiting for a check: Change flight"
+    expect(first.get_by_role("article").get_by_role("heading")).to_have_text(checking)
+    conversation = urlparse(first.url).path.rsplit("/", 1)[-1]
+    summary = f"GET /api/v1/conversations/{conversation}"
+    asked_first = api_requests(first)
+    other = site.context.new_page()
+    asked_other = api_requests(other)
+    other.goto(f"{first.url}#token={site.token}")
+    expect(other.get_by_role("article").get_by_role("heading")).to_have_text(checking)
+    assert over_ticks(first, asked_first, summary) == [summary] * 3
+    assert over_ticks(other, asked_other, summary) == [summary] * 3
+
+    set_visibility(other, "hidden")
+    hidden_from = len(asked_other)
+    over_ticks(first, asked_first, summary)  # three ticks of the tab in view
+    assert asked_other[hidden_from:] == []
+    with other.expect_request(lambda r: urlparse(r.url).path.endswith(conversation)):
+        set_visibility(other, "visible")
+
+    # A person is asked for (in the first tab): from then on each tab asks for the
+    # person's state alone, once a tick.
+    first.get_by_role("button", name="Talk to a person").click()
+    first.get_by_role("button", name="Ask for a person").click()
+    for page in (first, other):
+        expect(page.locator("#person")).to_contain_text("number 1 in the queue")
+    person = f"{summary}/person"
+    assert over_ticks(first, asked_first, person) == [person] * 3
+    assert over_ticks(other, asked_other, person) == [person] * 3
+
+
+def test_two_tabs_follow_a_check_and_a_person_in_either(
+    site_for: Callable[..., Site], travel_db: Database
+) -> None:
+    # What one tab does, what a member of staff decides and what a person does show in
+    # every open tab of the conversation by themselves: an approval that now waits for a
+    # check, the check's outcome, a request for a person, the person taking it, their
+    # message and the customer's, the hand-back.
+    from playwright.sync_api import expect
+
+    trip = plan_trip(travel_db)
+    site = site_for(ScriptedChatModel(script=flight_then_hotel_script(trip)[:3]), DESKTOP)
+    site.service.conversations.check_above = 1  # anything over EUR 0.01
+    first = site.sign_in()
+    site.send(FLIGHT_REQUEST)
+    expect(first.get_by_role("article")).to_have_count(1)
+    other = site.context.new_page()
+    other.goto(f"{first.url}#token={site.token}")
+    tabs = (first, other)
+    heading = other.get_by_role("article").get_by_role("heading")
+    expect(heading).to_have_text("Approval needed: Change flight")
+
+    first.get_by_role("article").get_by_role("button", name="Approve").click()
+    expect(heading).to_have_text("Waiting for a check: Change flight")  # in the other tab
+    with staff_of(site) as staff:
+        (check,) = staff.get("/api/v1/supervisor/desk/checks").json()["checks"]
+        assert staff.post(
+            f"/api/v1/supervisor/desk/checks/{check['check_id']}", json={"approved": True}
+        ).is_success
+        for page in tabs:
+            expect(page.locator("#log .record.approved")).to_contain_text(
+                "Approved by you and by Ana Lima", timeout=15_000
+            )
+            expect(page.get_by_role("article")).to_have_count(0)
+            expect(page.locator("#log")).to_contain_text("Done: you are on tomorrow's LX0112.")
+        assert ticket_flight(travel_db) == trip.new_flight_id
+
+        other.get_by_role("button", name="Talk to a person").click()
+        other.get_by_role("button", name="Ask for a person").click()
+        expect(first.locator("#person")).to_contain_text("number 1 in the queue")
+        expect(first.get_by_role("button", name="Waiting for a person")).to_be_disabled()
+        expect(first.locator("#log .customer").last).to_contain_text("talk to a person")
+        (waiting,) = staff.get("/api/v1/supervisor/desk/queue").json()["waiting"]
+        desk = f"/api/v1/supervisor/desk/{waiting['conversation_id']}"
+        assert staff.post(f"{desk}/take").status_code == 200
+        for page in tabs:
+            expect(page.locator("#person")).to_contain_text("Ana Lima from our customer-service")
+            expect(page.locator("#handler")).to_have_text("With: Ana Lima (customer service)")
+        staff.post(f"{desk}/messages", json={"text": "Hello, Ana here. How can I help?"})
+        for page in tabs:
+            expect(page.locator("#log .person")).to_contain_text("Hello, Ana here.")
+        site.send("My bag did not arrive.")  # in the first tab
+        expect(other.locator("#log .customer").last).to_contain_text("My bag did not arrive.")
+        assert staff.post(f"{desk}/hand-back", json={"note": ""}).is_success
+    for page in tabs:
+        expect(page.locator("#log")).to_contain_text("handed the conversation back")
+        expect(page.locator("#person")).to_be_hidden()
+        expect(page.get_by_role("button", name="Talk to a person", exact=True)).to_be_enabled()
+
+
+def test_checks_decided_that_nobody_went_on_with_are_gone_on_with_by_the_page(
+    site_for: Callable[..., Site], travel_db: Database
+) -> None:
+    # Staff decided the check but the service did not go on with it (it stopped in
+    # between): the page says the check's outcome, then goes on with it itself, once.
+    from playwright.sync_api import expect
+
+    trip = plan_trip(travel_db)
+    site = site_for(ScriptedChatModel(script=flight_then_hotel_script(trip)[:3]), DESKTOP)
+    site.service.conversations.check_above = 1  # anything over EUR 0.01
+
+    async def away(thread: Thread) -> bool:
+        return False  # as if the service had stopped before going on
+
+    site.service.apply_checked = away  # type: ignore[method-assign]
+    page = site.sign_in()
+    site.send(FLIGHT_REQUEST)
+    page.get_by_role("article").get_by_role("button", name="Approve").click()
+    card = page.get_by_role("article")
+    expect(card.get_by_role("heading")).to_have_text("Waiting for a check: Change flight")
+    asked = api_requests(page)
+    with staff_of(site) as staff:
+        (check,) = staff.get("/api/v1/supervisor/desk/checks").json()["checks"]
+        assert staff.post(
+            f"/api/v1/supervisor/desk/checks/{check['check_id']}", json={"approved": True}
+        ).is_success
+    expect(page.locator("#log .record.approved")).to_contain_text(
+        "Approved by you and by Ana Lima", timeout=15_000
+    )
+    expect(page.locator("#log")).to_contain_text("Done: you are on tomorrow's LX0112.")
+    expect(card).to_have_count(0)
+    assert ticket_flight(travel_db) == trip.new_flight_id
+    assert [r for r in asked if r.startswith("POST")] == [
+        f"POST {urlparse(page.url).path.replace('/c/', '/api/v1/conversations/')}/resume"
+    ]
