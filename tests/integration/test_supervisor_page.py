@@ -344,6 +344,9 @@ def test_an_agent_uses_the_page_under_their_name_and_is_not_signed_out(
         assert (said[-1]["person"], said[-1]["text"]) == ("Ana Lima", "Hello, Ana here.")
         expect(page.locator("#desk")).to_be_visible()  # still signed in
         assert checks_asked == []
+        # The audit log records the login, not the name the customer saw.
+        acted = {e.looked_at for e in store.audit.entries(supervisor="ana.lima@example.com")}
+        assert "took" in acted
         page.close()
 
 
