@@ -11,7 +11,12 @@ was handed to a person (left waiting in the desk's queue, with a reason) exactly
 the scenario expects it (``[handoff]``), and, with a second approval above an amount
 (``second_approval_above``), every check a member of staff was asked for was expected
 (``staff_checks``), decided and applied: a refused action did not run and the assistant
-was told why.
+was told why. What people do between the customer's turns is scripted too (``desk``
+steps: ask for a person, withdraw the request, take, write, propose, decide a check,
+hand back), run through the conversation protocol and judged: each step done or refused
+as expected, four eyes on every check (and the records naming both people), the
+assistant that answered each message (``answered_by``), and how every action put to the
+customer ended (``action_ends``).
 
 Two ways to run a scenario:
 
@@ -23,12 +28,20 @@ Two ways to run a scenario:
 """
 
 from evaluation.judge import (
+    DeskStepResult,
     ScenarioResult,
     Transcript,
+    action_end_problems,
+    action_ends,
+    answer_problems,
+    answered_by,
     apply_gold_actions,
     check_problems,
     database_problems,
+    desk_problems,
     dump_state,
+    four_eyes_problems,
+    handoff_end,
     handoff_problems,
     judge,
     state_diff,
@@ -47,8 +60,13 @@ from evaluation.runs import (
     simulated_customer,
 )
 from evaluation.scenarios import (
+    ACTION_ENDS,
+    DESK_ACTIONS,
+    HANDOFF_ENDS,
+    NOBODY,
     SCENARIO_DIR,
     SCENARIO_SEED,
+    DeskStep,
     ExpectedHandoff,
     Resolver,
     Scenario,
@@ -62,13 +80,19 @@ from evaluation.scenarios import (
 )
 
 __all__ = [
+    "ACTION_ENDS",
     "CUSTOMER_OPENING",
+    "DESK_ACTIONS",
+    "HANDOFF_ENDS",
     "MAX_CUSTOMER_TURNS",
+    "NOBODY",
     "PRICES_PER_MILLION",
     "SCENARIO_DIR",
     "SCENARIO_SEED",
     "STAFF",
     "STOP",
+    "DeskStep",
+    "DeskStepResult",
     "ExpectedHandoff",
     "Resolver",
     "Scenario",
@@ -78,11 +102,18 @@ __all__ = [
     "Transcript",
     "Turn",
     "Usage",
+    "action_end_problems",
+    "action_ends",
+    "answer_problems",
+    "answered_by",
     "apply_gold_actions",
     "check_problems",
     "converse",
     "database_problems",
+    "desk_problems",
     "dump_state",
+    "four_eyes_problems",
+    "handoff_end",
     "handoff_problems",
     "judge",
     "load_scenario",

@@ -77,6 +77,11 @@ def trial_record(result: ScenarioResult, trial: int, **context: Any) -> dict[str
             }
             for check in result.transcript.checks
         ],
+        # What the people at the desk did, step by step, and what the desk refused.
+        "desk": [
+            {"turn": done.turn + 1, "step": str(done.step), "refused": done.refusal}
+            for done in result.transcript.desk_steps
+        ],
         "tokens": {"input": used.input_tokens, "output": used.output_tokens},
         "latency": {
             "per_message": [round(seconds, 3) for seconds in latencies],

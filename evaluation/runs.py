@@ -21,10 +21,12 @@ from assistants.providers import (
 )
 from assistants.specialists import build_crew
 from conversations.assistant import Thread, TravelAssistant
+from conversations.events import STAFF_NOTE_KEY
 from conversations.records import Outcome, TurnFailure
 from db.clock import Clock
 from db.copies import database_copies
 from db.engine import Database
+from evaluation.desk_steps import record_staff_check, run_step
 from evaluation.judge import (
     ScenarioResult,
     Transcript,
@@ -35,6 +37,7 @@ from evaluation.judge import (
 from evaluation.scenarios import Resolver, Scenario, StaffCheck
 
 if TYPE_CHECKING:
+    from conversations.audit import AuditLog
     from conversations.desk import Check
     from conversations.protocol import Conversation
 
@@ -222,37 +225,55 @@ def converse(
     transcript = transcript if transcript is not None else Transcript()
     decisions = [d for turn in scenario.turns for d in turn.decisions]
     staff = [c for turn in scenario.turns for c in turn.staff_checks]
+    steps = [str(step) for turn in scenario.turns for step in turn.desk]
+    resolve = Resolver(db)
     index = 0
     waiting_for_staff = False
     try:
         while not waiting_for_staff:
-            if customer is None:
-                if index >= len(scenario.turns):
+            turn = scenario.turns[index] if index < len(scenario.turns) else None
+            message: str | None
+            if turn is not None and turn.customer is None:
+                message = None  # a turn of the people at the desk only
+            elif customer is None:
+                if turn is None:
                     break
-                message = scenario.turns[index].customer
+                message = turn.customer
             else:
-                simulated = customer(index, conversation.assistant.messages(thread))
-                if simulated is None:
+                message = customer(index, conversation.assistant.messages(thread))
+                if message is None:
                     break
-                message = simulated
-            if on_turn is not None:
-                on_turn(index)
             started = time.perf_counter()
-            with conversation.claim() as turn:
-                _finish(turn.send(message))
+            if message is not None:
+                if on_turn is not None:
+                    on_turn(index)
+                message_id = f"eval-turn-{index + 1}"
+                with conversation.claim() as claimed:
+                    _finish(claimed.send(message, message_id=message_id))
+                transcript.sent[index] = message_id
             if scenario.resume_after_turn is not None and index + 1 == scenario.resume_after_turn:
                 # A new process takes over, with any approval of this turn still pending.
                 store.close()
                 store, conversation = open_conversation()
+            for step in turn.desk if turn is not None else ():
+                # What people do once the message is answered, before the customer decides.
+                transcript.desk_steps.append(
+                    run_step(conversation, store.audit, step, index, resolve, transcript, _finish)
+                )
+            # The next turn's people may decide a check this one leaves waiting.
+            people_next = (
+                index + 1 < len(scenario.turns) and scenario.turns[index + 1].customer is None
+            )
             while pending := conversation.assistant.pending_actions(thread):
                 # The customer said yes to these; a member of staff checks them first. (A
                 # check already applied stays open until no action is pending: not these.)
                 waiting = {a.tool_call_id for a in pending}
                 checks = [c for c in conversation.checks() if c.tool_call_id in waiting]
                 if checks:
-                    if not _staff_decides(conversation, checks, staff, transcript):
-                        # No scripted answer: the check waits, and so does the customer.
-                        waiting_for_staff = True
+                    if not _staff_decides(conversation, checks, staff, transcript, store.audit):
+                        # No scripted answer: the check waits, and so does the customer,
+                        # unless the people of the next turn decide it.
+                        waiting_for_staff = not people_next
                         break
                     # The last decision applies them, as the desk and the service do.
                     _finish(conversation.apply_checked())
@@ -262,9 +283,10 @@ def converse(
                     decision = parse_decision(decisions.pop(0) if decisions else "n: no answer")
                     transcript.decisions[action.tool_call_id] = decision
                     answers[action.tool_call_id] = Answer(decision.approved, decision.reason)
-                with conversation.claim() as turn:
-                    _finish(turn.resolve(answers))
-            transcript.latencies.append(time.perf_counter() - started)
+                with conversation.claim() as claimed:
+                    _finish(claimed.resolve(answers))
+            if message is not None:
+                transcript.latencies.append(time.perf_counter() - started)
             index += 1
     finally:
         # Kept when a model call fails part-way too: what happened so far, and its tokens.
@@ -275,6 +297,8 @@ def converse(
             transcript.handoff = store.desk.latest(thread.thread_id)
             transcript.checks = store.desk.checks_ever(thread.thread_id)
             transcript.unused_staff_checks = [str(c) for c in staff]
+            transcript.unused_desk_steps = steps[len(transcript.desk_steps) :]
+            transcript.audit = store.audit.entries(conversation_id=thread.thread_id)
         finally:
             store.close()
     return transcript
@@ -285,11 +309,13 @@ def _staff_decides(
     checks: list[Check],
     staff: list[StaffCheck],
     transcript: Transcript,
+    audit: AuditLog,
 ) -> bool:
     """Answer ``checks`` still waiting with the next scripted staff answers.
 
-    Records each answer in ``transcript`` (by tool call id). Returns whether every check
-    is decided: ``False`` when the script ran out and one is left waiting.
+    Records each answer in ``transcript`` (by tool call id) and in the desk's ``audit``
+    log, as the desk does. Returns whether every check is decided: ``False`` when the
+    script ran out and one is left waiting.
     """
     for check in checks:
         if check.decided:
@@ -299,6 +325,7 @@ def _staff_decides(
         answer = staff.pop(0)
         conversation.decide_check(STAFF, check.id, approved=answer.approved, reason=answer.reason)
         transcript.staff_decisions[check.tool_call_id] = answer
+        record_staff_check(audit, STAFF, answer.approved, conversation)
     return True
 
 
@@ -363,6 +390,8 @@ def simulated_customer(
         flipped: list[AnyMessage] = [system, HumanMessage(content=CUSTOMER_OPENING)]
         for message in history:
             text = str(message.content).strip()
+            if isinstance(message, AIMessage) and message.response_metadata.get(STAFF_NOTE_KEY):
+                continue  # a note for the model, which the customer never sees
             if isinstance(message, HumanMessage) and text:
                 turn: AnyMessage = AIMessage(content=text)
             elif isinstance(message, AIMessage) and text:

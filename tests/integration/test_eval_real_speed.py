@@ -155,3 +155,49 @@ def test_a_live_trial_has_its_large_action_checked_by_the_scripted_staff(
     assert "The customer approved this action, but Ana Lima" in told
     assert "refused it at the second approval" in told
     assert "a refund this large needs a manager" in told
+
+
+def test_a_live_trial_has_the_people_at_the_desk_act_between_the_customers_messages(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The real model path with the desk's steps: the assistant hands the conversation
+    # over, Ana proposes the booking, the customer's yes (from the scenario) waits for a
+    # check Ana may not give, Bruno gives it, and Ana hands back. Nobody asks the
+    # simulated customer anything during the people's own turn.
+    records = tmp_path / "trials.jsonl"
+    handed = {
+        "reason": "The customer asked for a person to make a company hotel booking.",
+        "summary": "Priya Raman wants Southbank Riverside Hotel booked by a person.",
+    }
+    script = [
+        Reply(tool_calls=[("request_human_agent", handed)]),
+        Reply(text="Of course: a person from our customer-service team will answer you here."),
+        Reply(text="Thanks! So the hotel is booked?"),  # the simulated customer
+        Reply(text="Yes: Southbank Riverside Hotel is booked, and EUR 578.00 was charged."),
+        Reply(text="###STOP###"),  # the simulated customer
+    ]
+    with FakeOpenAI(script) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        argv = ["--scenario", "desk_four_eyes_second_approval", "--jsonl", str(records)]
+        code, _, err = run_eval(argv, tmp_path)
+    assert code == 0, err
+    assert "desk_four_eyes_second_approval trial 1: pass" in err
+    (record,) = [json.loads(line) for line in records.read_text().splitlines()]
+    assert record["desk"] == [
+        {"turn": 1, "step": "Ana Lima takes the conversation", "refused": None},
+        {"turn": 1, "step": "Ana Lima writes to the customer", "refused": None},
+        {"turn": 1, "step": "Ana Lima proposes book_hotel", "refused": None},
+        {
+            "turn": 2,
+            "step": "Ana Lima approves the check",
+            "refused": "You proposed this action, so another member of staff must decide "
+            "check 1: a second approval needs a second person.",
+        },
+        {"turn": 2, "step": "Bruno Costa approves the check", "refused": None},
+        {"turn": 2, "step": "Ana Lima hands the conversation back", "refused": None},
+    ]
+    assert [c["status"] for c in record["checks"]] == ["used"]
+    # The primary assistant answered the customer's last message having read Ana's note;
+    # the simulated customer never read it.
+    assert "Bruno Costa gave the second approval" in json.dumps(server.requests[3]["messages"])
+    assert "Bruno Costa gave the second approval" not in json.dumps(server.requests[2]["messages"])

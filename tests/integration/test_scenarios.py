@@ -39,6 +39,7 @@ REPRESENTATIVE = {
     "context_switch_hotel_flight_time",
     "correction_flight_date_before_proposal",
     "denial_excursion_move_fee",
+    "desk_four_eyes_second_approval",
     "flight_change_happy",
     "handoff_after_two_declines",
     "multi_skill_basel_postponed",

@@ -20,6 +20,7 @@ import pytest
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolCall, ToolMessage
 
 from assistants.approvals import Decision, not_run_answer
+from conversations.audit import AuditEntry, Looked
 from conversations.desk import Check, CheckStatus, Handoff, Status
 from db.fixtures import FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO
 from evaluation.judge import Transcript, judge
@@ -273,6 +274,12 @@ def _large(call: ToolCall, checked_by: str | None = STAFF) -> ToolMessage:
     )
 
 
+def _audit(who: str, what: Looked) -> AuditEntry:
+    """The desk's audit entry of what ``who`` did in the conversation."""
+    moment = datetime(2026, 5, 4, 9, 30, tzinfo=UTC)
+    return AuditEntry(moment, who, what, "eval-judge_self_test", FIXTURE_PASSENGER_ID)
+
+
 def _checked(
     answer: ToolMessage | None,
     checks: list[Check],
@@ -288,6 +295,8 @@ def _checked(
         checks=checks,
         staff_decisions=staff,
         unused_staff_checks=list(unused),
+        # The desk records the member of staff's decision, as every check decided has.
+        audit=[_audit(STAFF, "approved")] if any(c.staff for c in checks) else [],
     )
     return judge(scenario, transcript, [], SENSITIVE)
 
@@ -297,7 +306,10 @@ def test_judge_passes_a_large_action_checked_by_staff_and_done() -> None:
     cancel = _call("cancel_ticket", "c1")
     assert _checked(_large(cancel), [_check("used")], {"c1": StaffCheck(True)}) == ()
     refused = not_run_answer(
-        cancel, f"The customer declined this action. Their reason: {REFUSAL!r}.", "declined"
+        cancel,
+        f"The customer declined this action. Their reason: {REFUSAL!r}.",
+        "declined",
+        checked_by=STAFF,
     )
     assert (
         _checked(refused, [_check("used", reason=REFUSAL)], {"c1": StaffCheck(False, REFUSAL)})
@@ -340,7 +352,9 @@ def test_judge_fails_an_action_staff_refused_that_ran_or_whose_reason_was_never_
     assert _checked(_large(cancel), [_check("used", reason=REFUSAL)], refused) == (
         "Cancel ticket (Refund: EUR 577.00) ran though a member of staff refused it",
     )
-    untold = not_run_answer(cancel, "The customer declined this action.", "declined")
+    untold = not_run_answer(
+        cancel, "The customer declined this action.", "declined", checked_by=STAFF
+    )
     assert _checked(untold, [_check("used", reason=REFUSAL)], refused) == (
         "the assistant was never told why a member of staff refused Cancel ticket "
         f"(Refund: EUR 577.00): {REFUSAL!r}",
