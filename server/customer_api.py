@@ -1,7 +1,7 @@
 """The customer's API under ``/api/v1``: conversations, turns, approvals, a person.
 
 A passenger's token acts on that passenger's conversations only: another passenger's
-answers 404, exactly as one that does not exist, and a supervisor's token answers 403.
+answers 404, exactly as one that does not exist, and a staff token answers 403.
 A message, a set of decisions or a resume claims the conversation before it answers
 (409 when a turn of it runs anywhere) and answers with the turn's events as server-sent
 events (``EventStream``), read from the journal of the turn (``server.runs``); the turn
@@ -62,7 +62,7 @@ _PROBLEMS: dict[int | str, dict[str, Any]] = {
     401: {"model": Problem, "description": "No token, or one that is not valid or expired."},
     403: {
         "model": Problem,
-        "description": "A supervisor's token, which reads conversations and acts for no "
+        "description": "A staff token (a supervisor's or an agent's), which acts for no "
         "passenger (or, on creating a conversation, a passenger the database does not know).",
     },
     408: {"model": Problem, "description": "The request body did not arrive in time."},

@@ -285,7 +285,11 @@ def version_of(
     protocol's ``summary``, the open ``handoff``, ``busy``) and the number of ``failures``
     this worker saw, so it costs no query of its own.
     """
-    held = (handoff.status, handoff.agent, handoff.messages) if handoff is not None else None
+    held = (
+        (handoff.status, handoff.agent_login, handoff.agent, handoff.messages)
+        if handoff is not None
+        else None
+    )
     facts = (
         record.updated_at.isoformat(),
         record.title,
