@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from db.domains import RESERVATION_KINDS
-from db.partners import ReservationKind, shown_name
+from db.reservation_kind import ReservationKind, shown_name
 
 Kind = ReservationKind[Any, Any]
 

@@ -11,8 +11,8 @@ are ``db.reservations``'s.
 from __future__ import annotations
 
 from db.models import CarRental, CarRentalBooking
-from db.partners import ReservationKind
 from db.periods import Period
+from db.reservation_kind import ReservationKind
 from db.rules import CAR_FREE_CANCEL_HOURS, MAX_CAR_RENTAL_DAYS
 
 CAR_RENTAL = ReservationKind(

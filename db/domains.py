@@ -12,6 +12,6 @@ from typing import Any
 from db.car_rentals import CAR_RENTAL
 from db.excursions import EXCURSION
 from db.hotels import HOTEL
-from db.partners import ReservationKind
+from db.reservation_kind import ReservationKind
 
 RESERVATION_KINDS: tuple[ReservationKind[Any, Any], ...] = (HOTEL, CAR_RENTAL, EXCURSION)

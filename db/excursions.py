@@ -10,8 +10,8 @@ refunded (so a late change pays the new date in full). Search, quotes and writes
 from __future__ import annotations
 
 from db.models import ExcursionBooking, TripRecommendation
-from db.partners import ReservationKind
 from db.periods import Period
+from db.reservation_kind import ReservationKind
 from db.rules import EXCURSION_FREE_CANCEL_HOURS
 
 EXCURSION = ReservationKind(

@@ -3,7 +3,8 @@
 Seats left in a class = seats of that class on the aircraft - segments of active tickets
 in that class on the flight.
 
-The passenger's ticket changes and cancellations, and their rules, are ``db.tickets``.
+The passenger's ticket changes and cancellations are ``db.tickets``, their rules
+``db.ticket_rules`` and ``db.ticket_quotes``.
 """
 
 from __future__ import annotations

@@ -10,8 +10,8 @@ that many confirmed reservations cover it. A stay changes or cancels free until
 from __future__ import annotations
 
 from db.models import Hotel, HotelBooking
-from db.partners import ReservationKind
 from db.periods import Period
+from db.reservation_kind import ReservationKind
 from db.rules import HOTEL_FREE_CANCEL_HOURS, MAX_HOTEL_NIGHTS
 
 HOTEL = ReservationKind(

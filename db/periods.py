@@ -1,6 +1,6 @@
 """The dates of a reservation: how a kind of reservation reads, checks and shows them.
 
-A ``Period`` is declared once per reservation kind (``db.partners.ReservationKind``):
+A ``Period`` is declared once per reservation kind (``db.reservation_kind.ReservationKind``):
 a hotel stay runs from check-in to check-out (the last day is not a night), a car
 rental from pick-up to return (both days count), an excursion is one date. Everything
 the kinds do with dates (parse the model's ``YYYY-MM-DD`` text, refuse reversed, past,

@@ -3,7 +3,7 @@
 Hotels, car rentals and excursions are one kind of thing: a passenger reserves a
 catalogue entry (a hotel, a car-rental offer, an excursion) for some dates, within the
 entry's units per day (rooms, cars, places), at its rate per unit of the period. Each
-is declared once, as a ``db.partners.ReservationKind`` (``db.hotels.HOTEL``,
+is declared once, as a ``db.reservation_kind.ReservationKind`` (``db.hotels.HOTEL``,
 ``db.car_rentals.CAR_RENTAL``, ``db.excursions.EXCURSION``); the functions here do the
 rest for any of them:
 
@@ -33,18 +33,11 @@ from sqlalchemy.orm import Session
 from db import partners
 from db.errors import InvalidInputError, NotFoundError, UnavailableError
 from db.models import Passenger
-from db.partners import (
-    Column,
-    ReservationKind,
-    ReservationQuote,
-    daily_usage,
-    first_full_day,
-    require_not_started,
-    shown_column,
-    shown_name,
-    units_left,
-)
 from db.periods import Dates
+from db.reservation_capacity import daily_usage, first_full_day, units_left
+from db.reservation_deadlines import require_not_started
+from db.reservation_kind import Column, ReservationKind, shown_column, shown_name
+from db.reservation_quote import ReservationQuote
 from db.values import fmt_money, iso_date, money, search_text, search_words
 
 SEARCH_LIMIT = 20

@@ -51,7 +51,7 @@ from db.models import (
     TripRecommendation,
 )
 from db.passengers import passenger_summary
-from db.tickets import quote_ticket_cancellation
+from db.ticket_quotes import quote_ticket_cancellation
 
 Args = dict[str, Any]
 

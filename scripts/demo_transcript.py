@@ -27,7 +27,7 @@ from sqlalchemy import select
 from db.engine import Database
 from db.fixtures import FIXTURE_FLIGHT_NO, FIXTURE_TICKET_NO
 from db.models import Flight, TicketFlight
-from db.tickets import quote_ticket_change
+from db.ticket_quotes import quote_ticket_change
 from db.values import fmt_money
 from evaluation import Resolver
 from tests.support.fake_openai import FakeOpenAI, Reply

@@ -2,8 +2,8 @@
 
 ``fetch_user_flight_information`` and ``search_flights`` are safe; the two ticket writes
 are sensitive (the graph asks the customer before they run). The search lives in
-``db.flights`` and the ticket rules in ``db.tickets``; these tools only read the
-configured passenger, call them and shape the result.
+``db.flights`` and the ticket rules in ``db.ticket_rules`` and ``db.ticket_quotes``;
+these tools only read the configured passenger, call them and shape the result.
 """
 
 from __future__ import annotations

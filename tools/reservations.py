@@ -1,6 +1,6 @@
 """The tools of any partner reservation kind, built from its declaration.
 
-A reservation kind (``db.partners.ReservationKind``) has four tools: a search (safe) and
+A reservation kind (``db.reservation_kind.ReservationKind``) has four tools: a search (safe) and
 book, update and cancel (sensitive, each with the ``Preview`` the customer approves).
 What tells one kind's tools from another's is its ``ReservationTools``: the search
 tool's name and, for each tool, the docstring the model reads (a Google docstring:
@@ -32,7 +32,8 @@ from sqlalchemy.orm import Session
 
 from db import reservations
 from db.engine import Database
-from db.partners import VERBS, Action, ReservationKind
+from db.reservation_kind import ReservationKind
+from db.reservation_quote import VERBS, Action
 from tools.common import (
     RULE_TEXT,
     DomainTools,

@@ -28,8 +28,8 @@ from db import reservations
 from db.engine import Database
 from db.fixtures import FIXTURE_PASSENGER_ID
 from db.models import Payment
-from db.partners import ReservationKind
 from db.periods import Period
+from db.reservation_kind import ReservationKind
 from tests.support.databases import FIXED_NOW
 from tests.support.scripted import ScriptedChatModel, call, say
 from tools.reservations import ReservationTools
