@@ -36,6 +36,7 @@ from langchain_core.messages import (
 )
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 
+from assistants.call_limits import check_time_limit
 from assistants.calls import bounded
 from assistants.context import (
     CUT_OFF_KEY,
@@ -62,7 +63,6 @@ from assistants.prompts import (
     REASK_NOTE,
     STEP_LIMIT_APOLOGY,
 )
-from assistants.providers import check_time_limit
 from assistants.state import State
 from db.clock import Clock
 from tools.common import storable_tool_calls

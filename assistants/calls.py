@@ -22,7 +22,7 @@ import time
 from collections.abc import Awaitable, Iterator
 from typing import TypeVar
 
-from assistants.providers import ModelDeadlineError, TurnCancelledError, run_deadline
+from assistants.call_limits import ModelDeadlineError, TurnCancelledError, run_deadline
 
 T = TypeVar("T")
 
@@ -76,7 +76,7 @@ async def bounded(call: Awaitable[T], reply_seconds: float | None = None) -> T:
     """Await ``call`` until it ends, the turn is cancelled, or its time is up.
 
     The time is the shorter of ``reply_seconds`` and what is left of the run's limit
-    (``assistants.providers.time_limit``).
+    (``assistants.call_limits.time_limit``).
 
     Raises:
         TurnCancelledError: The turn's cancel was set first; ``call`` was cancelled.

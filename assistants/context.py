@@ -44,8 +44,8 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel
 
 from assistants.bookings import changed_sections
+from assistants.call_limits import ContextBudgetError
 from assistants.prompts import CUT_OFF_ACTION_NOTE, CUT_OFF_NOTE, MISSING_REPLY, RESULT_CUT_NOTE
-from assistants.providers import ContextBudgetError
 
 # Characters per token of ordinary ASCII text in the estimate. OpenAI's tokenizers average
 # about 4 on this project's prompts (English and JSON), Llama- and Mistral-style ones a

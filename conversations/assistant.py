@@ -43,13 +43,12 @@ from assistants.approvals import (
     not_run_answer,
     pending_calls,
 )
+from assistants.call_limits import ModelDeadlineError, TurnCancelledError
 from assistants.calls import cancelling
 from assistants.prompts import ASKED_FOR_PERSON_MESSAGE, HANDED_BACK_MESSAGE
 from assistants.providers import (
     DEFAULT_RETRY_POLICY,
-    ModelDeadlineError,
     ModelProviderError,
-    TurnCancelledError,
     describe_provider_error,
     is_provider_error,
 )

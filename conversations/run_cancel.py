@@ -15,7 +15,7 @@ from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
 
-from assistants.providers import TurnCancelledError
+from assistants.call_limits import TurnCancelledError
 
 
 class CancelOnRequest(BaseCallbackHandler):

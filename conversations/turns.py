@@ -36,7 +36,8 @@ from assistants.approvals import (
     PendingAction,
     facts_of,
 )
-from assistants.providers import ModelDeadlineError, ModelProviderError, TurnCancelledError
+from assistants.call_limits import ModelDeadlineError, TurnCancelledError
+from assistants.providers import ModelProviderError
 from conversations import words
 from conversations.assistant import Thread, TravelAssistant, TurnEvent
 from conversations.desk import Check, Handoff

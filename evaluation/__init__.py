@@ -27,6 +27,12 @@ Two ways to run a scenario:
   playing the customer from the scenario's ``instructions``.
 """
 
+from evaluation.gold_database import (
+    apply_gold_actions,
+    database_problems,
+    dump_state,
+    state_diff,
+)
 from evaluation.judge import (
     DeskStepResult,
     ScenarioResult,
@@ -35,16 +41,12 @@ from evaluation.judge import (
     action_ends,
     answer_problems,
     answered_by,
-    apply_gold_actions,
     check_problems,
-    database_problems,
     desk_problems,
-    dump_state,
     four_eyes_problems,
     handoff_end,
     handoff_problems,
     judge,
-    state_diff,
 )
 from evaluation.reports import Usage, pass_hat_k, percentile, summarise, to_json, trial_record
 from evaluation.runs import (

@@ -13,12 +13,8 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AnyMessage, ToolCall
 
 from assistants.approvals import Decision
-from assistants.providers import (
-    ModelProviderError,
-    describe_provider_error,
-    is_provider_error,
-    time_limit,
-)
+from assistants.call_limits import time_limit
+from assistants.providers import ModelProviderError, describe_provider_error, is_provider_error
 from assistants.specialists import build_crew
 from conversations.assistant import Thread, TravelAssistant
 from conversations.events import STAFF_NOTE_KEY
@@ -27,13 +23,8 @@ from db.clock import Clock
 from db.copies import database_copies
 from db.engine import Database
 from evaluation.desk_steps import record_staff_check, run_step
-from evaluation.judge import (
-    ScenarioResult,
-    Transcript,
-    apply_gold_actions,
-    database_problems,
-    judge,
-)
+from evaluation.gold_database import apply_gold_actions, database_problems
+from evaluation.judge import ScenarioResult, Transcript, judge
 from evaluation.scenarios import Resolver, Scenario, StaffCheck
 
 if TYPE_CHECKING:

@@ -23,9 +23,10 @@ from langgraph.types import RetryPolicy
 from sqlalchemy import select
 
 from assistants.assistant import is_cut_off
+from assistants.call_limits import time_limit
 from assistants.models import ModelSettings, build_chat_models
 from assistants.prompts import CUT_OFF_ACTION_NOTE, CUT_OFF_NOTE, TURN_CUT_NOTES
-from assistants.providers import describe_provider_error, is_transient_provider_error, time_limit
+from assistants.providers import describe_provider_error, is_transient_provider_error
 from conversations.assistant import (
     ModelProviderError,
     Thread,

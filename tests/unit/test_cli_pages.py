@@ -10,7 +10,8 @@ import argparse
 
 import pytest
 
-from cli import PAGES, _command_parsers, build_parser, main
+from cli import main
+from commands.arguments import PAGES, _command_parsers, build_parser
 
 
 def pages() -> list[tuple[str, argparse.ArgumentParser]]:

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
+from assistants.call_limits import ContextBudgetError
 from assistants.context import (
     BOOKINGS_KEY,
     CALL_OVERHEAD,
@@ -28,7 +29,6 @@ from assistants.context import (
     tools_tokens,
 )
 from assistants.prompts import MISSING_REPLY
-from assistants.providers import ContextBudgetError
 from assistants.specialists import build_crew
 from db.engine import Database
 from tests.support.scripted import call

@@ -18,8 +18,8 @@ import openai
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage
 
+from assistants.call_limits import ModelDeadlineError
 from assistants.prompts import TURN_CUT_NOTES
-from assistants.providers import ModelDeadlineError
 from conversations import words
 from conversations.assistant import Thread, TravelAssistant
 from conversations.events import CUT_CAUSES, cut_cause

@@ -17,10 +17,11 @@ from contextlib import contextmanager
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
+from assistants.call_limits import ModelDeadlineError, TurnCancelledError
 from assistants.calls import bounded, cancelling
 from assistants.models import ModelSettings, build_chat_models, max_tokens_of
 from assistants.openai_chat import BoundedChatOpenAI
-from assistants.providers import ModelDeadlineError, TurnCancelledError, diagnose
+from assistants.providers import diagnose
 from conversations.events import Cancel
 from tests.support.fake_openai import FakeOpenAI, Reply, Silent
 

@@ -9,16 +9,14 @@ from typing import Any
 import openai
 import pytest
 
+from assistants.call_limits import ContextBudgetError, ModelDeadlineError, time_limit
 from assistants.calls import bounded
 from assistants.providers import (
-    ContextBudgetError,
-    ModelDeadlineError,
     ModelProviderError,
     describe_provider_error,
     diagnose,
     is_transient_provider_error,
     reason_of,
-    time_limit,
 )
 from tests.support.fake_openai import TEMPLATE_ERROR
 

@@ -1,0 +1,504 @@
+"""The command line's parser: every command with its flags and help page, and their checks.
+
+``cli.main`` builds it (``build_parser``), parses the arguments with it and dispatches. A
+mistyped command is answered with the nearest one. It imports neither LangChain nor
+pydantic, so that ``--help`` and argument errors are said fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import math
+import sys
+from collections.abc import Iterator, Sequence
+from datetime import UTC, date, datetime, time
+from pathlib import Path
+from typing import Any, NoReturn
+
+from commands.eval import DEFAULT_EVAL_SECONDS
+from server.limits import BODY_TIMEOUT, HEADER_TIMEOUT, MAX_CONNECTIONS
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("travel-assistant")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def _add_global_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
+    """Add ``--home``, ``--db`` and ``--debug``, accepted before or after the command.
+
+    On a command's parser they default to ``SUPPRESS``, so that a value given before
+    the command is kept when it is not repeated after it.
+    """
+
+    def default(value: Any) -> Any:
+        return value if top else argparse.SUPPRESS
+
+    parser.add_argument(
+        "--debug", action="store_true", default=default(False), help="show tracebacks of errors"
+    )
+    parser.add_argument(
+        "--home",
+        type=Path,
+        default=default(None),
+        help="folder of the travel database, saved sessions and input history "
+        "(default: $TRAVEL_ASSISTANT_HOME or ~/.local/share/travel-assistant)",
+    )
+    parser.add_argument(
+        "--db",
+        default=default(None),
+        metavar="PATH_OR_URL",
+        help="travel database: a file, or a URL such as "
+        "postgresql+psycopg://USER@HOST:5432/NAME "
+        "(default: $TRAVEL_ASSISTANT_DB or <home>/travel.sqlite)",
+    )
+    parser.add_argument(
+        "--conversations",
+        default=default(None),
+        metavar="PATH_OR_URL",
+        help="where conversations are saved: a file, or a PostgreSQL URL "
+        "(default: $TRAVEL_ASSISTANT_CONVERSATIONS or <home>/sessions.sqlite)",
+    )
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser that keeps the parsers of its commands, as it makes them.
+
+    ``add_commands`` and ``add_command`` keep what argparse's ``add_subparsers`` and
+    ``add_parser`` return, so that the parser a command was parsed by is found
+    (``chosen_parser``), and a mistyped command is answered with the nearest one
+    (``error``), without reaching into argparse's private parts.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.name = ""  # the command's words after the program's: "sessions delete"
+        self.commands: dict[str, _Parser] = {}
+        self.command_dest = ""
+        self._command_metavar = ""
+        self._subparsers: Any = None  # what ``add_subparsers`` returned
+        self._given: list[str] = []
+
+    def add_commands(self, dest: str, metavar: str) -> None:
+        """Give this parser commands, chosen by the word ``metavar`` into ``dest``."""
+        self._subparsers = self.add_subparsers(dest=dest, metavar=metavar)
+        self.command_dest = dest
+        self._command_metavar = metavar
+
+    def add_command(self, name: str, **kwargs: Any) -> _Parser:
+        """Add the command ``name`` (``add_parser``'s arguments); return its parser."""
+        command = self._subparsers.add_parser(name, **kwargs)
+        assert isinstance(command, _Parser)  # argparse makes them of this parser's class
+        command.name = f"{self.name} {name}".strip()
+        self.commands[name] = command
+        return command
+
+    def parse_known_args(  # type: ignore[override]  # one signature for argparse's overloads
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        """Parse as argparse does, keeping the words given (for ``error``)."""
+        self._given = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
+
+    def error(self, message: str) -> NoReturn:
+        """Print the usage and the error, naming the nearest command to a mistyped one."""
+        super().error(self._mistyped(message) or message)
+
+    def _mistyped(self, message: str) -> str | None:
+        """Say the command word argparse refused in ``message``, and the nearest one."""
+        if not self.commands or not message.startswith(f"argument {self._command_metavar}:"):
+            return None
+        word = next(
+            (
+                given
+                for given in self._given
+                if not given.startswith("-")
+                and given not in self.commands
+                and repr(given) in message
+            ),
+            None,
+        )
+        if word is None:
+            return None
+        near = difflib.get_close_matches(word, list(self.commands), n=1)
+        said = f"No command {f'{self.name} {word}'.strip()!r}."
+        if near:
+            return f"{said} Did you mean {f'{self.name} {near[0]}'.strip()!r}?"
+        return f"{said} Choose one of: {', '.join(self.commands)}."
+
+
+def chosen_parser(parser: _Parser, args: argparse.Namespace) -> _Parser:
+    """Return the parser of the command (and sub-command) ``args`` were parsed for."""
+    while parser.command_dest:
+        chosen = getattr(args, parser.command_dest, None)
+        if chosen not in parser.commands:
+            break
+        parser = parser.commands[chosen]
+    return parser
+
+
+def _command_parsers(parser: _Parser) -> Iterator[_Parser]:
+    """Yield the parser of every command and sub-command under ``parser``."""
+    for command in parser.commands.values():
+        yield command
+        yield from _command_parsers(command)
+
+
+class _VersionAction(argparse.Action):
+    """Print the installed version and exit (read only when asked, to keep start-up fast)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        sys.stdout.write(f"travel-assistant {_version()}\n")
+        parser.exit()
+
+
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Help that shows each option's default (unless its text says it) and keeps examples."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        shown = action.default not in (None, False, argparse.SUPPRESS) and not action.required
+        if shown and "default" not in text and action.option_strings:
+            text += " (default: %(default)s)"
+        return text
+
+
+# Each command's help page: a one-line description and an example.
+PAGES: dict[str, tuple[str, str]] = {
+    "": (
+        "Meridian Travel's customer-service assistant in your terminal.",
+        "travel-assistant chat --passenger-id '3442 587242'",
+    ),
+    "chat": (
+        "Talk to the assistant about your bookings; every change asks for your approval.",
+        "travel-assistant chat --passenger-id '3442 587242' --continue",
+    ),
+    "sessions": (
+        "List the saved conversations, most recently used first.",
+        "travel-assistant sessions --passenger-id '3442 587242'",
+    ),
+    "sessions delete": (
+        "Delete one saved conversation.",
+        "travel-assistant sessions delete 771addfc-714a-47d8-96f1-09950d215d6a",
+    ),
+    "db": (
+        "Manage the travel database.",
+        "travel-assistant db init --force",
+    ),
+    "db init": (
+        "Build the travel database, relative to --date: the same --seed, --scale and --date "
+        "always give the same data.",
+        "travel-assistant db init --seed 42 --date 2026-11-25 --force",
+    ),
+    "graph": (
+        "Print the assistant's graph as a Mermaid diagram.",
+        "travel-assistant graph > graph.mmd",
+    ),
+    "eval": (
+        "Run the scenario suite against a real model and report pass^k per scenario.",
+        "travel-assistant eval --model gpt-4o-mini --trials 3 --category flights",
+    ),
+    "serve": (
+        "Run the HTTP API and the web chat.",
+        "travel-assistant serve --host 127.0.0.1 --port 8000",
+    ),
+    "token": (
+        "Issue an access token for the service: a passenger's (and its link), an agent's or "
+        "a supervisor's.",
+        "travel-assistant token --passenger-id '3442 587242' --hours 8",
+    ),
+    "audit": (
+        "Show which supervisor looked at which conversation, and when.",
+        "travel-assistant audit --supervisor ana@example.com --limit 20",
+    ),
+    "desk": (
+        "The staff's desk: take conversations handed to a person, write to the customer, "
+        "hand them back to the assistant.",
+        "travel-assistant desk --agent 'Ana Lima'",
+    ),
+    "desk queue": (
+        "Print the conversations waiting for a person, one a line: id, passenger, minutes "
+        "waited, who asked, why.",
+        "travel-assistant desk queue",
+    ),
+    "desk second-approval": (
+        "Show, or set for every process on these conversations, the amount above which a "
+        "member of staff checks an action the customer approved (off: no check). A "
+        "process started with another amount refuses to start; those running keep theirs "
+        "until they are started again.",
+        "travel-assistant desk second-approval 'EUR 1000'",
+    ),
+}
+
+
+def _page(name: str) -> dict[str, Any]:
+    """Return the ``description``, ``epilog`` and formatter of the help page of ``name``."""
+    description, example = PAGES[name]
+    return {
+        "description": description,
+        "epilog": f"example:\n  {example}",
+        "formatter_class": _HelpFormatter,
+    }
+
+
+def build_parser() -> _Parser:
+    """Return the argument parser of every command."""
+    parser = _Parser(prog="travel-assistant", **_page(""))
+    parser.add_argument("--version", action=_VersionAction, help="print the version and exit")
+    _add_global_options(parser, top=True)
+    parser.add_commands("command", "COMMAND")
+
+    chat = parser.add_command("chat", help="talk to the assistant (the main job)", **_page("chat"))
+    chat.add_argument(
+        "--passenger-id",
+        help='your passenger id, e.g. "3442 587242" (the space is optional; default: '
+        "$TRAVEL_ASSISTANT_PASSENGER, or with --continue the passenger of the latest "
+        "conversation)",
+    )
+    resume = chat.add_mutually_exclusive_group()
+    resume.add_argument("--thread-id", help="resume a saved conversation")
+    resume.add_argument(
+        "--continue",
+        dest="continue_latest",
+        action="store_true",
+        help="resume your latest conversation",
+    )
+    chat.add_argument(
+        "--model", help="chat model name (default: $TRAVEL_ASSISTANT_MODEL or gpt-4o-mini)"
+    )
+    chat.add_argument(
+        "--create-db",
+        action="store_true",
+        help="build the travel database named by --db when it does not exist",
+    )
+    chat.add_argument(
+        "--no-check", action="store_true", help="skip the check that the model endpoint answers"
+    )
+    chat.add_argument(
+        "--max-tokens",
+        type=_positive_int,
+        metavar="N",
+        help="longest reply in tokens (default: $TRAVEL_ASSISTANT_MAX_TOKENS or 1024)",
+    )
+
+    sessions = parser.add_command("sessions", help="list saved conversations", **_page("sessions"))
+    sessions.add_argument("--passenger-id", help="only this passenger's conversations")
+    sessions.add_commands("sessions_command", "ACTION")
+    delete = sessions.add_command(
+        "delete", help="delete a saved conversation", **_page("sessions delete")
+    )
+    delete.add_argument(
+        "thread_id", metavar="ID", help="the session (see: travel-assistant sessions)"
+    )
+
+    db = parser.add_command("db", help="manage the travel database", **_page("db"))
+    db.add_commands("db_command", "DB_COMMAND")
+    init = db.add_command(
+        "init", help="(re)build the travel database (at --db)", **_page("db init")
+    )
+    init.add_argument(
+        "--scale", type=int, default=1, help="size of the generated schedule (1 to 25)"
+    )
+    init.add_argument("--seed", type=int, default=42, help="random seed")
+    init.add_argument(
+        "--date",
+        type=_reference_moment,
+        metavar="DATE",
+        help="the day the data is relative to (flights before and after it, bookings made "
+        "before it): YYYY-MM-DD for noon UTC that day, or an ISO time such as "
+        "2026-11-25T09:30Z (default: today, at the moment of the build, so the fixture's "
+        "flight leaves a few hours from now; two builds without --date differ)",
+    )
+    init.add_argument("--force", action="store_true", help="replace an existing database")
+
+    parser.add_command("graph", help="print the assistant graph as Mermaid", **_page("graph"))
+    _add_server_commands(parser)
+
+    evaluate = parser.add_command(
+        "eval",
+        help="run the scenario suite against a real model (needs a model endpoint)",
+        **_page("eval"),
+    )
+    evaluate.add_argument("--model", help="the assistant's model (default: as for chat)")
+    evaluate.add_argument(
+        "--customer-model", help="the simulated customer's model (default: --model)"
+    )
+    evaluate.add_argument("--trials", type=int, default=1, help="runs per scenario, for pass^k")
+    evaluate.add_argument(
+        "--scenario",
+        action="append",
+        metavar="NAME",
+        help="only this scenario, by id or shell pattern such as 'flight_*' (repeatable)",
+    )
+    evaluate.add_argument(
+        "--category", action="append", metavar="NAME", help="only this category (repeatable)"
+    )
+    evaluate.add_argument(
+        "--list", action="store_true", help="list the scenarios selected, and run none"
+    )
+    evaluate.add_argument(
+        "--max-tokens",
+        type=_positive_int,
+        metavar="N",
+        help="longest reply in tokens (default: $TRAVEL_ASSISTANT_MAX_TOKENS or 1024)",
+    )
+    evaluate.add_argument(
+        "--time-limit",
+        type=_positive_float,
+        default=DEFAULT_EVAL_SECONDS,
+        metavar="SECONDS",
+        help=f"time limit of one trial of a scenario (default: {DEFAULT_EVAL_SECONDS:g})",
+    )
+    evaluate.add_argument(
+        "--jsonl",
+        type=Path,
+        metavar="PATH",
+        help="append every trial to PATH as a JSON line (scenario, passed, reasons, tokens, "
+        "latency), to compare runs",
+    )
+    evaluate.add_argument("--price-in", type=float, help="USD per million input tokens")
+    evaluate.add_argument("--price-out", type=float, help="USD per million output tokens")
+    for command in _command_parsers(parser):
+        _add_global_options(command, top=False)
+    return parser
+
+
+def _positive_int(text: str) -> int:
+    """Parse a positive whole number (an argparse type)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive whole number, not {text!r}")
+    return value
+
+
+def _reference_moment(text: str) -> datetime:
+    """Parse ``--date``: a day (noon UTC) or an ISO time (UTC unless it names a zone)."""
+    try:
+        if len(text) == 10:
+            return datetime.combine(date.fromisoformat(text), time(12), tzinfo=UTC)
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"must be a day such as 2026-11-25, or a time such as 2026-11-25T09:30Z, not {text!r}"
+        ) from None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def _positive_float(text: str) -> float:
+    """Parse a positive, finite number (an argparse type): not "nan", not "inf"."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a positive number, not {text!r}")
+    return value
+
+
+def _add_server_commands(parser: _Parser) -> None:
+    """Add ``serve``, ``token``, ``audit`` and ``desk``."""
+    serve = parser.add_command("serve", help="run the HTTP API and the web chat", **_page("serve"))
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    serve.add_argument("--port", type=int, default=8000, help="port to listen on")
+    serve.add_argument("--model", help="chat model name (default: as for chat)")
+    serve.add_argument(
+        "--create-db",
+        action="store_true",
+        help="build the travel database named by --db when it does not exist",
+    )
+    serve.add_argument(
+        "--no-check", action="store_true", help="skip the check that the model endpoint answers"
+    )
+    serve.add_argument(
+        "--docs",
+        action="store_true",
+        help="serve the interactive API docs at /docs (the browser loads Swagger UI from a CDN)",
+    )
+    serve.add_argument(
+        "--max-connections",
+        type=_positive_int,
+        default=MAX_CONNECTIONS,
+        help=f"connections served at once; more answer 503 (default {MAX_CONNECTIONS})",
+    )
+    serve.add_argument(
+        "--header-timeout",
+        type=_positive_float,
+        default=HEADER_TIMEOUT,
+        help=f"seconds for a request's headers to arrive (default {HEADER_TIMEOUT:g})",
+    )
+    serve.add_argument(
+        "--body-timeout",
+        type=_positive_float,
+        default=BODY_TIMEOUT,
+        help=f"seconds for a request's body to arrive (default {BODY_TIMEOUT:g})",
+    )
+    token = parser.add_command(
+        "token",
+        help="issue a passenger's (or an agent's, or a supervisor's) access token for the service",
+        **_page("token"),
+    )
+    who = token.add_mutually_exclusive_group(required=True)
+    who.add_argument("--passenger-id", help='e.g. "3442 587242"')
+    who.add_argument(
+        "--agent",
+        metavar="LOGIN",
+        help="an agent's token, for the desk's API: the queue, the conversations waiting in it "
+        "or held by you, take, write, propose, hand back (not second approvals); LOGIN is who "
+        "the audit log records (e.g. your e-mail address)",
+    )
+    who.add_argument(
+        "--supervisor",
+        metavar="LOGIN",
+        help="a supervisor's token, for the view at /supervisor and the desk's API: what an "
+        "agent's does, and reads every conversation and the audit log and decides second "
+        "approvals (never one you proposed); LOGIN is who the audit log records",
+    )
+    token.add_argument(
+        "--name",
+        metavar="NAME",
+        help="with --agent or --supervisor: the name customers see (default: the LOGIN), "
+        "e.g. --name 'Ana Lima'",
+    )
+    token.add_argument(
+        "--hours",
+        type=float,
+        default=24.0,
+        help="how long the token is valid, 1/60 to 720 (default 24)",
+    )
+    audit = parser.add_command(
+        "audit", help="show which supervisor looked at which conversation, when", **_page("audit")
+    )
+    audit.add_argument("--supervisor", metavar="NAME", help="only this supervisor's looks")
+    audit.add_argument("--conversation", metavar="ID", help="only the looks at this conversation")
+    audit.add_argument("--limit", type=int, default=100, help="the newest N entries (default 100)")
+    desk = parser.add_command(
+        "desk", help="the staff's desk for conversations handed to a person", **_page("desk")
+    )
+    desk.add_argument(
+        "--agent",
+        metavar="NAME",
+        help="your name as customers see it (default: $TRAVEL_ASSISTANT_AGENT)",
+    )
+    desk.add_commands("desk_command", "DESK_COMMAND")
+    desk.add_command(
+        "queue", help="print the waiting conversations, one a line", **_page("desk queue")
+    )
+    second = desk.add_command(
+        "second-approval",
+        help="show or set the amount above which staff check an approved action",
+        **_page("desk second-approval"),
+    )
+    second.add_argument(
+        "amount", nargs="?", metavar="AMOUNT", help="an amount such as 'EUR 1000', or off"
+    )
