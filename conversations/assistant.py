@@ -70,7 +70,7 @@ from conversations.loop_saver import saving_on_loop
 from conversations.remembered_state import RemembersLastState
 from conversations.run_cancel import CANCEL_WARNINGS_FILTER, CancelOnRequest, ended_in_failure
 from conversations.run_stream import Streaming, message_events
-from conversations.state_cache import StateCache, snapshot_of
+from conversations.state_cache import PreviewCache, StateCache, snapshot_of
 from conversations.unfinished_runs import UnfinishedRuns
 from db.engine import Database
 from db.passengers import passenger_exists
@@ -129,6 +129,7 @@ class TravelAssistant:
         self._owners = {t.name: m for m in self.crew.members for t in m.tools.sensitive}
         # The last state read of each recent thread, with what identifies it (see _state).
         self._states = StateCache(graph)
+        self._previews: PreviewCache[ActionPreview] = PreviewCache()
         # What closes the runs that did not finish, and answers their recovered writes.
         self._unfinished = UnfinishedRuns(
             graph, self._states, db, self._sensitive_tools, self._owners
@@ -428,10 +429,22 @@ class TravelAssistant:
             values["dialog_state"] = RESET
         self.graph.update_state(config, values, as_node=owner)
 
-    def preview(self, thread: Thread, action: PendingAction) -> ActionPreview:
-        """Describe what ``action`` would do (before -> after, price), without doing it."""
-        return describe_action(
-            self.db, thread.passenger_id, action.name, action.args, self.crew.previews
+    def preview(
+        self, thread: Thread, action: PendingAction, *, fresh: bool = False
+    ) -> ActionPreview:
+        """Describe what ``action`` would do (before -> after, price), without doing it.
+
+        Reads of the same saved state shortly after share one (``PreviewCache``);
+        ``fresh`` works it out now, as a decision must.
+        """
+        saved = self._state(self.config(thread)).config.get("configurable") or {}
+        checkpoint = saved.get("checkpoint_id")
+        return self._previews.get(
+            (thread.thread_id, str(checkpoint), action.tool_call_id),
+            lambda: describe_action(
+                self.db, thread.passenger_id, action.name, action.args, self.crew.previews
+            ),
+            fresh or checkpoint is None,
         )
 
     def call_kind(self, name: str) -> CallKind:

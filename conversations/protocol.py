@@ -537,10 +537,13 @@ class Conversation:
             raise DeskError(f"{handoff.holder} holds conversation {self.thread_id}, not {staff}.")
         return staff
 
-    def previews(self) -> Iterator[tuple[PendingAction, ActionPreview]]:
-        """Yield each action waiting for a decision with what it would do now."""
+    def previews(self, *, fresh: bool = False) -> Iterator[tuple[PendingAction, ActionPreview]]:
+        """Yield each action waiting for a decision with what it would do.
+
+        A read shortly after the turn shares its previews; ``fresh`` works them out now.
+        """
         for action in self.assistant.pending_actions(self.thread):
-            yield action, self.assistant.preview(self.thread, action)
+            yield action, self.assistant.preview(self.thread, action, fresh=fresh)
 
 
 def _check_arguments(crew: Crew, name: str, args: Mapping[str, Any]) -> None:

@@ -3,15 +3,17 @@
 ``TravelAssistant`` asks for a thread's state several times a turn; ``StateCache`` reads
 it from the graph only when what identifies it (the latest checkpoint's id and the
 writes pending on it) has changed, and keeps the state a run ended with, as it
-streamed it (``snapshot_of``).
+streamed it (``snapshot_of``). ``PreviewCache`` keeps what a pending action would do for
+the reads of the same saved state that follow its turn.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
-from collections.abc import Mapping
-from typing import Any, cast
+from collections.abc import Callable, Mapping
+from typing import Any, Generic, TypeVar, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -19,6 +21,8 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import PregelTask, StateSnapshot
 
 from conversations.remembered_state import THREADS_KEPT, StateKey
+
+T = TypeVar("T")
 
 
 class StateCache:
@@ -118,3 +122,40 @@ def snapshot_of(saved: Mapping[str, Any]) -> StateSnapshot:
         tasks=tasks,
         interrupts=(),
     )
+
+
+# How long a preview worked out for an action is shown again to a read of the same saved
+# state: long enough for the reads right after a turn (its end, each front end's card),
+# short enough that a fee window or a unit taken elsewhere shows at the next read.
+PREVIEW_REUSE_SECONDS = 30.0
+
+
+class PreviewCache(Generic[T]):
+    """Previews of pending actions, each kept for the saved state it was worked out on.
+
+    A key names the thread, its latest checkpoint and the tool call: a new message, a
+    decision or a proposal saves a new checkpoint, and so asks for a new preview. A
+    decision does not read it (``fresh``): what it records is worked out at that moment.
+    """
+
+    def __init__(self, seconds: float = PREVIEW_REUSE_SECONDS, kept: int = 256) -> None:
+        self.seconds = seconds
+        self.kept = kept
+        self._previews: OrderedDict[tuple[str, str, str], tuple[float, T]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, str, str], work_out: Callable[[], T], fresh: bool) -> T:
+        """Return the preview kept for ``key``, or ``work_out()`` (kept for the next read)."""
+        now = time.monotonic()
+        if not fresh:
+            with self._lock:
+                kept = self._previews.get(key)
+            if kept is not None and now - kept[0] < self.seconds:
+                return kept[1]
+        preview = work_out()
+        with self._lock:
+            self._previews[key] = (now, preview)
+            self._previews.move_to_end(key)
+            while len(self._previews) > self.kept:
+                self._previews.popitem(last=False)
+        return preview

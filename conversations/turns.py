@@ -120,8 +120,8 @@ class TurnConversation(Protocol):
     def person_notice(self, handoff: Handoff | None = None) -> Notice | None:
         """Return what the customer is told about the person."""
 
-    def previews(self) -> Iterator[tuple[PendingAction, ActionPreview]]:
-        """Yield the pending actions with their previews."""
+    def previews(self, *, fresh: bool = False) -> Iterator[tuple[PendingAction, ActionPreview]]:
+        """Yield the pending actions with their previews (``fresh``: worked out now)."""
 
     def ask_for_person(
         self, reason: str = "", summary: str = "", *, by: RequestedBy = "customer"
@@ -330,7 +330,7 @@ class Turn:
         cancelled_by: CancelledBy = "customer",
     ) -> AsyncGenerator[Outcome, None]:
         """``resolve``, awaited on the turn loop."""
-        previews = list(self.conversation.previews())
+        previews = list(self.conversation.previews(fresh=True))  # what the decision is made on
         owner = self.conversation.owner
         checked = {c.tool_call_id: c for c in self.conversation.checks()}
         # The customer's no needs no check: an open check of an action they now decline

@@ -8,6 +8,7 @@ whatever the answer, and one turn at a time holds.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Any
 
 import pytest
 
@@ -159,3 +160,34 @@ def test_protocol_names_searches_in_the_customers_words(
     outcomes = _send(_conversation(conversations), "Which flights leave Paris?")
     assert Activity("searching flights", "search_flights") in outcomes
     assert isinstance(outcomes[-1], TurnEnd)
+
+
+def test_reads_after_a_turn_share_its_previews_and_a_decision_works_them_out_anew(
+    conversations: Conversations,
+    model: ScriptedChatModel,
+    travel_db: Database,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import conversations.assistant as assistant_module
+
+    worked_out: list[str] = []
+    describe = assistant_module.describe_action
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        worked_out.append(args[2])  # the tool's name
+        return describe(*args, **kwargs)
+
+    monkeypatch.setattr(assistant_module, "describe_action", counted)
+    _ask_for_change(model, travel_db)
+    conversation = _conversation(conversations)
+    _send(conversation, "Please move my flight to tomorrow")
+    at_turn_end = len(worked_out)
+    assert at_turn_end == 1  # the turn's end showed the card
+    (approval,) = conversation.approvals()  # a front end's read: the same saved state
+    conversation.approvals()
+    assert len(worked_out) == at_turn_end
+    model.extend(say("Done: you fly tomorrow."))
+    with conversation.claim() as turn:
+        list(turn.resolve({approval.tool_call_id: Answer(True)}))
+    assert len(worked_out) == at_turn_end + 1  # the decision's own, worked out then
+    assert not conversation.approvals()
