@@ -571,6 +571,9 @@ async function rebase(id, visit) {
   if (visit !== state.visit || state.busy) return;
   if (summary) state.seen.summary = summaryKey(summary);
   if (person) showPersonChange(person, false);
+  // An action proposed meanwhile (a person's, another tab's) has no card here yet: what
+  // is saved is drawn, so that this tab's own doing never hides it.
+  if (summary && summary.pending_actions !== state.pending.length) await redrawHistory(id, visit);
 }
 
 // What of a conversation's summary tells that something happened in it.
