@@ -732,6 +732,51 @@ def test_a_persons_proposal_says_a_decline_reason_goes_to_them(
 # --- a person from customer service (issue 29) ----------------------------------------------
 
 
+def test_a_proposal_saved_while_the_tab_looks_after_its_own_message_gets_its_card(
+    site_for: Callable[..., Site],
+) -> None:
+    # The tab's look after its own message (the summary and /person) is held until a
+    # person's proposal is saved: both then already say so, and the card must still come.
+    from playwright.sync_api import Route, expect
+
+    from server.auth import SUPERVISOR
+
+    site = site_for(ScriptedChatModel(script=[]), DESKTOP)
+    page = site.sign_in()
+    page.get_by_role("button", name="Talk to a person").click()
+    page.get_by_role("button", name="Ask for a person").click()
+    expect(page.locator("#person")).to_contain_text("number 1 in the queue")
+    token = site.signer.issue("Ana Lima", role=SUPERVISOR)
+    with httpx.Client(
+        base_url=site.url, headers={"Authorization": f"Bearer {token}"}, timeout=30
+    ) as staff:
+        (waiting,) = staff.get("/api/v1/supervisor/desk/queue").json()["waiting"]
+        conversation = waiting["conversation_id"]
+        desk = f"/api/v1/supervisor/desk/{conversation}"
+        assert staff.post(f"{desk}/take").status_code == 200
+        expect(page.locator("#person")).to_contain_text("Ana Lima from our customer-service team")
+
+        held: list[Route] = []
+        looks = re.compile(rf".*/api/v1/conversations/{conversation}(/person)?$")
+        page.route(looks, lambda route: held.append(route))
+        site.send("My seat was broken on my last flight.")
+        deadline = time.monotonic() + 20
+        while not any(r.request.url.endswith(conversation) for r in held):
+            assert time.monotonic() < deadline, "the tab never looked after its message"
+            page.wait_for_timeout(50)
+        trip = plan_trip(site.service.assistant.db)
+        change = {"ticket_no": FIXTURE_TICKET_NO, "new_flight_id": trip.new_flight_id}
+        proposed = staff.post(
+            f"{desk}/proposals", json={"action": "update_ticket_to_new_flight", "args": change}
+        )
+        assert proposed.status_code == 200, proposed.text
+        for route in held:
+            route.continue_()
+        page.unroute(looks)
+        card = page.get_by_role("article")
+        expect(card.get_by_role("heading")).to_have_text("Approval needed: Change flight")
+
+
 def test_a_person_answers_in_the_page_and_hands_back_to_the_assistant(
     site_for: Callable[..., Site], axe: str
 ) -> None:
