@@ -1,4 +1,5 @@
-"""Fixtures the process and server tests share: the databases a program in a terminal reads."""
+"""Fixtures the process and server tests share: the databases a program in a terminal reads,
+and the one every scenario copies."""
 
 from __future__ import annotations
 
@@ -67,3 +68,16 @@ def postgres_template(request: pytest.FixtureRequest) -> Iterator[str]:
         yield name
     finally:
         postgres.drop_database(name)
+
+
+@pytest.fixture(scope="session")
+def template(
+    engine_name: str, template_db_path: Path, template_db_url: str
+) -> Iterator[Path | str]:
+    """The database every scenario copies: the SQLite file, or the PostgreSQL template."""
+    if engine_name == "sqlite":
+        yield template_db_path
+        return
+    from tests.support import postgres
+
+    yield postgres.database_url(template_db_url)

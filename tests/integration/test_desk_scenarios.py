@@ -11,49 +11,22 @@ checks on hand-built transcripts.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessage
 
 from conversations.assistant import TravelAssistant
 from conversations.protocol import Conversation
-from db.clock import fixed_clock
 from evaluation import (
     DeskStep,
-    Scenario,
-    ScenarioResult,
     load_scenarios,
-    run_offline,
     trial_record,
 )
-from tests.support.databases import FIXED_NOW
-from tests.support.scripted import ScriptedChatModel
+from tests.support.scenarios import run_scripted as run
 
 SCENARIOS = {s.id: s for s in load_scenarios()}
-
-
-def run(scenario: Scenario, template: Path | str) -> ScenarioResult:
-    def scripted(replies: list[AIMessage]) -> ScriptedChatModel:
-        return ScriptedChatModel(script=list(replies))
-
-    return run_offline(scenario, template, fixed_clock(FIXED_NOW), scripted)
-
-
-@pytest.fixture(scope="session")
-def template(
-    engine_name: str, template_db_path: Path, template_db_url: str
-) -> Iterator[Path | str]:
-    """The database every scenario copies: the SQLite file, or the PostgreSQL template."""
-    if engine_name == "sqlite":
-        yield template_db_path
-        return
-    from tests.support import postgres
-
-    yield postgres.database_url(template_db_url)
 
 
 def test_judge_fails_a_withdrawal_that_never_happened(template: Path | str) -> None:

@@ -8,28 +8,24 @@ stage of their own (``pytest -m exhaustive``) and in its PostgreSQL stage (docs/
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from langchain_core.messages import AIMessage
 
 from db.clock import fixed_clock
 from db.copies import database_copy
 from evaluation import (
     ExpectedHandoff,
     Scenario,
-    ScenarioResult,
     StaffCheck,
     database_problems,
     load_scenarios,
     pass_hat_k,
-    run_offline,
 )
 from tests.support import exhaustive
 from tests.support.databases import FIXED_NOW
-from tests.support.scripted import ScriptedChatModel
+from tests.support.scenarios import run_scripted as run
 
 SCENARIOS = load_scenarios()
 # The scenarios of the default run: one of each category (the judge's own tests below run
@@ -49,27 +45,6 @@ REPRESENTATIVE = {
     "rule_someone_elses_ticket",
     "second_approval_refund_staff_refuses",
 }
-
-
-def scripted(replies: list[AIMessage]) -> ScriptedChatModel:
-    return ScriptedChatModel(script=list(replies))
-
-
-def run(scenario: Scenario, template: Path | str) -> ScenarioResult:
-    return run_offline(scenario, template, fixed_clock(FIXED_NOW), scripted)
-
-
-@pytest.fixture(scope="session")
-def template(
-    engine_name: str, template_db_path: Path, template_db_url: str
-) -> Iterator[Path | str]:
-    """The database every scenario copies: the SQLite file, or the PostgreSQL template."""
-    if engine_name == "sqlite":
-        yield template_db_path
-        return
-    from tests.support import postgres
-
-    yield postgres.database_url(template_db_url)
 
 
 def test_scenarios_cover_the_categories() -> None:
