@@ -1,16 +1,15 @@
 """Approval of sensitive actions, in one place.
 
-Every sensitive-tools node sits in ``interrupt_before``: the run stops before it, and
-the caller resumes with one ``Decision`` per pending call in
-``config["configurable"]["approvals"]`` (tool call id -> ``{"approved", "reason"}``).
-The node is fail-closed at every entrance: only an explicit approval runs a call; a call
-without a decision in ``approvals`` is answered as not run and the model is told why.
-Approving every pending call is an explicit choice: ``"approvals": APPROVE_ALL``. A run
-resumed the LangGraph way, without ``approvals`` (``graph.invoke(None, config)`` or
-``Command(resume=...)``), is asked instead: the node ``interrupt``s with a request per
-call in Agent Inbox's shape and runs what the answers approve (``assistants.inbox``). A
-run without a passenger id does nothing at all: the node raises, so the calls stay
-pending.
+Every sensitive-tools node sits in ``interrupt_before``: the run stops before it. Every
+client goes on the same way, LangGraph's: ``Command(resume=...)`` with an answer per
+pending call. The node ``interrupt``s with a request per call in Agent Inbox's shape
+(the preview: title, lines, amount) and runs what the answers approve
+(``assistants.inbox``); a resume given right after the stop is that interrupt's answer.
+The terminal and the web answer through ``Decision.as_resume``, which adds the record's
+facts (what the customer was shown, who checked it) to the same shape. The node is
+fail-closed: only an explicit ``accept`` runs a call; ``graph.invoke(None, config)``
+runs nothing and returns at once with the requests, which say how to answer. A run
+without a passenger id does nothing at all: the node raises, so the calls stay pending.
 
 Calls that never ran (declined, no decision, unknown tool, a second hand-over, a batch
 left behind by a new message, the step limit) are answered by ``not_run_answer``, whose
@@ -90,10 +89,6 @@ from tools.common import (
     thread_id_from,
     tool_node,
 )
-
-APPROVALS_KEY = "approvals"
-# The value of ``approvals`` that approves every pending call of the run.
-APPROVE_ALL = "all"
 
 NotRun = Literal[
     "declined",
@@ -343,27 +338,6 @@ def recovered_answers(
     return answers
 
 
-def _decision_for(approvals: Any, call: ToolCall) -> Decision | None:
-    """Return the decision on ``call`` carried by the run's ``approvals``, if any."""
-    if approvals == APPROVE_ALL:
-        return Decision(True)
-    if not isinstance(approvals, Mapping):
-        return None
-    given = approvals.get(str(call["id"]))
-    if not isinstance(given, Mapping):
-        return None
-    reason = given.get("reason")
-    shown = given.get("shown")
-    return Decision(
-        given.get("approved") is True,
-        reason if isinstance(reason, str) else None,
-        tuple(str(line) for line in shown) if isinstance(shown, list | tuple) else (),
-        refused=given.get("refused") is True,
-        amount=Amount.from_data(given.get("amount")),
-        checked_by=_text_or_none(given.get("checked_by")),
-    )
-
-
 def make_sensitive_tools_node(member: Member, db: Database | None = None) -> ConfigNode:
     """Return the node that runs ``member``'s approved sensitive calls and answers the rest.
 
@@ -384,11 +358,18 @@ def make_sensitive_tools_node(member: Member, db: Database | None = None) -> Con
             return ActionPreview(tool_name=name, title=f"Run {name}", lines=_raw_lines(args))
         return describe_action(db, passenger_id, name, args, previews)
 
-    def ask(passenger_id: str, calls: list[ToolCall]) -> dict[str, NativeDecision]:
-        """Stop the run with a request per call; read the ``Command(resume=...)`` answers."""
+    def ask(
+        passenger_id: str, calls: list[ToolCall], done: Mapping[str, Any]
+    ) -> dict[str, NativeDecision]:
+        """Stop the run with a request per call; read the ``Command(resume=...)`` answers.
+
+        Answers for calls already ``done`` (recovered) are not asked for and are dropped.
+        """
         requests = [human_interrupt(c, describe(passenger_id, c["name"], c["args"])) for c in calls]
         resume = interrupt(requests)
         while True:
+            if isinstance(resume, Mapping) and "type" not in resume:
+                resume = {k: v for k, v in resume.items() if str(k) not in done}
             try:
                 return read_responses(
                     calls, requests, resume, tools, lambda n, a: describe(passenger_id, n, a)
@@ -403,18 +384,15 @@ def make_sensitive_tools_node(member: Member, db: Database | None = None) -> Con
         except MissingPassengerError:
             # Nothing can be done for nobody: the run fails, and the calls wait as before.
             raise MissingPassengerError(NO_PASSENGER_TO_ACT) from None
-        approvals = (config.get("configurable") or {}).get(APPROVALS_KEY)
         done = recovered_answers(db, config, tools, state["messages"]) if db is not None else {}
         calls = groups.select(pending, "sensitive_tools")
-        native: dict[str, NativeDecision] = {}
-        if approvals is None:  # resumed the LangGraph way: ask, with Agent Inbox's requests
-            waiting = [c for c in calls if str(c["id"]) not in done]
-            native = ask(passenger_id, waiting) if waiting else {}
+        waiting = [c for c in calls if str(c["id"]) not in done]
+        decided = ask(passenger_id, waiting, done) if waiting else {}
         answers: list[AnyMessage] = []
         edits: dict[str, dict[str, Any]] = {}
         for call in calls:
-            given = native.get(str(call["id"]))
-            decision = given.decision if given is not None else _decision_for(approvals, call)
+            given = decided.get(str(call["id"]))
+            decision = given.decision if given is not None else None
             if given is not None and given.edited_args is not None:
                 edits[str(call["id"])] = given.edited_args
                 call = ToolCall(name=call["name"], args=given.edited_args, id=call["id"])

@@ -63,6 +63,11 @@ def amount_data(amount: Amount | None) -> dict[str, Any] | None:
     return amount.as_data() if amount is not None else None
 
 
+# The answer that leaves a pending call undecided: it is not run, and the model is told
+# no one decided it (the project's own key beside Agent Inbox's shape).
+NO_DECISION: dict[str, Any] = {"type": "ignore", "args": None, "no_decision": True}
+
+
 @dataclass(frozen=True)
 class Decision:
     """The customer's answer to one pending sensitive call."""
@@ -82,15 +87,22 @@ class Decision:
     # amount), kept on the answer for the record (``AnswerFacts.checked_by``).
     checked_by: str | None = None
 
-    def as_config(self) -> dict[str, Any]:
-        """Return the decision as plain data, as it travels in the run's config."""
+    def as_resume(self) -> dict[str, Any]:
+        """Return the decision as the answer to its request in ``Command(resume=...)``.
+
+        The answer has Agent Inbox's shape (``assistants.inbox``): ``accept``, or
+        ``response`` with the reason, or ``ignore`` without one; the record's facts
+        (``shown``, ``amount``, ``checked_by``, ``refused``) ride beside it.
+        """
+        approved = self.approved and not self.refused
+        kind = "accept" if approved else "response" if self.reason else "ignore"
         return {
-            "approved": self.approved and not self.refused,
-            "reason": self.reason,
+            "type": kind,
+            "args": self.reason if kind == "response" else None,
             "shown": list(self.shown),
-            "refused": self.refused,
             "amount": amount_data(self.amount),
             "checked_by": self.checked_by,
+            "refused": self.refused,
         }
 
 

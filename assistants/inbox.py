@@ -1,10 +1,10 @@
 """Approvals the LangGraph way: an ``interrupt`` per stop, answered by ``Command(resume=...)``.
 
-The project's own callers (the terminal, the service) resume a run stopped before an
-action with their decisions in ``config["configurable"]["approvals"]``. A LangGraph client
-(Studio, the SDK, langchain-ai/agent-inbox) resumes the way LangGraph suggests instead:
-the sensitive-tools node, resumed without ``approvals``, calls ``interrupt`` with one
-request per pending call, and the client answers with ``Command(resume=...)``.
+Every client goes on the way LangGraph suggests: the terminal and the service (through
+``Decision.as_resume``) as a LangGraph client does (Studio, the SDK,
+langchain-ai/agent-inbox). The sensitive-tools node calls ``interrupt`` with one request
+per pending call, and the client answers with ``Command(resume=...)``, at the stop
+before the node or after the interrupt alike.
 
 The request and the answer have the shape of Agent Inbox's human-interrupt schema: a
 request names the action (the tool and its arguments), what the human may do with it and
@@ -21,8 +21,12 @@ request is ``{"type": "accept" | "ignore" | "response" | "edit", "args": ...}``:
 mapping from tool call id to answer, or as one answer when one call is pending. Anything
 else is unreadable (``ApprovalResponseError``): nothing is done, and the node asks again
 with the same requests, each saying why in ``error`` and at the top of its description.
-Beyond Agent Inbox's keys, each request carries ``tool_call_id`` and ``preview`` (the
-title, the lines, and the amount as numbers), which its readers ignore.
+Beyond Agent Inbox's keys, each request carries ``tool_call_id``, ``preview`` (the
+title, the lines, and the amount as numbers) and ``answer_with`` (how to answer), which
+its readers ignore. Beyond its keys an answer may carry the record's facts: ``shown`` and
+``amount`` (what the customer decided on, instead of the request's preview),
+``checked_by`` (the member of staff who checked it), ``refused`` (not the customer's no:
+the action cannot be done, ``args`` says why) and ``no_decision`` (nobody decided it).
 """
 
 from __future__ import annotations
@@ -58,6 +62,15 @@ NO_PASSENGER_TO_ACT = (
 )
 
 
+# How to answer, on every request: a client that went on with ``invoke(None)`` gets the
+# requests back at once, and nothing runs until it answers.
+ANSWER_WITH = (
+    'Nothing runs until this is answered: resume with Command(resume={"type": "accept"}) '
+    'to run it, or {"type": "response", "args": "<the reason>"} to decline it (a list '
+    "with one answer per request when several wait)."
+)
+
+
 class ActionRequest(TypedDict):
     """The action waiting: the tool called and its arguments."""
 
@@ -82,6 +95,7 @@ class HumanInterrupt(TypedDict):
     description: str | None
     tool_call_id: NotRequired[str]
     preview: NotRequired[dict[str, Any]]
+    answer_with: NotRequired[str]
     error: NotRequired[str]
 
 
@@ -125,6 +139,7 @@ def human_interrupt(call: ToolCall, preview: ActionPreview) -> HumanInterrupt:
         },
         "description": "\n".join(lines),
         "tool_call_id": str(call["id"]),
+        "answer_with": ANSWER_WITH,
         "preview": {
             "title": preview.title,
             "lines": list(preview.lines),
@@ -234,25 +249,44 @@ def read_responses(
                 f"The answer for {call['name']} ({call_id}) must be "
                 '{"type": "accept" | "ignore" | "response" | "edit", "args": ...}.'
             )
-        preview = request.get("preview", {})
-        shown = tuple(str(line) for line in preview.get("lines", ()))
-        amount = Amount.from_data(preview.get("amount"))
-        kind, args = answer["type"], answer.get("args")
-        if kind == "accept":
-            if not request["config"]["allow_accept"]:
-                refusal = str(preview.get("refused") or "it would be refused")
-                decisions[call_id] = NativeDecision(Decision(False, refusal, shown, refused=True))
-            else:
-                decisions[call_id] = NativeDecision(Decision(True, None, shown, amount=amount))
-        elif kind == "ignore":
-            decisions[call_id] = NativeDecision(Decision(False, None, shown, amount=amount))
-        elif kind == "response":
-            reason = args if isinstance(args, str) else None
-            decisions[call_id] = NativeDecision(Decision(False, reason, shown, amount=amount))
-        else:
-            edited = _edited_args(call, request, args, tools.get(call["name"]))
-            again = describe(call["name"], edited)
-            decisions[call_id] = NativeDecision(
-                Decision(True, None, tuple(again.lines), amount=again.amount), edited
-            )
+        decision = _decision(call, request, answer, tools, describe)
+        if decision is not None:
+            decisions[call_id] = decision
     return decisions
+
+
+def _decision(
+    call: ToolCall,
+    request: HumanInterrupt,
+    answer: Mapping[str, Any],
+    tools: Mapping[str, BaseTool],
+    describe: Callable[[str, Mapping[str, Any]], ActionPreview],
+) -> NativeDecision | None:
+    """Read one answer; ``None`` for the project's own "no decision" (``no_decision``).
+
+    The project's front ends add the record's facts to their answers (``shown``,
+    ``amount``, ``checked_by``, ``refused``: ``Decision.as_resume``); without them the
+    record is the request's own preview.
+    """
+    preview = request.get("preview", {})
+    given = answer.get("shown")
+    lines = given if isinstance(given, list | tuple) else preview.get("lines", ())
+    shown = tuple(str(line) for line in lines)
+    amount = Amount.from_data(answer["amount"] if "amount" in answer else preview.get("amount"))
+    checker = answer.get("checked_by")
+    checked_by = checker if isinstance(checker, str) and checker else None
+    kind, args = answer["type"], answer.get("args")
+    reason = args if kind == "response" and isinstance(args, str) else None
+    if answer.get("no_decision") is True:
+        return None
+    cannot = kind == "accept" and not request["config"]["allow_accept"]
+    if answer.get("refused") is True or cannot:
+        refusal = reason or str(preview.get("refused") or "it would be refused")
+        return NativeDecision(Decision(False, refusal, shown, refused=True, amount=amount))
+    if kind == "accept":
+        return NativeDecision(Decision(True, None, shown, amount=amount, checked_by=checked_by))
+    if kind != "edit":
+        return NativeDecision(Decision(False, reason, shown, amount=amount, checked_by=checked_by))
+    edited = _edited_args(call, request, args, tools.get(call["name"]))
+    again = describe(call["name"], edited)
+    return NativeDecision(Decision(True, None, tuple(again.lines), amount=again.amount), edited)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from typing import Annotated, Any, Final, Literal, NotRequired, Protocol, cast
+from typing import Annotated, Any, Final, Protocol, cast
 
 from langchain_core.messages import (
     AnyMessage,
@@ -196,8 +196,8 @@ class State(TypedDict):
 class Question(TypedDict):
     """What a run of the assistant takes: the customer's next message.
 
-    Resuming a run stopped before an action takes no input (or LangGraph's
-    ``Command(resume=...)`` with the decisions, see ``assistants.approvals``).
+    A run stopped before an action goes on with LangGraph's ``Command(resume=...)``,
+    an answer per pending action (``assistants.approvals``); nothing runs unapproved.
     """
 
     messages: list[AnyMessage]
@@ -219,26 +219,12 @@ class Reply(TypedDict):
 
 
 @with_config(_DESCRIBED)
-class ApprovalDecision(TypedDict):
-    """The customer's decision on one pending action, by the action's tool call id."""
-
-    approved: bool
-    """``true`` runs the action; anything else leaves it undone (fail-closed)."""
-    reason: NotRequired[str | None]
-    """Why the customer declined, passed on to the assistant."""
-
-
-@with_config(_DESCRIBED)
 class Configuration(TypedDict, total=False):
     """The run's settings (``config["configurable"]``)."""
 
     passenger_id: str
     """The passenger the conversation acts for, e.g. ``"3442 587242"``. Every run needs it:
     the assistant reads their bookings and changes nothing of anyone else's."""
-    approvals: Literal["all"] | dict[str, ApprovalDecision]
-    """Decisions on the actions a stopped run waits for, when it is resumed: ``"all"``
-    approves every one, or a decision per tool call id. Without it (or with
-    ``Command(resume=...)`` instead) the run asks again; nothing runs unapproved."""
 
 
 def active_assistant(dialog_state: Sequence[str] | None) -> str:

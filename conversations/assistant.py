@@ -32,10 +32,9 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.errors import GraphRecursionError
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.types import RetryPolicy, StateSnapshot
+from langgraph.types import Command, RetryPolicy, StateSnapshot
 
 from assistants.approvals import (
-    APPROVALS_KEY,
     ActionPreview,
     Decision,
     PendingAction,
@@ -45,6 +44,7 @@ from assistants.approvals import (
 )
 from assistants.call_limits import ModelDeadlineError, TurnCancelledError
 from assistants.calls import cancelling
+from assistants.decisions import NO_DECISION
 from assistants.prompts import ASKED_FOR_PERSON_MESSAGE, HANDED_BACK_MESSAGE
 from assistants.providers import (
     DEFAULT_RETRY_POLICY,
@@ -282,10 +282,15 @@ class TravelAssistant:
         only_actions: bool = False,
     ) -> AsyncGenerator[TurnEvent, None]:
         """``resolve`` on the event loop."""
-        payload = {call_id: d.as_config() for call_id, d in decisions.items()}
+        # Every pending call gets an answer, the LangGraph way (``assistants.approvals``);
+        # one left out of ``decisions`` is not run, and the model is told no one decided.
+        answers: dict[str, Any] = {
+            a.tool_call_id: NO_DECISION for a in self.pending_actions(thread)
+        }
+        answers.update((call_id, d.as_resume()) for call_id, d in decisions.items())
         run = self._arun(
-            None,
-            self.config(thread, **{APPROVALS_KEY: payload}),
+            Command(resume=answers) if answers else None,
+            self.config(thread),
             cancel,
             cancelled,
             stop_after=list(self.crew.sensitive_nodes) if only_actions else None,
@@ -501,7 +506,7 @@ class TravelAssistant:
 
     async def _arun(
         self,
-        inputs: dict[str, Any] | None,
+        inputs: dict[str, Any] | Command[Any] | None,
         config: RunnableConfig,
         cancel: threading.Event | None = None,
         cancelled: CutCause = "cancelled",

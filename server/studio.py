@@ -14,9 +14,9 @@ once per process and settings.
 
 A run there acts for ``config["configurable"]["passenger_id"]``, and approvals stay
 fail-closed: resuming a run stopped before an action runs nothing without a decision. A
-client resumes with ``Command(resume=...)`` (Studio, the SDK, Agent Inbox: see
-``assistants.inbox``), or with the decisions in the run's config (``"approvals": "all"``
-or ``{tool_call_id: {"approved": true}}``).
+client answers with ``Command(resume=...)`` (Studio, the SDK, Agent Inbox: see
+``assistants.inbox``), as the terminal and the web do; going on without one returns the
+requests, which say how to answer.
 
 The factory checks a run before the server writes anything for it (the question, a
 resume), so a run that cannot go on fails with a message the server shows (every error

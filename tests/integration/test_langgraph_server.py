@@ -119,8 +119,7 @@ def test_langgraph_server_publishes_described_schemas(server: SyncLangGraphClien
     assert {"messages", "user_info", "dialog_state"} <= set(schemas["output_schema"]["properties"])
     # Studio's forms: the run's context, and its configuration (configurable).
     for schema in (schemas["context_schema"], schemas["config_schema"]):
-        for field in ("passenger_id", "approvals"):
-            assert schema["properties"][field]["description"], field
+        assert schema["properties"]["passenger_id"]["description"]
     assert server.assistants.get_graph(assistant_id(server))["nodes"]
 
 
@@ -179,15 +178,14 @@ def test_langgraph_server_resume_that_cannot_act_keeps_the_action_pending(
     before = ticket_flight(travel)
     requests = len(fake.requests)
 
-    nobody = server.runs.wait(
-        thread, GRAPH, input=None, config=ask(None, approvals="all"), raise_error=False
-    )
+    accept = {"resume": {"type": "accept", "args": None}}
+    nobody = server.runs.wait(thread, GRAPH, command=accept, config=ask(None), raise_error=False)
     assert "passenger_id" in error_of(nobody)["message"]
     someone_else = server.runs.wait(
         thread,
         GRAPH,
-        input=None,
-        config=ask(FLOWN_PASSENGER_ID, approvals="all"),
+        command=accept,
+        config=ask(FLOWN_PASSENGER_ID),
         raise_error=False,
     )
     assert error_of(someone_else)["error"] == "OwnershipError"

@@ -27,10 +27,12 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
+from langgraph.types import Command
 from sqlalchemy import text
 
-from assistants.approvals import APPROVALS_KEY, APPROVE_ALL, make_sensitive_tools_node
+from assistants.approvals import make_sensitive_tools_node
 from assistants.specialists import Member, build_crew
 from assistants.state import State
 from db.clock import fixed_clock
@@ -120,19 +122,17 @@ class _Racer:
 def _sensitive_tools_graph(member: Member) -> Any:
     """Return a graph of the specialist's sensitive-tools node alone, as the graph wires it."""
     builder = StateGraph(State)
-    builder.add_node(member.specialist.sensitive_node, make_sensitive_tools_node(member))
-    builder.add_edge(START, member.specialist.sensitive_node)
-    builder.add_edge(member.specialist.sensitive_node, END)
-    return builder.compile()
+    node = member.specialist.sensitive_node
+    builder.add_node(node, make_sensitive_tools_node(member))
+    builder.add_edge(START, node)
+    builder.add_edge(node, END)
+    return builder.compile(checkpointer=InMemorySaver(), interrupt_before=[node])
 
 
-def _run(graph: Any, call: Call) -> Outcome:
+def _stop(graph: Any, call: Call) -> RunnableConfig:
+    """Bring the call to the stop before the node, where the customer's yes is awaited."""
     config: RunnableConfig = {
-        "configurable": {
-            "thread_id": call.thread_id,
-            "passenger_id": call.passenger_id,
-            APPROVALS_KEY: APPROVE_ALL,
-        }
+        "configurable": {"thread_id": call.thread_id, "passenger_id": call.passenger_id}
     }
     message = AIMessage(
         content="",
@@ -140,9 +140,15 @@ def _run(graph: Any, call: Call) -> Outcome:
             {"name": call.tool, "args": call.args, "id": call.call_id, "type": "tool_call"}
         ],
     )
+    graph.invoke({"messages": [message]}, config)
+    return config
+
+
+def _run(graph: Any, config: RunnableConfig) -> Outcome:
+    """Go on with the customer's yes, as every client does."""
     started = time.monotonic()
     try:
-        result = graph.invoke({"messages": [message]}, config)
+        result = graph.invoke(Command(resume={"type": "accept"}), config)
     except Exception:  # reported to the test, which fails on it
         return Outcome(None, "", traceback.format_exc(), time.monotonic() - started)
     elapsed = time.monotonic() - started
@@ -177,6 +183,7 @@ def serve(connection: Connection, barrier: Barrier, now: datetime) -> None:
             assert isinstance(job, Job), job
             try:
                 nodes = racer.prepare(job.url)
+                stopped = _stop(nodes[job.call.tool], job.call) if job.call is not None else None
             except Exception:
                 barrier.abort()  # release the others: this race cannot run
                 connection.send(Unready(traceback.format_exc()))
@@ -186,9 +193,9 @@ def serve(connection: Connection, barrier: Barrier, now: datetime) -> None:
             except threading.BrokenBarrierError:
                 connection.send(Unready("called off: another racer could not take part"))
                 continue
-            if job.call is None:
+            if job.call is None or stopped is None:
                 connection.send(None)
             else:
-                connection.send(_run(nodes[job.call.tool], job.call))
+                connection.send(_run(nodes[job.call.tool], stopped))
     finally:
         racer.close()

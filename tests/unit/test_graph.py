@@ -15,10 +15,10 @@ import openai
 import pytest
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage, ToolMessage
 from langgraph.checkpoint.sqlite import SqliteSaver
-from langgraph.types import RetryPolicy
+from langgraph.types import Command, RetryPolicy
 from sqlalchemy import text
 
-from assistants.approvals import APPROVALS_KEY, APPROVE_ALL, facts_of, was_executed
+from assistants.approvals import facts_of, was_executed
 from assistants.assistant import STEP_RESERVE
 from assistants.prompts import EMPTY_ANSWER_APOLOGY, STEP_LIMIT_APOLOGY
 from conversations.assistant import Decision, ModelProviderError, Thread, TravelAssistant
@@ -283,28 +283,49 @@ def test_graph_missing_decision_fails_closed(
 # A raw resume without decisions asks again: tests/unit/test_native_approvals.py.
 
 
-def test_graph_raw_resume_with_approve_all_runs_every_call(
+def test_graph_going_on_without_an_answer_runs_nothing_and_says_how_to_answer(
     assistant: TravelAssistant, model: ScriptedChatModel, travel_db: Database
 ) -> None:
+    # The tutorial's way of going on after the stop is not a yes: it returns at once with
+    # the requests, each saying how to answer; an explicit accept then runs the call.
     change = change_call(travel_db)
     enter_flights(assistant, model, change)
+    before = fixture_segment(travel_db).flight_id
+    config = assistant.config(THREAD)
+    for _ in range(2):
+        result = assistant.graph.invoke(None, config)
+        (request,) = result["__interrupt__"][0].value
+        assert request["tool_call_id"] == change["id"]
+        assert 'Command(resume={"type": "accept"})' in request["answer_with"]
+        assert fixture_segment(travel_db).flight_id == before
     model.extend(say("Done."))
-    assistant.graph.invoke(None, assistant.config(THREAD, **{APPROVALS_KEY: APPROVE_ALL}))
+    assistant.graph.invoke(Command(resume={"type": "accept"}), config)
     assert fixture_segment(travel_db).flight_id == change["args"]["new_flight_id"]
     assert was_executed(tool_answer(history(assistant), change["id"]))
 
 
-def test_graph_malformed_decisions_fail_closed(
-    assistant: TravelAssistant, model: ScriptedChatModel, travel_db: Database
+@pytest.mark.parametrize(
+    "answer",
+    [
+        {"approved": True},  # the decision's old shape, not an answer
+        {"type": "yes"},
+        {"type": "accept", "refused": True},
+        {"type": "ignore", "args": "fine, go ahead"},
+        {"type": "edit", "args": {"action": "cancel_ticket", "args": {}}},
+    ],
+    ids=["old-shape", "unknown-type", "refused", "ignore", "edit-to-another-tool"],
+)
+def test_graph_malformed_or_negative_answers_fail_closed(
+    assistant: TravelAssistant, model: ScriptedChatModel, travel_db: Database, answer: Any
 ) -> None:
     change = change_call(travel_db)
     enter_flights(assistant, model, change)
     before = fixture_segment(travel_db).flight_id
     model.extend(say("Nothing changed."))
-    approvals = {change["id"]: {"approved": "yes"}}  # truthy, but not an explicit True
-    assistant.graph.invoke(None, assistant.config(THREAD, **{APPROVALS_KEY: approvals}))
+    assistant.graph.invoke(Command(resume={change["id"]: answer}), assistant.config(THREAD))
     assert fixture_segment(travel_db).flight_id == before
-    assert facts_of(tool_answer(history(assistant), change["id"])).declined
+    answered = [m for m in history(assistant) if getattr(m, "tool_call_id", None) == change["id"]]
+    assert all(not was_executed(m) for m in answered)
 
 
 def test_graph_parallel_sensitive_calls_approve_one_deny_other(

@@ -176,9 +176,9 @@ def test_native_resume_without_a_passenger_keeps_the_action_pending(
     change = change_call(travel_db)
     stop_before_change(assistant, model, change)
     before = fixture_segment(travel_db).flight_id
-    nobody = {"configurable": {"thread_id": THREAD.thread_id, "approvals": "all"}}
+    nobody = {"configurable": {"thread_id": THREAD.thread_id}}
     with pytest.raises(MissingPassengerError) as raised:
-        assistant.graph.invoke(None, nobody)
+        assistant.graph.invoke(Command(resume={"type": "accept"}), nobody)
     assert "travel-assistant" not in str(raised.value)  # no terminal hint on a server
     assert fixture_segment(travel_db).flight_id == before
     assert [a.tool_call_id for a in assistant.pending_actions(THREAD)] == [change["id"]]
