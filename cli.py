@@ -29,14 +29,13 @@ chat itself lives in ``terminal``.
 from __future__ import annotations
 
 import sys
-import traceback
 from collections.abc import Sequence
 
 from collector import own_process
 from commands.arguments import build_parser, chosen_parser
 from commands.audit import cmd_audit
 from commands.chat import cmd_chat
-from commands.common import EXIT_ERROR, EXIT_USAGE, CliError, Overrides
+from commands.common import EXIT_USAGE, CliError, Overrides, said
 from commands.db import cmd_db_init
 from commands.desk import cmd_desk
 from commands.eval import cmd_eval
@@ -101,24 +100,13 @@ def main(argv: Sequence[str] | None = None, overrides: Overrides | None = None) 
             return cmd_desk(args, settings, console, overrides)
         parser.print_help(sys.stderr)
         return EXIT_USAGE
-    except (CliError, SettingsError) as error:
-        if args.debug:
-            traceback.print_exc()
-        console.error(str(error))
-        return error.code if isinstance(error, CliError) else EXIT_USAGE
     except KeyboardInterrupt:
         console.status("Interrupted.")
         return 130
     except Exception as error:
-        from db.errors import TravelError
-
-        if args.debug:
-            traceback.print_exc()
-        if isinstance(error, TravelError):
-            console.error(str(error))
-            return EXIT_ERROR
-        console.error(f"{type(error).__name__}: {error} (run with --debug for the traceback)")
-        return EXIT_ERROR
+        message, code = said(error, args.debug)
+        console.error(message)
+        return code
 
 
 def run() -> None:

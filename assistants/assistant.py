@@ -52,7 +52,6 @@ from assistants.context import (
     normalise,
     schemas_tokens,
     sent_at,
-    text_of,
     time_label,
     tools_tokens,
 )
@@ -190,7 +189,7 @@ def _problem_with(message: Any) -> str | None:
             f"Your tool call could not be read ({details}). "
             "Call the tool again with valid arguments."
         )
-    if not message.tool_calls and not text_of(message).strip():
+    if not message.tool_calls and not message.text.strip():
         return EMPTY_ANSWER_NUDGE
     return None
 

@@ -19,7 +19,7 @@ import contextlib
 import contextvars
 import threading
 import time
-from collections.abc import Awaitable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import TypeVar
 
 from assistants.call_limits import ModelDeadlineError, TurnCancelledError, run_deadline
@@ -48,13 +48,50 @@ def current_cancel() -> threading.Event | None:
     return _CANCEL.get()
 
 
+class Flag(threading.Event):
+    """A ``threading.Event`` that calls back when it is set, from whichever thread.
+
+    So the event loop awaits it without polling (``wait_set``).
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._callbacks: list[Callable[[], object]] = []
+        self._callbacks_lock = threading.Lock()
+
+    def set(self) -> None:
+        """Set the flag and call what ``when_set`` registered (from any thread)."""
+        with self._callbacks_lock:
+            super().set()
+            callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            callback()
+
+    def when_set(self, callback: Callable[[], object]) -> Callable[[], None]:
+        """Call ``callback`` once the flag is set (now, if it is); return its undo.
+
+        ``callback`` runs in the thread that sets the flag: it should only hand the
+        news on (``loop.call_soon_threadsafe``).
+        """
+        with self._callbacks_lock:
+            if not self.is_set():
+                self._callbacks.append(callback)
+                return lambda: self._forget(callback)
+        callback()
+        return lambda: None
+
+    def _forget(self, callback: Callable[[], object]) -> None:
+        with self._callbacks_lock, contextlib.suppress(ValueError):
+            self._callbacks.remove(callback)
+
+
 async def wait_set(event: threading.Event) -> None:
     """Return once ``event`` is set, from whichever thread sets it.
 
-    A ``Cancel`` calls back (no polling); any other event is looked at every 50 ms.
+    A ``Flag`` (a turn's ``Cancel`` is one) calls back (no polling); any other event is
+    looked at every 50 ms.
     """
-    when_set = getattr(event, "when_set", None)
-    if not callable(when_set):
+    if not isinstance(event, Flag):
         while not event.is_set():
             await asyncio.sleep(_POLL_SECONDS)
         return
@@ -65,7 +102,7 @@ async def wait_set(event: threading.Event) -> None:
         if not fired.done():
             fired.set_result(None)
 
-    undo = when_set(lambda: loop.call_soon_threadsafe(wake))
+    undo = event.when_set(lambda: loop.call_soon_threadsafe(wake))
     try:
         await fired
     finally:

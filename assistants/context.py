@@ -103,18 +103,6 @@ def estimate_tokens(text: str) -> int:
     return digits + narrow + 2 * wide + math.ceil(rest / CHARS_PER_TOKEN)
 
 
-def text_of(message: BaseMessage) -> str:
-    """Return the text of a message (text blocks joined; other blocks left out)."""
-    content = message.content
-    if isinstance(content, str):
-        return content
-    return "".join(
-        block if isinstance(block, str) else str(block.get("text", ""))
-        for block in content
-        if isinstance(block, str) or block.get("type") == "text"
-    )
-
-
 def _call_text(call: ToolCall) -> str:
     return f"{call['name']} {json.dumps(call['args'], ensure_ascii=False)}"
 
@@ -143,7 +131,7 @@ def _call_tokens(call: ToolCall) -> int:
 def message_tokens(message: BaseMessage) -> int:
     """Return the estimated tokens of one message of the request."""
     calls = message.tool_calls if isinstance(message, AIMessage) else ()
-    return _tokens(text_of(message), calls)
+    return _tokens(message.text, calls)
 
 
 def _tokens(text: str, calls: Sequence[ToolCall] = ()) -> int:
@@ -196,7 +184,7 @@ def _tool_answer(message: ToolMessage | None, call: ToolCall) -> _Entry:
         return _Entry("tool", NO_RESULT, name=call["name"], call_id=str(call["id"]), status="error")
     return _Entry(
         "tool",
-        text_of(message) or "(no output)",
+        message.text or "(no output)",
         id=message.id,
         name=message.name or call["name"],
         call_id=str(call["id"]),
@@ -354,7 +342,7 @@ def _build_entries(
             if settled_tokens > stop_above:
                 return None
         if isinstance(message, HumanMessage):
-            text = _TAGS.sub(r"(\1\2", text_of(message).strip())
+            text = _TAGS.sub(r"(\1\2", message.text.strip())
             if not text:
                 continue
             received = sent_at(message)
@@ -381,7 +369,7 @@ def _build_entries(
         elif isinstance(message, AIMessage):
             if not out:
                 continue  # nothing may come before the first customer message
-            text = text_of(message).strip()
+            text = message.text.strip()
             calls = tuple(message.tool_calls)
             if not text and not calls:
                 continue
@@ -402,7 +390,7 @@ def _build_entries(
 
 def _shorten(message: ToolMessage, tokens: int) -> ToolMessage:
     """Return ``message`` with its content cut by about ``tokens`` tokens."""
-    text = text_of(message)
+    text = message.text
     keep = max(MIN_RESULT_CHARS, len(text) - int(tokens * CHARS_PER_TOKEN) - 80)
     if keep >= len(text):
         return message
@@ -467,7 +455,7 @@ def mark_cut_off(message: AIMessage) -> AIMessage:
     """
     dropped = bool(message.tool_calls or message.invalid_tool_calls)
     note = cut_off_note(dropped)
-    text = text_of(message).rstrip()
+    text = message.text.rstrip()
     if dropped and text.endswith(CUT_OFF_NOTE):  # the stream could not know of the calls
         text = text[: -len(CUT_OFF_NOTE)].rstrip()
     if not text.endswith((CUT_OFF_NOTE, CUT_OFF_ACTION_NOTE)):

@@ -106,39 +106,20 @@ class ProviderFailure:
         return f"{text} {self.hint}".strip()
 
 
-def _transport_errors() -> tuple[type[Exception], ...]:
-    """Return the HTTP libraries' transport errors (a stream broken off, a read timeout).
+def _httpx_errors(name: str) -> tuple[type[Exception], ...]:
+    """Return the HTTP libraries' errors called ``name`` (their transport errors, timeouts).
 
     They escape the OpenAI client while a streamed reply is read, unwrapped. Recent
     ``openai`` releases use ``httpx2``, older ones ``httpx``: both are recognised.
     """
     found: list[type[Exception]] = []
-    for name in ("httpx", "httpx2"):
+    for library in ("httpx", "httpx2"):
         try:
-            module = __import__(name)
+            module = __import__(library)
         except ImportError:
             continue
-        found.append(module.TransportError)
+        found.append(getattr(module, name))
     return tuple(found)
-
-
-def _timeout_errors() -> tuple[type[Exception], ...]:
-    found: list[type[Exception]] = []
-    for name in ("httpx", "httpx2"):
-        try:
-            module = __import__(name)
-        except ImportError:
-            continue
-        found.append(module.TimeoutException)
-    return tuple(found)
-
-
-def _openai() -> Any:
-    try:
-        import openai
-    except ImportError:  # pragma: no cover - langchain-openai depends on openai
-        return None
-    return openai
 
 
 _CONTEXT_TOO_LONG = re.compile(
@@ -253,12 +234,8 @@ def _customer_messages(error: BaseException) -> int | None:
 
 def _requested_model(error: BaseException) -> str | None:
     """Return the model name of the failed request, when it can be read back."""
-    request = getattr(error, "request", None)
-    try:
-        payload = json.loads(getattr(request, "content", b"") or b"{}")
-    except (TypeError, ValueError):
-        return None
-    model = payload.get("model") if isinstance(payload, dict) else None
+    payload = _request_payload(error)
+    model = payload.get("model") if payload is not None else None
     return model if isinstance(model, str) else None
 
 
@@ -304,13 +281,14 @@ def diagnose(error: BaseException) -> ProviderFailure:
             "size; or send a shorter message, or lower --max-tokens to leave the prompt "
             "more room.",
         )
-    openai = _openai()
-    if openai is not None and isinstance(error, openai.APIStatusError):
+    import openai
+
+    if isinstance(error, openai.APIStatusError):
         return _diagnose_status(error, error.status_code)
-    connection = _connection_failure(error, openai)
+    connection = _connection_failure(error)
     if connection is not None:
         return connection
-    if openai is not None and isinstance(error, openai.OpenAIError):
+    if isinstance(error, openai.OpenAIError):
         return ProviderFailure(
             "The model server's answer could not be used",
             reason_of(str(error)),
@@ -340,19 +318,19 @@ def _named(error: BaseException, name: str) -> bool:
     return any(kind.__name__ == name for kind in type(error).__mro__)
 
 
-def _connection_failure(error: BaseException, openai: Any) -> ProviderFailure | None:
+def _connection_failure(error: BaseException) -> ProviderFailure | None:
     """Diagnose a timeout or a broken connection, or return ``None`` for anything else.
 
     The OpenAI client wraps what the HTTP library raised, so the chain of causes tells a
     server that cannot be reached from a stream that broke off mid-reply.
     """
-    api_connection = openai is not None and isinstance(error, openai.APIConnectionError)
-    if not (
-        api_connection or isinstance(error, (ConnectionError, TimeoutError, *_transport_errors()))
-    ):
+    import openai
+
+    broken: tuple[type[Exception], ...] = (ConnectionError, *_httpx_errors("TransportError"))
+    if not isinstance(error, (openai.APIConnectionError, TimeoutError, *broken)):
         return None
     causes = list(_causes(error))
-    transport = [c for c in causes if isinstance(c, (ConnectionError, *_transport_errors()))]
+    transport = [c for c in causes if isinstance(c, broken)]
     # The SDK's aiohttp client (``assistants.models.async_http_client``) raises a refused
     # connection and a server that hung up as a "ConnectTimeout", which the SDK makes a
     # timeout: what it was raised from says what happened.
@@ -360,8 +338,8 @@ def _connection_failure(error: BaseException, openai: Any) -> ProviderFailure | 
         isinstance(c, ConnectionRefusedError) or _named(c, "ClientConnectorError") for c in causes
     )
     hung_up = any(_named(c, "ServerDisconnectedError") for c in causes)
-    timeouts: tuple[type[BaseException], ...] = (TimeoutError, *_timeout_errors())
-    timed_out = (openai is not None and isinstance(error, openai.APITimeoutError)) or any(
+    timeouts: tuple[type[Exception], ...] = (TimeoutError, *_httpx_errors("TimeoutException"))
+    timed_out = isinstance(error, openai.APITimeoutError) or any(
         isinstance(c, timeouts) for c in causes
     )
     if timed_out and not (refused or hung_up):
@@ -512,10 +490,9 @@ def is_provider_error(error: BaseException) -> bool:
     """Tell whether ``error`` comes from the model endpoint or our limits on it."""
     if isinstance(error, ModelDeadlineError | ContextBudgetError | TimeoutError | ConnectionError):
         return True
-    if isinstance(error, _transport_errors()):
-        return True
-    openai = _openai()
-    return openai is not None and isinstance(error, openai.OpenAIError)
+    import openai
+
+    return isinstance(error, (openai.OpenAIError, *_httpx_errors("TransportError")))
 
 
 def is_transient_provider_error(error: Exception) -> bool:

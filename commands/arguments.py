@@ -271,17 +271,7 @@ def build_parser() -> _Parser:
         action="store_true",
         help="resume your latest conversation",
     )
-    chat.add_argument(
-        "--model", help="chat model name (default: $TRAVEL_ASSISTANT_MODEL or gpt-4o-mini)"
-    )
-    chat.add_argument(
-        "--create-db",
-        action="store_true",
-        help="build the travel database named by --db when it does not exist",
-    )
-    chat.add_argument(
-        "--no-check", action="store_true", help="skip the check that the model endpoint answers"
-    )
+    _add_model_options(chat, "$TRAVEL_ASSISTANT_MODEL or gpt-4o-mini")
     chat.add_argument(
         "--max-tokens",
         type=_positive_int,
@@ -371,6 +361,19 @@ def build_parser() -> _Parser:
     return parser
 
 
+def _add_model_options(parser: argparse.ArgumentParser, model_default: str) -> None:
+    """Add the options of a command that builds the assistant (``chat`` and ``serve``)."""
+    parser.add_argument("--model", help=f"chat model name (default: {model_default})")
+    parser.add_argument(
+        "--create-db",
+        action="store_true",
+        help="build the travel database named by --db when it does not exist",
+    )
+    parser.add_argument(
+        "--no-check", action="store_true", help="skip the check that the model endpoint answers"
+    )
+
+
 def _positive_int(text: str) -> int:
     """Parse a positive whole number (an argparse type)."""
     try:
@@ -411,15 +414,7 @@ def _add_server_commands(parser: _Parser) -> None:
     serve = parser.add_command("serve", help="run the HTTP API and the web chat", **_page("serve"))
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on")
     serve.add_argument("--port", type=int, default=8000, help="port to listen on")
-    serve.add_argument("--model", help="chat model name (default: as for chat)")
-    serve.add_argument(
-        "--create-db",
-        action="store_true",
-        help="build the travel database named by --db when it does not exist",
-    )
-    serve.add_argument(
-        "--no-check", action="store_true", help="skip the check that the model endpoint answers"
-    )
+    _add_model_options(serve, "as for chat")
     serve.add_argument(
         "--docs",
         action="store_true",

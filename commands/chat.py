@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from collector import loading_code
-from commands.chat_start import FirstLine, Loading, known_passenger, saved_owner
+from commands.chat_start import FirstLine, known_passenger, loading, saved_owner
 from commands.common import (
     EXIT_USAGE,
     CliError,
@@ -335,7 +335,7 @@ def _chat_early(
     thread_id = str(uuid.uuid4())
     prompter = _make_prompter(settings.home, passenger_id, overrides)
     closers: list[Callable[[], None]] = []
-    loading = Loading(partial(_load, args, settings, console, overrides, passenger_id, closers))
+    loaded = loading(partial(_load, args, settings, console, overrides, passenger_id, closers))
     console.status(new_session_line(thread_id, passenger_id))
     first = FirstLine(prompter.message, "you> ")
     # Ctrl-C while the first message waits for the load takes it back: nothing was sent
@@ -347,13 +347,13 @@ def _chat_early(
         # quick Ctrl-C right after Enter would otherwise end the program.
         interrupts: AbstractContextManager[None] = nullcontext()
         if first.message is not None:
-            if not loading.done:
+            if not loaded.done():
                 console.thinking.start()  # the turn's own spinner goes on from here
             interrupts = ctrl_c_cancels(
                 first_cancel, console.err, "(nothing to resume yet)", console.thinking.cancelling
             )
         with interrupts:
-            conversations = loading.result()  # a problem found by the load is raised here
+            conversations = loaded.result()  # a problem found by the load is raised here
             from conversations.events import Thread
             from terminal.chat import ChatSession
 
@@ -378,7 +378,7 @@ def _chat_early(
             console.status(words.FIRST_MESSAGE_TAKEN_BACK)
         code = session.run(False, announced=True)
     finally:
-        if loading.done:
+        if loaded.done():
             for close in reversed(closers):
                 close()
     note = password_note(settings)

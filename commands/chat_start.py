@@ -3,7 +3,7 @@
 ``travel-assistant chat`` spends about two seconds importing LangChain and LangGraph,
 building the graph, reading the policy index and asking the model endpoint whether it
 answers. None of it is needed to draw ``you>``: the customer types the first line while
-it finishes in the background (``Loading``); the chat itself (``terminal.chat``, which
+it finishes in the background (``loading``); the chat itself (``terminal.chat``, which
 imports LangChain too) starts when that line is entered, and gets it first
 (``FirstLine``). A problem the load found (no model endpoint, a missing policy file) is
 raised then, as the same one-line error the chat gave before its prompt when it loaded
@@ -20,8 +20,9 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections.abc import Callable
+from concurrent.futures import Future
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from terminal.prompter import EXIT_WORDS, clean_input
 
@@ -31,44 +32,22 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-class Loading(Generic[T]):
-    """``work`` run once in a daemon thread; ``result`` waits for it and re-raises its error.
+def loading(work: Callable[[], T]) -> Future[T]:
+    """Return the future of ``work``, started now in a daemon thread.
 
-    A daemon thread, so that a customer who leaves before it is done is not kept waiting.
+    A daemon thread (an executor's would be waited for at exit), so that a customer who
+    leaves before it is done is not kept waiting.
     """
+    future: Future[T] = Future()
 
-    def __init__(self, work: Callable[[], T]) -> None:
-        """Start ``work`` now."""
-        self._work = work
-        self._done = threading.Event()
-        self._value: T | None = None
-        self._error: BaseException | None = None
-        threading.Thread(target=self._run, name="chat-loading", daemon=True).start()
-
-    def _run(self) -> None:
+    def run() -> None:
         try:
-            self._value = self._work()
+            future.set_result(work())
         except BaseException as error:  # handed to whoever waits, re-raised there
-            self._error = error
-        finally:
-            self._done.set()
+            future.set_exception(error)
 
-    @property
-    def done(self) -> bool:
-        """Tell whether the work has finished, well or not."""
-        return self._done.is_set()
-
-    @property
-    def failed(self) -> bool:
-        """Tell whether the work has finished with an error."""
-        return self._done.is_set() and self._error is not None
-
-    def result(self) -> T:
-        """Wait for the work; return its value or raise its error."""
-        self._done.wait()
-        if self._error is not None:
-            raise self._error
-        return self._value  # type: ignore[return-value]  # set when no error
+    threading.Thread(target=run, name="chat-loading", daemon=True).start()
+    return future
 
 
 class FirstLine:

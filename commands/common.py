@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -41,6 +42,26 @@ class CliError(Exception):
         """Carry ``message`` and the exit ``code``."""
         super().__init__(message)
         self.code = code
+
+
+def said(error: Exception, debug: bool) -> tuple[str, int]:
+    """Return the line a command that stops on ``error`` says, and its exit code.
+
+    An expected failure says its own message; anything else its type too. ``debug``
+    prints the traceback first.
+    """
+    from db.errors import TravelError
+    from settings import SettingsError
+
+    if debug:
+        traceback.print_exception(error)
+    if isinstance(error, CliError):
+        return str(error), error.code
+    if isinstance(error, SettingsError):
+        return str(error), EXIT_USAGE
+    if isinstance(error, TravelError):
+        return str(error), EXIT_ERROR
+    return f"{type(error).__name__}: {error} (run with --debug for the traceback)", EXIT_ERROR
 
 
 def agreed_check_above(settings: Settings, store: ConversationStore) -> int | None:

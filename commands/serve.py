@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import shlex
 import time
-import traceback
 from datetime import timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Literal
@@ -13,7 +12,6 @@ from typing import TYPE_CHECKING, Literal
 from collector import loading_code
 from commands.chat import check_db_file, open_chat_db
 from commands.common import (
-    EXIT_ERROR,
     EXIT_OK,
     EXIT_USAGE,
     CliError,
@@ -26,6 +24,7 @@ from commands.common import (
     open_store,
     open_travel_db,
     prepared,
+    said,
 )
 from terminal import Console
 
@@ -130,7 +129,7 @@ def _service(
     try:
         service = _build_service(args, settings, console, overrides, stack)
     except Exception as error:
-        message, code = _said(error, args.debug)
+        message, code = said(error, args.debug)
         console.error(message)
         console.status(
             "The service goes on answering (its health check says the above) until it is "
@@ -139,22 +138,6 @@ def _service(
         raise StartupError(message, code) from error
     console.status(f"The assistant is ready ({time.monotonic() - started:.1f} s after start).")
     return service
-
-
-def _said(error: Exception, debug: bool) -> tuple[str, int]:
-    """Return what ``cli.main`` says of ``error`` when a command stops on it, and its code."""
-    from db.errors import TravelError
-    from settings import SettingsError
-
-    if isinstance(error, CliError):
-        return str(error), error.code
-    if isinstance(error, SettingsError):
-        return str(error), EXIT_USAGE
-    if debug:
-        traceback.print_exception(error)
-    if isinstance(error, TravelError):
-        return str(error), EXIT_ERROR
-    return f"{type(error).__name__}: {error} (run with --debug for the traceback)", EXIT_ERROR
 
 
 def _build_service(

@@ -6,13 +6,13 @@ Kept apart from ``conversations.assistant`` so that the records built from them
 
 from __future__ import annotations
 
-import contextlib
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, cast, get_args
 
 from langchain_core.messages import AIMessage, AnyMessage
+
+from assistants.calls import Flag
 
 # ``response_metadata`` key marking the note that closes a turn cut short (the name is
 # older than the causes: every closing note carries it).
@@ -38,7 +38,7 @@ model server failed, a time limit ran out, the program answering it died (or fai
 a bug), or it lost its hold on the conversation to another window."""
 
 
-class Cancel(threading.Event):
+class Cancel(Flag):
     """A turn's cancel that can say who set it, read when the turn is closed.
 
     The service starts every turn ready to record a cancel as its own stop
@@ -48,40 +48,10 @@ class Cancel(threading.Event):
 
     cause: CutCause | None = None
 
-    def __init__(self) -> None:
-        super().__init__()
-        self._callbacks: list[Callable[[], None]] = []
-        self._callbacks_lock = threading.Lock()
-
     def set_by(self, cause: CutCause) -> None:
         """Set the cancel, recording ``cause``."""
         self.cause = cause
         self.set()
-
-    def set(self) -> None:
-        """Set the cancel and call what ``when_set`` registered (from any thread)."""
-        with self._callbacks_lock:
-            super().set()
-            callbacks, self._callbacks = self._callbacks, []
-        for callback in callbacks:
-            callback()
-
-    def when_set(self, callback: Callable[[], None]) -> Callable[[], None]:
-        """Call ``callback`` once the cancel is set (now, if it is); return its undo.
-
-        ``callback`` runs in the thread that sets the cancel: it should only hand the
-        news on (``loop.call_soon_threadsafe``).
-        """
-        with self._callbacks_lock:
-            if not self.is_set():
-                self._callbacks.append(callback)
-                return lambda: self._forget(callback)
-        callback()
-        return lambda: None
-
-    def _forget(self, callback: Callable[[], None]) -> None:
-        with self._callbacks_lock, contextlib.suppress(ValueError):
-            self._callbacks.remove(callback)
 
 
 def cancel_cause(cancel: threading.Event, default: CutCause) -> CutCause:

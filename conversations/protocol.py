@@ -73,10 +73,11 @@ from conversations.turns import (
     TurnRefusedError,
 )
 from db.passengers import next_flight
+from tools.common import argument_problems
 
 if TYPE_CHECKING:
     from assistants.specialists import Crew
-    from conversations.sessions import SessionRecord, SessionStore
+    from conversations.sessions import SessionRecord, SessionRegistry
 
 __all__ = [
     "ActionStep",
@@ -120,7 +121,7 @@ class Conversations:
     def __init__(
         self,
         assistant: TravelAssistant,
-        registry: SessionStore,
+        registry: SessionRegistry,
         locks: TurnLocks | None = None,
         desk: Desk | None = None,
         *,
@@ -563,9 +564,7 @@ def _check_arguments(crew: Crew, name: str, args: Mapping[str, Any]) -> None:
     try:
         schema.model_validate(dict(args))
     except ValidationError as error:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or name}: {e['msg']}" for e in error.errors()
-        )
+        problems = argument_problems(error.errors(), name)
         raise DeskError(f"{name} takes {takes}. {problems}.") from None
 
 

@@ -47,7 +47,7 @@ from conversations.locks import (
     TurnLease,
     TurnLocks,
 )
-from conversations.sessions import SessionRegistry, SessionStore
+from conversations.sessions import SessionRegistry
 from conversations.tables import open_engine
 from locations import (
     CONNECT_TIMEOUT_SECONDS,
@@ -85,7 +85,7 @@ class ConversationStore:
     def __init__(
         self,
         saver: BaseCheckpointSaver[Any],
-        registry: SessionStore,
+        registry: SessionRegistry,
         locks: TurnLocks,
         *,
         location: str,

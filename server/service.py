@@ -13,7 +13,7 @@ shows it. When the service stops, running turns are cancelled the terminal's way
 conversation is closed as cancelled and can go on).
 
 Nothing here knows the storage engine: the checkpoints go through the assistant's
-checkpointer, the conversation list through a ``SessionStore`` and the turn locks
+checkpointer, the conversation list through a ``SessionRegistry`` and the turn locks
 through ``TurnLocks`` (``conversations.locks``). With the store's locks, one turn at a
 time holds across every worker process over the same store, on this machine or others:
 a conversation whose turn runs in another worker (or in a terminal) answers 409.
@@ -42,7 +42,7 @@ from conversations.events import Thread
 from conversations.loop import turn_loop
 from conversations.protocol import Answer, Conversations, DecisionsError
 from conversations.records import Outcome, TurnFailure
-from conversations.sessions import SessionRecord, SessionStore
+from conversations.sessions import SessionRecord, SessionRegistry
 from server.errors import ConflictError, ForbiddenError, NotFoundError, UnavailableError
 from server.records_out import (
     UNEXPECTED_ERROR,
@@ -77,40 +77,6 @@ LIST_LIMIT = 50
 # How often a worker looks for checks staff decided that nobody went on with (their
 # decider stopped before it could).
 SWEEP_SECONDS = 30.0
-
-
-class LockedSessions:
-    """A ``SessionStore`` used from many threads: one call at a time."""
-
-    def __init__(self, store: SessionStore) -> None:
-        """Guard ``store`` (a SQLite connection must not interleave transactions)."""
-        self._store = store
-        self._lock = threading.Lock()
-
-    def delete(self, thread_id: str) -> bool:
-        """Forget ``thread_id``; return whether it was there."""
-        with self._lock:
-            return self._store.delete(thread_id)
-
-    def rename(self, thread_id: str, title: str) -> bool:
-        """Set the title of ``thread_id``; return whether it was there."""
-        with self._lock:
-            return self._store.rename(thread_id, title)
-
-    def get(self, thread_id: str) -> SessionRecord | None:
-        """Return the record of ``thread_id``, or ``None``."""
-        with self._lock:
-            return self._store.get(thread_id)
-
-    def touch(self, thread_id: str, passenger_id: str, now: datetime, title: str = "") -> None:
-        """Create the record or mark it used at ``now``."""
-        with self._lock:
-            self._store.touch(thread_id, passenger_id, now, title)
-
-    def list(self, passenger_id: str | None = None, limit: int = 50) -> list[SessionRecord]:
-        """Return the most recently used records first."""
-        with self._lock:
-            return self._store.list(passenger_id, limit)
 
 
 @dataclass(frozen=True)
@@ -157,7 +123,7 @@ class ConversationService:
     def __init__(
         self,
         assistant: TravelAssistant,
-        sessions: SessionStore,
+        sessions: SessionRegistry,
         *,
         runner: TurnRunner | None = None,
         locks: TurnLocks | None = None,
@@ -172,7 +138,7 @@ class ConversationService:
         supervisors' looks (the store's; without it, in memory only).
         """
         self.assistant = assistant
-        self.sessions = LockedSessions(sessions)
+        self.sessions = sessions
         self.conversations = Conversations(
             assistant, self.sessions, locks, desk, check_above=check_above
         )

@@ -28,6 +28,7 @@ process does before it listens.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import threading
@@ -35,6 +36,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from contextlib import AbstractContextManager, ExitStack, nullcontext
 from typing import TYPE_CHECKING, Any, Literal
 
+from assistants.calls import Flag, wait_set
 from conversations.loop import use_turn_loop
 
 if TYPE_CHECKING:
@@ -81,54 +83,6 @@ class StartupError(Exception):
         self.code = code
 
 
-class Signal:
-    """A one-way flag that threads wait on (``wait``) and the event loop awaits (``wait_async``)."""
-
-    def __init__(self) -> None:
-        """Start unset."""
-        self._event = threading.Event()
-        self._lock = threading.Lock()
-        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
-
-    def is_set(self) -> bool:
-        """Tell whether the flag is set."""
-        return self._event.is_set()
-
-    def set(self) -> None:
-        """Set the flag and wake every waiter, in whichever thread or loop it waits."""
-        with self._lock:
-            self._event.set()
-            waiters, self._waiters = self._waiters, []
-        for loop, future in waiters:
-            loop.call_soon_threadsafe(_resolve, future)
-
-    def wait(self, timeout: float | None = None) -> bool:
-        """Wait in this thread at most ``timeout`` seconds; return whether the flag is set."""
-        return self._event.wait(timeout)
-
-    async def wait_async(self, timeout: float) -> bool:
-        """Wait on the running loop at most ``timeout`` seconds; return whether it is set."""
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[None] = loop.create_future()
-        with self._lock:
-            if self._event.is_set():
-                return True
-            self._waiters.append((loop, future))
-        try:
-            await asyncio.wait_for(future, timeout)
-        except TimeoutError:
-            with self._lock:
-                if (loop, future) in self._waiters:
-                    self._waiters.remove((loop, future))
-            return self._event.is_set()
-        return True
-
-
-def _resolve(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)
-
-
 class Startup:
     """The application and its service, built once in a background thread.
 
@@ -158,9 +112,9 @@ class Startup:
         self.service: ConversationService | None = None
         self.error: StartupError | None = None
         # Set when the application is loaded (or the start failed before it was).
-        self.loaded = Signal()
+        self.loaded = Flag()
         # Set when the service is ready or the start failed: ``state`` says which.
-        self.done = Signal()
+        self.done = Flag()
 
     @property
     def state(self) -> State:
@@ -261,11 +215,11 @@ class StartupApp:
             return
         app = startup.app
         if app is None:
-            await startup.loaded.wait_async(self.wait)
+            await _wait(startup.loaded, self.wait)
             app = startup.app
         if app is not None and http and _needs_assistant(scope["path"]):
             if startup.state == "starting":
-                await startup.done.wait_async(self.wait)
+                await _wait(startup.done, self.wait)
             if startup.state != "ready":
                 app = None
         if app is not None:
@@ -289,6 +243,11 @@ class StartupApp:
                     await close_http_clients()  # on the loop their connections belong to
                 await send({"type": "lifespan.shutdown.complete"})
                 return
+
+
+async def _wait(flag: Flag, seconds: float) -> None:
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(wait_set(flag), seconds)
 
 
 def _needs_assistant(path: str) -> bool:

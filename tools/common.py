@@ -22,7 +22,7 @@ accept exactly what the signatures accept.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Annotated, Any, Protocol, TypeVar, Union
@@ -33,6 +33,7 @@ from langchain_core.tools import BaseTool
 from langgraph.prebuilt import ToolNode
 from langgraph.prebuilt.tool_node import ToolInvocationError
 from pydantic import Field, TypeAdapter, ValidationError
+from pydantic_core import ErrorDetails
 from sqlalchemy.orm import Session
 
 from db import rules
@@ -206,15 +207,15 @@ def _invalid_arguments(error: ToolInvocationError) -> str:
     details = error.filtered_errors
     if details is None:
         details = error.source.errors(include_url=False, include_input=False)
-    problems = "; ".join(
-        f"{'.'.join(str(part) for part in item.get('loc', ())) or 'arguments'}: "
-        f"{item.get('msg', 'not valid')}"
-        for item in details
-    )
     return (
-        f"invalid arguments for {error.tool_name}: {problems or 'not valid'}. "
+        f"invalid arguments for {error.tool_name}: {argument_problems(details) or 'not valid'}. "
         "Fix them and call the tool again."
     )
+
+
+def argument_problems(details: Iterable[ErrorDetails], whole: str = "arguments") -> str:
+    """Return pydantic's error ``details`` on one line: each argument (or ``whole``) and why."""
+    return "; ".join(f"{'.'.join(map(str, e['loc'])) or whole}: {e['msg']}" for e in details)
 
 
 # ToolNode infers which exceptions the handler takes from its annotation, and cannot read
