@@ -137,13 +137,9 @@ class StaffChecks(DeskSignals):
 
     def checks_of(self, thread_id: str) -> list[Check]:
         """Return the open checks of ``thread_id`` (waiting, or decided and not yet used)."""
-        query = (
-            CHECKS.select()
-            .where(CHECKS.c.thread_id == thread_id, CHECKS.c.status.in_(CHECK_OPEN))
-            .order_by(CHECKS.c.id)
-        )
         with self.engine.connect() as connection:
-            return [_check(row) for row in connection.execute(query).mappings()]
+            rows = connection.execute(_OPEN_CHECKS, {"thread_id": thread_id}).mappings()
+            return [_check(row) for row in rows]
 
     def checks_ever(self, thread_id: str) -> list[Check]:
         """Return every check ``thread_id`` was ever asked for, whatever its state, oldest first.
@@ -243,6 +239,14 @@ class StaffChecks(DeskSignals):
         with self.engine.begin() as connection:
             self._changed(connection, thread_id)
             return int(connection.execute(update).rowcount)
+
+
+# Every decision and every turn with an action pending asks it: built once.
+_OPEN_CHECKS = (
+    CHECKS.select()
+    .where(CHECKS.c.thread_id == sa.bindparam("thread_id"), CHECKS.c.status.in_(CHECK_OPEN))
+    .order_by(CHECKS.c.id)
+)
 
 
 def _check(row: Any) -> Check:

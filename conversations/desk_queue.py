@@ -109,11 +109,8 @@ class HandoffQueue(DeskSignals):
 
     def current(self, thread_id: str) -> Handoff | None:
         """Return the open hand-off of ``thread_id`` (waiting or held), if any."""
-        query = HANDOFFS.select().where(
-            HANDOFFS.c.thread_id == thread_id, HANDOFFS.c.status.in_(OPEN)
-        )
         with self.engine.connect() as connection:
-            row = connection.execute(query).mappings().first()
+            row = connection.execute(_CURRENT, {"thread_id": thread_id}).mappings().first()
         return _handoff(row) if row else None
 
     def latest(self, thread_id: str) -> Handoff | None:
@@ -278,6 +275,12 @@ class HandoffQueue(DeskSignals):
         with self.engine.begin() as connection:
             connection.execute(update)
             self._changed(connection, thread_id)
+
+
+# Every turn asks it: built once (building a statement costs more than running it).
+_CURRENT = HANDOFFS.select().where(
+    HANDOFFS.c.thread_id == sa.bindparam("thread_id"), HANDOFFS.c.status.in_(OPEN)
+)
 
 
 def _handoff(row: Any) -> Handoff:

@@ -50,25 +50,6 @@ class SessionRecord:
     title: str
 
 
-class SessionStore(Protocol):
-    """The list of conversations and their owners, wherever it is kept."""
-
-    def get(self, thread_id: str) -> SessionRecord | None:
-        """Return the record of ``thread_id``, or ``None``."""
-
-    def touch(self, thread_id: str, passenger_id: str, now: datetime, title: str = "") -> None:
-        """Create the record or mark it used at ``now``; the first title sticks."""
-
-    def delete(self, thread_id: str) -> bool:
-        """Forget ``thread_id``; return whether it was there."""
-
-    def rename(self, thread_id: str, title: str) -> bool:
-        """Set the title of ``thread_id``; return whether it was there."""
-
-    def list(self, passenger_id: str | None = None, limit: int = 50) -> list[SessionRecord]:
-        """Return the most recently used records first, optionally of one passenger."""
-
-
 class OpenConnection(Protocol):
     """What a DB-API connection (``sqlite3``'s) has, given in place of an engine."""
 
@@ -114,6 +95,24 @@ class SessionRegistry(StoredTable):
                 "sqlite://", creator=lambda: given, poolclass=sa.pool.StaticPool
             )
         super().__init__(engine)
+        # Every turn touches its record: the statement is built once (building one
+        # costs several times what running it does).
+        insert = (postgresql if engine.dialect.name == "postgresql" else sqlite).insert(SESSIONS)
+        self._touch = insert.values(
+            thread_id=sa.bindparam("thread_id"),
+            passenger_id=sa.bindparam("passenger_id"),
+            created_at=sa.bindparam("now"),
+            updated_at=sa.bindparam("now"),
+            title=sa.bindparam("title"),
+        ).on_conflict_do_update(
+            index_elements=[SESSIONS.c.thread_id],
+            set_={
+                "updated_at": insert.excluded.updated_at,
+                "title": sa.case(
+                    (SESSIONS.c.title == "", insert.excluded.title), else_=SESSIONS.c.title
+                ),
+            },
+        )
 
     @classmethod
     def open(cls, path: Path) -> SessionRegistry:
@@ -130,26 +129,14 @@ class SessionRegistry(StoredTable):
 
     def touch(self, thread_id: str, passenger_id: str, now: datetime, title: str = "") -> None:
         """Create the record or mark it used at ``now``; the first title sticks."""
-        insert = (postgresql if self.engine.dialect.name == "postgresql" else sqlite).insert(
-            SESSIONS
-        )
-        upsert = insert.values(
-            thread_id=thread_id,
-            passenger_id=passenger_id,
-            created_at=now,
-            updated_at=now,
-            title=without_nul(title[:TITLE_CHARS]),
-        ).on_conflict_do_update(
-            index_elements=[SESSIONS.c.thread_id],
-            set_={
-                "updated_at": insert.excluded.updated_at,
-                "title": sa.case(
-                    (SESSIONS.c.title == "", insert.excluded.title), else_=SESSIONS.c.title
-                ),
-            },
-        )
+        values = {
+            "thread_id": thread_id,
+            "passenger_id": passenger_id,
+            "now": now,
+            "title": without_nul(title[:TITLE_CHARS]),
+        }
         with self._lock, self.engine.begin() as connection:
-            connection.execute(upsert)
+            connection.execute(self._touch, values)
 
     def rename(self, thread_id: str, title: str) -> bool:
         """Set the title of ``thread_id``; return whether it was there."""
