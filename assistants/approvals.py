@@ -39,6 +39,8 @@ The preview, the amount and the decision themselves (``ActionPreview``, ``Amount
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, cast
@@ -359,13 +361,18 @@ def make_sensitive_tools_node(member: Member, db: Database | None = None) -> Con
         return describe_action(db, passenger_id, name, args, previews)
 
     def ask(
-        passenger_id: str, calls: list[ToolCall], done: Mapping[str, Any]
+        config: RunnableConfig, passenger_id: str, calls: list[ToolCall], done: Mapping[str, Any]
     ) -> dict[str, NativeDecision]:
         """Stop the run with a request per call; read the ``Command(resume=...)`` answers.
 
         Answers for calls already ``done`` (recovered) are not asked for and are dropped.
         """
-        requests = [human_interrupt(c, describe(passenger_id, c["name"], c["args"])) for c in calls]
+        thread_id = thread_id_from(config)
+        requests = []
+        for call in calls:
+            handed = HANDED.take(thread_id, str(call["id"])) if thread_id else None
+            preview = handed or describe(passenger_id, call["name"], call["args"])
+            requests.append(human_interrupt(call, preview))
         resume = interrupt(requests)
         while True:
             if isinstance(resume, Mapping) and "type" not in resume:
@@ -387,7 +394,7 @@ def make_sensitive_tools_node(member: Member, db: Database | None = None) -> Con
         done = recovered_answers(db, config, tools, state["messages"]) if db is not None else {}
         calls = groups.select(pending, "sensitive_tools")
         waiting = [c for c in calls if str(c["id"]) not in done]
-        decided = ask(passenger_id, waiting, done) if waiting else {}
+        decided = ask(config, passenger_id, waiting, done) if waiting else {}
         answers: list[AnyMessage] = []
         edits: dict[str, dict[str, Any]] = {}
         for call in calls:
@@ -429,6 +436,40 @@ def make_sensitive_tools_node(member: Member, db: Database | None = None) -> Con
 
     run_sensitive_tools.__name__ = member.specialist.sensitive_node
     return run_sensitive_tools
+
+
+class HandedPreviews:
+    """Previews worked out for a decision, handed to the node that carries it out.
+
+    A caller works each action's preview out as the customer decides (the decision is
+    made on it); the node must show its requests before it can read the answers
+    (``interrupt``), so it takes that preview instead of working the same one out again
+    a moment later. Each is taken once, and only within ``seconds`` of being handed.
+    """
+
+    def __init__(self, seconds: float = 5.0) -> None:
+        self.seconds = seconds
+        self._kept: dict[tuple[str, str], tuple[float, ActionPreview]] = {}
+        self._lock = threading.Lock()
+
+    def give(self, thread_id: str, tool_call_id: str, preview: ActionPreview) -> None:
+        """Hand ``preview`` on for the call ``tool_call_id`` of ``thread_id``."""
+        now = time.monotonic()
+        with self._lock:
+            self._kept = {k: v for k, v in self._kept.items() if now - v[0] < self.seconds}
+            self._kept[(thread_id, tool_call_id)] = (now, preview)
+
+    def take(self, thread_id: str, tool_call_id: str) -> ActionPreview | None:
+        """Return the preview handed on for the call, once, if it is recent enough."""
+        with self._lock:
+            kept = self._kept.pop((thread_id, tool_call_id), None)
+        if kept is None or time.monotonic() - kept[0] >= self.seconds:
+            return None
+        return kept[1]
+
+
+# The process's hand-over (a call id is one call within its conversation).
+HANDED = HandedPreviews()
 
 
 def pending_calls(messages: Sequence[AnyMessage], sensitive: frozenset[str]) -> list[ToolCall]:

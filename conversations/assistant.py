@@ -35,6 +35,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, RetryPolicy, StateSnapshot
 
 from assistants.approvals import (
+    HANDED,
     ActionPreview,
     Decision,
     PendingAction,
@@ -444,13 +445,16 @@ class TravelAssistant:
         """
         saved = self._state(self.config(thread)).config.get("configurable") or {}
         checkpoint = saved.get("checkpoint_id")
-        return self._previews.get(
+        preview = self._previews.get(
             (thread.thread_id, str(checkpoint), action.tool_call_id),
             lambda: describe_action(
                 self.db, thread.passenger_id, action.name, action.args, self.crew.previews
             ),
             fresh or checkpoint is None,
         )
+        if fresh:  # a decision's: the node that carries it out shows the same one
+            HANDED.give(thread.thread_id, action.tool_call_id, preview)
+        return preview
 
     def call_kind(self, name: str) -> CallKind:
         """Tell whether a tool call named ``name`` is safe, sensitive or a hand-over."""

@@ -191,3 +191,52 @@ def test_reads_after_a_turn_share_its_previews_and_a_decision_works_them_out_ane
         list(turn.resolve({approval.tool_call_id: Answer(True)}))
     assert len(worked_out) == at_turn_end + 1  # the decision's own, worked out then
     assert not conversation.approvals()
+
+
+def test_protocol_a_decision_works_its_preview_out_once_and_the_node_shows_it(
+    conversations: Conversations,
+    model: ScriptedChatModel,
+    travel_db: Database,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The node must show a request before it reads the answer; it takes the preview the
+    # decision was made on instead of working the same one out again.
+    import importlib
+
+    import assistants.approvals
+
+    protocol_side = importlib.import_module("conversations.assistant")
+    worked_out: list[str] = []
+    real = assistants.approvals.describe_action
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        preview = real(*args, **kwargs)
+        worked_out.append(preview.title)
+        return preview
+
+    monkeypatch.setattr(assistants.approvals, "describe_action", counted)
+    monkeypatch.setattr(protocol_side, "describe_action", counted)
+    _ask_for_change(model, travel_db)
+    conversation = _conversation(conversations)
+    (approval,) = _send(conversation, "Move me to tomorrow, please.")[-1].approvals  # type: ignore[union-attr]
+    worked_out.clear()
+    model.extend(say("You fly tomorrow."))
+    with conversation.claim() as turn:
+        live = list(turn.resolve({approval.tool_call_id: Answer(True)}))
+    (record,) = [o for o in live if isinstance(o, ActionRecord)]
+    assert record.outcome == "approved" and record.lines == approval.lines
+    assert len(worked_out) == 1
+
+
+def test_handed_previews_are_taken_once_and_only_while_recent() -> None:
+    from assistants.approvals import ActionPreview, HandedPreviews
+
+    preview = ActionPreview(tool_name="cancel_ticket", title="Cancel", lines=["a -> b"])
+    handed = HandedPreviews(seconds=60)
+    handed.give("t-1", "call-1", preview)
+    assert handed.take("t-1", "call-2") is None and handed.take("t-2", "call-1") is None
+    assert handed.take("t-1", "call-1") is preview
+    assert handed.take("t-1", "call-1") is None
+    stale = HandedPreviews(seconds=0)
+    stale.give("t-1", "call-1", preview)
+    assert stale.take("t-1", "call-1") is None
