@@ -42,9 +42,6 @@ from settings import Settings
 if TYPE_CHECKING:
     from db.engine import Database
 
-# Where LangGraph's server hands a graph factory the thread's checkpointer.
-_CHECKPOINTER_KEY = "__pregel_checkpointer"
-
 NO_PASSENGER = (
     "No passenger id is configured for this run, so nothing was done: set passenger_id in "
     "the run's configuration (configurable.passenger_id) to the passenger's id."
@@ -105,8 +102,10 @@ def _for_reading(settings: Settings) -> CompiledStateGraph[Any, Any, Any, Any]:
         return _graph(settings, drawing=True)
 
 
-def _check_run(settings: Settings, config: RunnableConfig) -> None:
+def _check_run(settings: Settings, config: RunnableConfig, owner: str | None) -> None:
     """Refuse a run that could not act for its passenger, before anything is written.
+
+    ``owner``: the passenger the thread was started for, if it ran before.
 
     Raises:
         MissingPassengerError: The run's config has no passenger id.
@@ -124,28 +123,35 @@ def _check_run(settings: Settings, config: RunnableConfig) -> None:
     with _database(settings).session() as session:
         if not passenger_exists(session, passenger_id):
             raise NotFoundError(_unknown_passenger(passenger_id))
-    owner = _thread_owner(configurable)
     if owner is not None and owner != passenger_id:
         raise OwnershipError(_not_the_owner(passenger_id))
 
 
-def _thread_owner(configurable: dict[str, Any]) -> str | None:
+async def _thread_owner(configurable: dict[str, Any]) -> str | None:
     """Return the passenger the thread's latest run acted for, if it has run before.
 
-    LangGraph stores the run's configurable values in every checkpoint's metadata.
+    LangGraph stores the run's configurable values in every checkpoint's metadata; the
+    server's own API, reached in-process (``get_client()``), reads the thread's latest.
     """
-    saver = configurable.get(_CHECKPOINTER_KEY)
+    from langgraph_sdk import get_client
+    from langgraph_sdk.errors import NotFoundError
+
     thread_id = configurable.get("thread_id")
-    if saver is None or thread_id is None:
+    if thread_id is None:
         return None
-    latest = saver.get_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}})
-    owner = (latest.metadata or {}).get("passenger_id") if latest is not None else None
+    try:
+        state = await get_client().threads.get_state(str(thread_id))
+    except NotFoundError:
+        return None
+    owner = (state.get("metadata") or {}).get("passenger_id")
     return str(owner).strip() if owner is not None else None
 
 
-def _for_run(settings: Settings, config: RunnableConfig) -> CompiledStateGraph[Any, Any, Any, Any]:
+def _for_run(
+    settings: Settings, config: RunnableConfig, owner: str | None
+) -> CompiledStateGraph[Any, Any, Any, Any]:
     graph = _graph(settings)  # no model endpoint: ModelConfigError, with what to set
-    _check_run(settings, config)
+    _check_run(settings, config, owner)
     return graph
 
 
@@ -171,4 +177,6 @@ async def make_graph(
         return await asyncio.to_thread(_graph, settings)
     if runtime.execution_runtime is None:
         return await asyncio.to_thread(_for_reading, settings)
-    return await asyncio.to_thread(_for_run, settings, config or {})
+    config = config or {}
+    owner = await _thread_owner(config.get("configurable") or {})
+    return await asyncio.to_thread(_for_run, settings, config, owner)

@@ -68,36 +68,22 @@ def test_server_langgraph_factory_without_the_policy_file_says_which(
 def test_server_langgraph_a_run_cannot_go_on_with_another_passengers_thread(
     db_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # LangGraph's server hands the factory the thread's checkpointer; the passenger a
-    # thread ran for is in its checkpoints' metadata. A run for anyone else is refused
-    # before anything runs, whether it resumes or sends a new message.
-    from langgraph.checkpoint.memory import InMemorySaver
-    from langgraph.graph import END, START, MessagesState, StateGraph
-
+    # The passenger a thread ran for is in its checkpoints' metadata, which the factory
+    # reads through the server's own API (the langgraph_server tier runs that part). A
+    # run for anyone else is refused before anything runs, resume or new message alike.
     from db.errors import OwnershipError
     from db.fixtures import FIXTURE_PASSENGER_ID, FLOWN_PASSENGER_ID
     from server import studio
     from settings import Settings
 
     monkeypatch.setenv("TRAVEL_ASSISTANT_DB", str(db_path))
-    saver = InMemorySaver()
-    tiny = StateGraph(MessagesState)
-    tiny.add_node("answer", lambda state: {"messages": [("ai", "Hello.")]})
-    tiny.add_edge(START, "answer")
-    tiny.add_edge("answer", END)
-    owned = {"thread_id": "t-owned", "passenger_id": FIXTURE_PASSENGER_ID}
-    tiny.compile(checkpointer=saver).invoke({"messages": [("user", "Hi")]}, {"configurable": owned})
     settings = Settings.read()
 
-    def run(passenger: str, thread_id: str = "t-owned") -> None:
-        configurable = {
-            "passenger_id": passenger,
-            "thread_id": thread_id,
-            "__pregel_checkpointer": saver,
-        }
-        studio._check_run(settings, {"configurable": configurable})
+    def run(passenger: str, owner: str | None = FIXTURE_PASSENGER_ID) -> None:
+        configurable = {"passenger_id": passenger, "thread_id": "t-owned"}
+        studio._check_run(settings, {"configurable": configurable}, owner)
 
     run(FIXTURE_PASSENGER_ID)  # its own passenger goes on
     with pytest.raises(OwnershipError, match="started for another passenger"):
         run(FLOWN_PASSENGER_ID)
-    run(FLOWN_PASSENGER_ID, "t-new")  # a thread that never ran is anyone's to start
+    run(FLOWN_PASSENGER_ID, None)  # a thread that never ran is anyone's to start
