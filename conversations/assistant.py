@@ -436,12 +436,13 @@ class TravelAssistant:
         self.graph.update_state(config, values, as_node=owner)
 
     def preview(
-        self, thread: Thread, action: PendingAction, *, fresh: bool = False
+        self, thread: Thread, action: PendingAction, *, deciding: bool = False
     ) -> ActionPreview:
         """Describe what ``action`` would do (before -> after, price), without doing it.
 
-        Reads of the same saved state shortly after share one (``PreviewCache``);
-        ``fresh`` works it out now, as a decision must.
+        Reads of the same saved state shortly after share one (``PreviewCache``), the
+        decision too: what it records is what the customer was shown. ``deciding`` hands
+        it to the node that carries the decision out, which shows it in its request.
         """
         saved = self._state(self.config(thread)).config.get("configurable") or {}
         checkpoint = saved.get("checkpoint_id")
@@ -450,9 +451,9 @@ class TravelAssistant:
             lambda: describe_action(
                 self.db, thread.passenger_id, action.name, action.args, self.crew.previews
             ),
-            fresh or checkpoint is None,
+            checkpoint is None,
         )
-        if fresh:  # a decision's: the node that carries it out shows the same one
+        if deciding:
             HANDED.give(thread.thread_id, action.tool_call_id, preview)
         return preview
 

@@ -538,13 +538,13 @@ class Conversation:
             raise DeskError(f"{handoff.holder} holds conversation {self.thread_id}, not {staff}.")
         return staff
 
-    def previews(self, *, fresh: bool = False) -> Iterator[tuple[PendingAction, ActionPreview]]:
+    def previews(self, *, deciding: bool = False) -> Iterator[tuple[PendingAction, ActionPreview]]:
         """Yield each action waiting for a decision with what it would do.
 
-        A read shortly after the turn shares its previews; ``fresh`` works them out now.
+        A read shortly after the turn shares its previews (``deciding``: for a decision).
         """
         for action in self.assistant.pending_actions(self.thread):
-            yield action, self.assistant.preview(self.thread, action, fresh=fresh)
+            yield action, self.assistant.preview(self.thread, action, deciding=deciding)
 
 
 def _check_arguments(crew: Crew, name: str, args: Mapping[str, Any]) -> None:

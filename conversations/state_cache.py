@@ -125,8 +125,9 @@ def snapshot_of(saved: Mapping[str, Any]) -> StateSnapshot:
 
 
 # How long a preview worked out for an action is shown again to a read of the same saved
-# state: long enough for the reads right after a turn (its end, each front end's card),
-# short enough that a fee window or a unit taken elsewhere shows at the next read.
+# state: long enough for the reads right after a turn (its end, each front end's card)
+# and a customer's decision on it, short enough that a fee window or a unit taken
+# elsewhere shows at the next read. The write checks its own figures whatever was shown.
 PREVIEW_REUSE_SECONDS = 30.0
 
 
@@ -135,7 +136,7 @@ class PreviewCache(Generic[T]):
 
     A key names the thread, its latest checkpoint and the tool call: a new message, a
     decision or a proposal saves a new checkpoint, and so asks for a new preview. A
-    decision does not read it (``fresh``): what it records is worked out at that moment.
+    decision reads it too, so it records what the customer was shown.
     """
 
     def __init__(self, seconds: float = PREVIEW_REUSE_SECONDS, kept: int = 256) -> None:

@@ -120,8 +120,8 @@ class TurnConversation(Protocol):
     def person_notice(self, handoff: Handoff | None = None) -> Notice | None:
         """Return what the customer is told about the person."""
 
-    def previews(self, *, fresh: bool = False) -> Iterator[tuple[PendingAction, ActionPreview]]:
-        """Yield the pending actions with their previews (``fresh``: worked out now)."""
+    def previews(self, *, deciding: bool = False) -> Iterator[tuple[PendingAction, ActionPreview]]:
+        """Yield the pending actions with their previews (``deciding``: for a decision)."""
 
     def ask_for_person(
         self, reason: str = "", summary: str = "", *, by: RequestedBy = "customer"
@@ -315,7 +315,7 @@ class Turn:
     ) -> Iterator[Outcome]:
         """Decide the pending actions with ``answers`` and yield the rest of the turn.
 
-        Each decision records the preview it was made on, computed now. An action whose
+        Each decision records the preview it was made on (``previews``). An action whose
         preview shows it cannot be done is refused whatever the answer (the assistant is
         told why); one without an answer is declined. Writes that committed before an
         interruption are reported, whatever the answers.
@@ -330,7 +330,9 @@ class Turn:
         cancelled_by: CancelledBy = "customer",
     ) -> AsyncGenerator[Outcome, None]:
         """``resolve``, awaited on the turn loop."""
-        previews = list(self.conversation.previews(fresh=True))  # what the decision is made on
+        # What the decision is made on: what the customer was shown, if the saved state
+        # is the one it was shown for (and recent); worked out now otherwise.
+        previews = list(self.conversation.previews(deciding=True))
         owner = self.conversation.owner
         checked = {c.tool_call_id: c for c in self.conversation.checks()}
         # The customer's no needs no check: an open check of an action they now decline

@@ -162,45 +162,15 @@ def test_protocol_names_searches_in_the_customers_words(
     assert isinstance(outcomes[-1], TurnEnd)
 
 
-def test_reads_after_a_turn_share_its_previews_and_a_decision_works_them_out_anew(
+def test_protocol_an_actions_preview_is_worked_out_once_from_the_turns_end_to_its_run(
     conversations: Conversations,
     model: ScriptedChatModel,
     travel_db: Database,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import conversations.assistant as assistant_module
-
-    worked_out: list[str] = []
-    describe = assistant_module.describe_action
-
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        worked_out.append(args[2])  # the tool's name
-        return describe(*args, **kwargs)
-
-    monkeypatch.setattr(assistant_module, "describe_action", counted)
-    _ask_for_change(model, travel_db)
-    conversation = _conversation(conversations)
-    _send(conversation, "Please move my flight to tomorrow")
-    at_turn_end = len(worked_out)
-    assert at_turn_end == 1  # the turn's end showed the card
-    (approval,) = conversation.approvals()  # a front end's read: the same saved state
-    conversation.approvals()
-    assert len(worked_out) == at_turn_end
-    model.extend(say("Done: you fly tomorrow."))
-    with conversation.claim() as turn:
-        list(turn.resolve({approval.tool_call_id: Answer(True)}))
-    assert len(worked_out) == at_turn_end + 1  # the decision's own, worked out then
-    assert not conversation.approvals()
-
-
-def test_protocol_a_decision_works_its_preview_out_once_and_the_node_shows_it(
-    conversations: Conversations,
-    model: ScriptedChatModel,
-    travel_db: Database,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    # The node must show a request before it reads the answer; it takes the preview the
-    # decision was made on instead of working the same one out again.
+    # The turn's end shows the preview; the decision records that one (what the customer
+    # was shown), and the node, which must show a request before it reads the answer,
+    # takes it instead of working the same one out again.
     import importlib
 
     import assistants.approvals
@@ -219,7 +189,8 @@ def test_protocol_a_decision_works_its_preview_out_once_and_the_node_shows_it(
     _ask_for_change(model, travel_db)
     conversation = _conversation(conversations)
     (approval,) = _send(conversation, "Move me to tomorrow, please.")[-1].approvals  # type: ignore[union-attr]
-    worked_out.clear()
+    assert len(worked_out) == 1  # the turn's end showed the card
+    assert conversation.approvals() == [approval]  # a front end's read: the same state
     model.extend(say("You fly tomorrow."))
     with conversation.claim() as turn:
         live = list(turn.resolve({approval.tool_call_id: Answer(True)}))
