@@ -99,8 +99,7 @@ POLICY_PARTNERS = U + "test_policies.py::test_policy_md_partner_table_matches_ru
 POLICY_NUMBERS = U + "test_policy_numbers.py::test_policy_numbers_each_match_their_own_kinds_rule"
 FLIGHTS = U + "test_db_flights.py::"
 HOTELS = U + "test_db_hotels.py::"
-CARS = U + "test_db_car_rentals.py::"
-EXCURSIONS = U + "test_db_excursions.py::"
+RESERVATIONS = U + "test_db_reservations.py::"
 EDGES = U + "test_rule_edges.py::"
 GAPS = U + "test_mutant_gaps.py::"
 GRAPH = U + "test_graph.py::"
@@ -514,8 +513,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "if booking.passenger_id != passenger_id:",
         "if not booking.passenger_id:",
         (
-            HOTELS + "test_update_hotel_rejects_someone_elses_reservation",
-            CARS + "test_update_car_rental_rejects_someone_elses_reservation",
+            RESERVATIONS + "test_update_and_cancel_reject_someone_elses_reservation[hotel]",
+            RESERVATIONS + "test_update_and_cancel_reject_someone_elses_reservation[car]",
         ),
     ),
     Mutant(
@@ -527,9 +526,9 @@ MUTANTS: tuple[Mutant, ...] = (
         "    if all(",
         "    booking = session.get(kind.booking_model, booking_id)\n    if all(",
         (
-            HOTELS + "test_update_hotel_rejects_someone_elses_reservation",
-            CARS + "test_update_car_rental_rejects_someone_elses_reservation",
-            EXCURSIONS + "test_update_excursion_rejects_someone_elses_reservation",
+            RESERVATIONS + "test_update_and_cancel_reject_someone_elses_reservation[hotel]",
+            RESERVATIONS + "test_update_and_cancel_reject_someone_elses_reservation[car]",
+            RESERVATIONS + "test_update_and_cancel_reject_someone_elses_reservation[excursion]",
         ),
     ),
     Mutant(
@@ -540,8 +539,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "    if start < current:\n",
         "    if start < current - timedelta(days=1):\n",
         (
-            HOTELS + "test_book_hotel_rejects_bad_dates",
-            CARS + "test_book_car_rental_rejects_bad_dates",
+            RESERVATIONS + "test_book_rejects_invalid_dates[hotel-past]",
+            RESERVATIONS + "test_book_rejects_invalid_dates[car-past]",
         ),
     ),
     Mutant(
@@ -552,8 +551,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "if len(dates) > 1 and self.units(dates) < 1:",
         "if len(dates) > 1 and self.units(dates) < 0:",
         (
-            HOTELS + "test_book_hotel_rejects_bad_dates",
-            CARS + "test_book_car_rental_rejects_bad_dates",
+            RESERVATIONS + "test_book_rejects_invalid_dates[hotel-no-night]",
+            RESERVATIONS + "test_book_rejects_invalid_dates[car-reversed]",
         ),
     ),
     Mutant(
@@ -563,7 +562,10 @@ MUTANTS: tuple[Mutant, ...] = (
         "db/hotels.py",
         "last_day_included=False,",
         "last_day_included=True,",
-        (HOTELS + "test_book_hotel_rejects_bad_dates", HOTELS + "test_book_hotel_charges_the_stay"),
+        (
+            RESERVATIONS + "test_book_rejects_invalid_dates[hotel-no-night]",
+            RESERVATIONS + "test_book_charges_every_unit_and_records_the_payment[hotel]",
+        ),
     ),
     Mutant(
         "period-max-units-boundary",
@@ -586,7 +588,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "max_units=MAX_HOTEL_NIGHTS - 1,",
         (
             GAPS + "test_hotel_stay_of_exactly_the_maximum_nights_is_bookable",
-            HOTELS + "test_book_hotel_rejects_bad_dates",
+            RESERVATIONS + "test_book_rejects_dates_breaking_a_rule[hotel-too-long]",
         ),
     ),
     Mutant(
@@ -598,7 +600,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "max_units=MAX_CAR_RENTAL_DAYS - 1,",
         (
             GAPS + "test_car_rental_of_exactly_the_maximum_days_is_bookable",
-            CARS + "test_book_car_rental_rejects_bad_dates",
+            RESERVATIONS + "test_book_rejects_dates_breaking_a_rule[car-too-long]",
         ),
     ),
     Mutant(
@@ -610,7 +612,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "free_hours=24,",
         (
             GAPS + "test_reservation_cancellation_is_free_until_its_kinds_window_closes",
-            HOTELS + "test_cancel_hotel_late_keeps_the_first_night",
+            RESERVATIONS + "test_cancel_late_keeps_the_late_fee[hotel]",
         ),
     ),
     Mutant(
@@ -622,7 +624,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "free_hours=48,",
         (
             GAPS + "test_reservation_cancellation_is_free_until_its_kinds_window_closes",
-            CARS + "test_cancel_car_rental_in_the_free_window_refunds_everything",
+            RESERVATIONS + "test_cancel_in_the_free_window_refunds_everything[car]",
         ),
     ),
     Mutant(
@@ -634,7 +636,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "free_hours=48,",
         (
             GAPS + "test_reservation_cancellation_is_free_until_its_kinds_window_closes",
-            EXCURSIONS + "test_cancel_excursion_late_refunds_nothing",
+            RESERVATIONS + "test_cancel_late_keeps_the_late_fee[excursion]",
         ),
     ),
     Mutant(
@@ -644,7 +646,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "db/hotels.py",
         "late_fee_parts=lambda dates: max((dates[1] - dates[0]).days, 1),",
         "late_fee_parts=lambda dates: 1,",
-        (HOTELS + "test_cancel_hotel_late_keeps_the_first_night",),
+        (RESERVATIONS + "test_cancel_late_keeps_the_late_fee[hotel]",),
     ),
     Mutant(
         "car-late-fee-off-by-one",
@@ -653,7 +655,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "db/car_rentals.py",
         "late_fee_parts=lambda dates: (dates[1] - dates[0]).days + 1,",
         "late_fee_parts=lambda dates: (dates[1] - dates[0]).days,",
-        (CARS + "test_cancel_car_rental_late_keeps_one_day",),
+        (RESERVATIONS + "test_cancel_late_keeps_the_late_fee[car]",),
     ),
     Mutant(
         "excursion-late-fee-half",
@@ -662,7 +664,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "db/excursions.py",
         "late_fee_parts=lambda dates: 1,",
         "late_fee_parts=lambda dates: 2,",
-        (EXCURSIONS + "test_cancel_excursion_late_refunds_nothing",),
+        (RESERVATIONS + "test_cancel_late_keeps_the_late_fee[excursion]",),
     ),
     Mutant(
         "partners-late-change-fee-not-charged",
@@ -678,8 +680,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "    return ReservationQuote(\n"
         '        action="update",',
         (
-            HOTELS + "test_update_hotel_late_change_charges_the_first_night",
-            CARS + "test_update_car_rental_late_change_charges_one_day",
+            RESERVATIONS + "test_update_late_pays_the_late_fee_on_top[hotel]",
+            RESERVATIONS + "test_update_late_pays_the_late_fee_on_top[car]",
         ),
     ),
     Mutant(
@@ -731,9 +733,10 @@ MUTANTS: tuple[Mutant, ...] = (
         "    _require_units(session, kind, item, period)\n",
         "",
         (
-            HOTELS + "test_book_hotel_refuses_a_full_hotel",
-            CARS + "test_book_car_rental_refuses_when_the_fleet_is_out",
-            EXCURSIONS + "test_book_excursion_refuses_a_full_day",
+            RESERVATIONS + "test_book_refuses_a_day_with_no_unit_left_and_writes_nothing[hotel]",
+            RESERVATIONS + "test_book_refuses_a_day_with_no_unit_left_and_writes_nothing[car]",
+            RESERVATIONS
+            + "test_book_refuses_a_day_with_no_unit_left_and_writes_nothing[excursion]",
         ),
     ),
     Mutant(
@@ -758,7 +761,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "    _require_units(session, kind, item, period[:1] * len(period))\n",
         (
             GAPS + "test_car_rental_booking_refuses_a_sold_out_later_day",
-            HOTELS + "test_book_hotel_refuses_a_full_hotel",
+            RESERVATIONS + "test_book_refuses_a_day_with_no_unit_left_and_writes_nothing[hotel]",
         ),
     ),
     Mutant(
@@ -819,7 +822,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "        tool_call_id=tool_call_id,\n",
         "        tool_call_id=None,\n",
         (
-            U + "test_tools_hotels.py::test_book_hotel_repeated_call_books_once",
+            U + "test_tools_reservations.py::test_book_repeated_call_books_once[hotel]",
             U + "test_tools_flights.py::test_cancel_ticket_repeated_call_refunds_once",
         ),
     ),
