@@ -14,7 +14,7 @@ import pytest
 from db.clock import fixed_clock
 from db.engine import Database
 from tests.support import schema_cache, scratch
-from tests.support.databases import FIXED_NOW, build_sqlite
+from tests.support.databases import FIXED_NOW, FULL_SCALE_MARK, build_sqlite, build_url
 from tests.support.shared import built_once
 
 schema_cache.install()
@@ -136,51 +136,101 @@ def _postgres_session_zone(engine_name: str) -> Iterator[None]:
         yield
 
 
-@pytest.fixture(scope="session")
-def template_db_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Build the default-scale database once per test run (shared by the xdist workers).
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        f"{FULL_SCALE_MARK}: db_path, db_url and travel_db copy the full-load travel "
+        "database instead of the small one every other test gets "
+        "(tests/support/databases.py)",
+    )
 
-    Every test copies it (``db_path``, ``db_url``); nothing writes to it.
-    """
+
+def _full_scale(request: pytest.FixtureRequest) -> bool:
+    """Tell whether the requesting test is marked ``full_scale``."""
+    return request.node.get_closest_marker(FULL_SCALE_MARK) is not None
+
+
+def _sqlite_template(tmp_path_factory: pytest.TempPathFactory, full_scale: bool) -> Path:
     return built_once(
         tmp_path_factory,
-        "template",
-        lambda path: build_sqlite(path, seed=7, clock=fixed_clock(FIXED_NOW)),
+        "template-full" if full_scale else "template",
+        lambda path: build_sqlite(
+            path, seed=7, clock=fixed_clock(FIXED_NOW), full_scale=full_scale
+        ),
     )
+
+
+@pytest.fixture(scope="session")
+def template_db_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Build the small database once per test run (shared by the xdist workers).
+
+    Every test copies it (``db_path``, ``db_url``) unless marked ``full_scale``; nothing
+    writes to it.
+    """
+    return _sqlite_template(tmp_path_factory, full_scale=False)
+
+
+@pytest.fixture(scope="session")
+def full_scale_template_db_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Build the full-load database once per test run, the first time a test needs it.
+
+    The tests marked ``full_scale`` copy it; nothing writes to it.
+    """
+    return _sqlite_template(tmp_path_factory, full_scale=True)
+
+
+def _template_url(
+    engine_name: str,
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    full_scale: bool,
+) -> Iterator[str]:
+    if engine_name == "sqlite":
+        name = "full_scale_template_db_path" if full_scale else "template_db_path"
+        yield str(request.getfixturevalue(name))
+        return
+    from tests.support import postgres
+
+    def build(url: str) -> None:
+        build_url(url, seed=7, clock=fixed_clock(FIXED_NOW), full_scale=full_scale)
+
+    kind = "full" if full_scale else ""
+    with postgres.run_template(tmp_path_factory, build, kind) as name:
+        yield name
 
 
 @pytest.fixture(scope="session")
 def template_db_url(
     engine_name: str, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[str]:
-    """The built database every test copies: the SQLite file, or a PostgreSQL template.
+    """The small database every test copies: the SQLite file, or a PostgreSQL template.
 
     The PostgreSQL template is built once per run too: by the first xdist worker that
     needs it (the others wait for it and copy it), dropped by the main process when the
     run ends; without xdist, by this fixture.
     """
-    if engine_name == "sqlite":
-        yield str(request.getfixturevalue("template_db_path"))
-        return
-    from tests.support import postgres
+    yield from _template_url(engine_name, request, tmp_path_factory, full_scale=False)
 
-    def build(url: str) -> None:
-        from db.generate import build_database
 
-        database = Database.from_url(url, clock=fixed_clock(FIXED_NOW))
-        build_database(database, seed=7, scale=1)
-        database.dispose()
-
-    with postgres.run_template(tmp_path_factory, build) as name:
-        yield name
+@pytest.fixture(scope="session")
+def full_scale_template_db_url(
+    engine_name: str, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """Like ``template_db_url``, the full-load database the ``full_scale`` tests copy."""
+    yield from _template_url(engine_name, request, tmp_path_factory, full_scale=True)
 
 
 @pytest.fixture
-def db_path(template_db_path: Path, tmp_path: Path) -> Path:
-    """A private copy of the generated database for one test (always a SQLite file)."""
+def db_path(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
+    """A private copy of the generated database for one test (always a SQLite file).
+
+    The small database, or the full-load one for a test marked ``full_scale``.
+    """
     path = tmp_path / "travel.sqlite"
     if not path.exists():  # ``db_url`` may have made it already
-        shutil.copyfile(template_db_path, path)
+        full = _full_scale(request)
+        name = "full_scale_template_db_path" if full else "template_db_path"
+        shutil.copyfile(request.getfixturevalue(name), path)
     return path
 
 
@@ -201,14 +251,25 @@ def _postgres_copies(engine_name: str, template_db_url: str) -> Iterator[Any]:
 
 @pytest.fixture
 def db_url(
-    engine_name: str, template_db_url: str, tmp_path: Path, _postgres_copies: Any
+    engine_name: str, request: pytest.FixtureRequest, tmp_path: Path, _postgres_copies: Any
 ) -> Iterator[str]:
-    """The URL of a private copy of the generated database, on the engine of this run."""
+    """The URL of a private copy of the generated database, on the engine of this run.
+
+    The small database, or the full-load one for a test marked ``full_scale``.
+    """
+    full = _full_scale(request)
+    template = "full_scale_template_db_url" if full else "template_db_url"
     if engine_name == "sqlite":
         path = tmp_path / "travel.sqlite"
         if not path.exists():
-            shutil.copyfile(template_db_url, path)
+            shutil.copyfile(request.getfixturevalue(template), path)
         yield str(path)
+        return
+    if full:
+        from tests.support import postgres
+
+        with postgres.scratch_database(request.getfixturevalue(template)) as url:
+            yield url
         return
     url = _postgres_copies.take()
     try:
@@ -261,7 +322,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
     """Remove a passed test's databases once its fixtures are torn down (a failed test's
-    stay to look at): each is a 32 MB copy, and pytest keeps three runs' folders."""
+    stay to look at): each is a copy (4 MB, 32 MB at full scale), and pytest keeps three
+    runs' folders."""
     folder = getattr(item, "funcargs", {}).get("tmp_path")
     try:
         return (yield)

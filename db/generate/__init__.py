@@ -4,8 +4,12 @@
 files (airports, aircraft seat maps, partner catalogues) and from a generator seeded with
 ``seed``: a network of routes that grows with ``scale``, a daily schedule from a week
 before "now" to two months after it, fares, passengers, bookings, tickets, seats and
-partner reservations. The same seed, scale and "now" always give the same rows; nothing
-reads the wall clock or the global random generator.
+partner reservations. The same seed, scale, load and "now" always give the same rows;
+nothing reads the wall clock or the global random generator.
+
+``load`` (1 by default) sets how full the random sales make the flights: below 1 the
+database is smaller (``SMALL_LOAD``, about a tenth of the tickets, passengers and
+payments, is what the tests build) with the same schedule, fixtures and rules.
 
 Every record promised by ``db.fixtures`` is created first, exactly as its comments
 describe, so tests and demos can rely on it.
@@ -33,9 +37,12 @@ from db.fixtures import (
     MULTI_SEGMENT_DAYS_AHEAD,
 )
 from db.generate.build import (
+    DEFAULT_LOAD,
     DEFAULT_SCALE,
     DEFAULT_SEED,
     MAX_SCALE,
+    MIN_LOAD,
+    SMALL_LOAD,
     BuildReport,
     build_database,
     ensure_database,
@@ -58,12 +65,15 @@ __all__ = [
     "BUSINESS_DAYS_AHEAD",
     "CHECKED_IN_DEPARTURE_IN",
     "COLUMNS",
+    "DEFAULT_LOAD",
     "DEFAULT_SCALE",
     "DEFAULT_SEED",
     "FLOWN_DAYS_AGO",
     "MAX_SCALE",
     "MIN_CONNECTION",
+    "MIN_LOAD",
     "MULTI_SEGMENT_DAYS_AHEAD",
+    "SMALL_LOAD",
     "AircraftType",
     "AirportRow",
     "BuildReport",

@@ -28,6 +28,12 @@ from db.generate.schedule import _build_schedule, _plan_quotas, _plan_routes, _w
 DEFAULT_SCALE = 1
 MAX_SCALE = 25
 DEFAULT_SEED = 42
+# ``load`` multiplies the share of seats the random sales fill (``build_database``).
+# SMALL_LOAD gives a database about a tenth the size of the full load's, with the same
+# schedule, fixtures and rules: what the tests build unless one needs the full data.
+DEFAULT_LOAD = 1.0
+SMALL_LOAD = 0.1
+MIN_LOAD = 0.05
 
 
 @dataclass(frozen=True)
@@ -40,6 +46,7 @@ class BuildReport:
         now: The moment the data is relative to (UTC).
         counts: Rows written per table, in dependency order.
         seconds: Wall time the build took.
+        load: The share of the full load the random sales filled.
     """
 
     seed: int
@@ -47,6 +54,7 @@ class BuildReport:
     now: datetime
     counts: Mapping[str, int]
     seconds: float
+    load: float = DEFAULT_LOAD
 
     @property
     def total_rows(self) -> int:
@@ -55,7 +63,7 @@ class BuildReport:
 
 
 def _generate(
-    writer: _Writer, ref: ReferenceData, seed: int, scale: int, now: datetime
+    writer: _Writer, ref: ReferenceData, seed: int, scale: int, load: float, now: datetime
 ) -> dict[str, int]:
     """Write every row; each concern draws from its own generator so they stay stable."""
 
@@ -73,7 +81,7 @@ def _generate(
     people = _People(sink, rng("people"))
     sales = _Sales(sink, people, counters, now, rng("sales"))
     full_flight = _sell_fixture_tickets(sales, people, ref, flights, now)
-    _plan_quotas(flights, full_flight, now, rng("quotas"))
+    _plan_quotas(flights, full_flight, now, rng("quotas"), load)
     sales.sell_connections(flights)
     sales.sell_direct(flights)
     sink.flush()
@@ -87,10 +95,17 @@ def _generate(
 
 
 def _build(
-    db: Database, seed: int, scale: int, now: datetime | None, only_if_missing: bool
+    db: Database,
+    seed: int,
+    scale: int,
+    load: float,
+    now: datetime | None,
+    only_if_missing: bool,
 ) -> BuildReport | None:
     if not 1 <= scale <= MAX_SCALE:
         raise ValueError(f"scale must be between 1 and {MAX_SCALE}, not {scale}.")
+    if not MIN_LOAD <= load <= 1:
+        raise ValueError(f"load must be between {MIN_LOAD} and 1, not {load}.")
     moment = now if now is not None else db.clock()
     if moment.tzinfo is None:
         raise ValueError("now must be timezone-aware.")
@@ -100,8 +115,9 @@ def _build(
     with _open_writer(db.engine, only_if_missing) as writer:
         if writer is None:
             return None
-        counts = _generate(writer, ref, seed, scale, moment)
-    return BuildReport(seed, scale, moment, MappingProxyType(counts), perf_counter() - started)
+        counts = _generate(writer, ref, seed, scale, load, moment)
+    seconds = perf_counter() - started
+    return BuildReport(seed, scale, moment, MappingProxyType(counts), seconds, load)
 
 
 def build_database(
@@ -109,24 +125,33 @@ def build_database(
     *,
     seed: int = DEFAULT_SEED,
     scale: int = DEFAULT_SCALE,
+    load: float = DEFAULT_LOAD,
     now: datetime | None = None,
 ) -> BuildReport:
     """Drop and recreate every table, then fill the database deterministically.
+
+    The same ``seed``, ``scale``, ``load`` and "now" always give the same rows.
 
     Args:
         db: The database to (re)build; its clock gives "now" unless ``now`` is passed.
         seed: The seed of every random choice.
         scale: The size of the route network, 1 to ``MAX_SCALE``.
+        load: How full the random sales make the flights, ``MIN_LOAD`` to 1: each cabin's
+            quota of random tickets is multiplied by it. Below 1 the database is smaller
+            (``SMALL_LOAD`` gives about a tenth of the tickets, passengers and payments)
+            but has the same schedule, fares, statuses, fixtures (the full flight stays
+            full) and rules; the random sales and reservations differ from the full
+            load's. Partner reservations keep their number.
         now: The moment the data is relative to (timezone-aware).
 
     Returns:
         The rows written per table and the time taken.
 
     Raises:
-        ValueError: ``scale`` is out of range, ``now`` is naive, or a reference file is
-            inconsistent with the fixtures.
+        ValueError: ``scale`` or ``load`` is out of range, ``now`` is naive, or a reference
+            file is inconsistent with the fixtures.
     """
-    report = _build(db, seed, scale, now, only_if_missing=False)
+    report = _build(db, seed, scale, load, now, only_if_missing=False)
     assert report is not None  # only_if_missing=False always builds
     return report
 
@@ -141,7 +166,13 @@ def _make_parent_folder(engine: Engine) -> None:
     Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
 
 
-def ensure_database(db: Database, *, seed: int = DEFAULT_SEED, scale: int = DEFAULT_SCALE) -> bool:
+def ensure_database(
+    db: Database,
+    *,
+    seed: int = DEFAULT_SEED,
+    scale: int = DEFAULT_SCALE,
+    load: float = DEFAULT_LOAD,
+) -> bool:
     """Build the database unless it already has its tables.
 
     Creates the folder of a SQLite file first. Two processes starting at once do not
@@ -152,6 +183,7 @@ def ensure_database(db: Database, *, seed: int = DEFAULT_SEED, scale: int = DEFA
         db: The database; its clock gives "now".
         seed: The seed used if a build is needed.
         scale: The scale used if a build is needed.
+        load: The load used if a build is needed.
 
     Returns:
         ``True`` if this call built the database, ``False`` if it was already there.
@@ -159,4 +191,4 @@ def ensure_database(db: Database, *, seed: int = DEFAULT_SEED, scale: int = DEFA
     _make_parent_folder(db.engine)
     if db.has_schema():
         return False
-    return _build(db, seed, scale, None, only_if_missing=True) is not None
+    return _build(db, seed, scale, load, None, only_if_missing=True) is not None

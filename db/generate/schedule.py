@@ -34,7 +34,8 @@ RANGE_MARGIN = 1.1
 LONG_HAUL_KM = 4000
 
 # Quotas: the share of each cabin sold is a flight's base load times a booking curve
-# that fills up towards departure. Loads are modest so the default build stays fast.
+# that fills up towards departure (times the build's ``load``, 1 unless a smaller
+# database is asked for). Loads are modest so the default build stays fast.
 LOAD_RANGE = (0.10, 0.32)
 CABIN_LOAD_FACTOR: Mapping[str, float] = MappingProxyType(
     {"Economy": 1.0, "Comfort": 0.85, "Business": 0.7}
@@ -321,12 +322,17 @@ def _set_fares(flight: _Flight, ref: ReferenceData, now: datetime, rng: random.R
 
 
 def _plan_quotas(
-    flights: Sequence[_Flight], full_flight: _Flight, now: datetime, rng: random.Random
+    flights: Sequence[_Flight],
+    full_flight: _Flight,
+    now: datetime,
+    rng: random.Random,
+    load: float = 1.0,
 ) -> None:
     """Decide how many seats each cabin sells and which seats the random sales get.
 
-    Loads rise towards departure; ``full_flight`` sells every Economy seat; cancelled
-    flights sell nothing. Flights that have left seat every passenger.
+    Loads rise towards departure and are multiplied by ``load`` (see ``build_database``);
+    ``full_flight`` sells every Economy seat whatever ``load`` is; cancelled flights sell
+    nothing. Flights that have left seat every passenger.
     """
     for flight in flights:
         if flight.status == "Cancelled":
@@ -334,9 +340,10 @@ def _plan_quotas(
             continue
         days_out = (flight.departure - now).total_seconds() / 86_400
         curve = 1.0 if days_out <= 2 else max(0.3, 1 - (days_out - 2) / 75)
-        load = rng.uniform(*LOAD_RANGE) * curve
+        base = rng.uniform(*LOAD_RANGE) * curve
         for fare, seats in flight.aircraft.seats.items():
-            wanted = round(len(seats) * load * CABIN_LOAD_FACTOR[fare] * rng.uniform(0.7, 1.3))
+            drawn = len(seats) * base * CABIN_LOAD_FACTOR[fare] * rng.uniform(0.7, 1.3)
+            wanted = round(drawn * load)
             if flight is full_flight and fare == "Economy":
                 wanted = len(seats)
             flight.quota[fare] = max(flight.sold[fare], min(len(seats), wanted))

@@ -15,7 +15,7 @@ from tests.support.shared import built_once
 
 @pytest.fixture(scope="session")
 def real_clock_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A travel database (seed 42) built at the real clock, once per run; tests copy it.
+    """A small travel database (seed 42) built at the real clock, once per run; tests copy it.
 
     For the installed program in a terminal, which reads the real time. Built at the
     start of the run rather than of each module: a run is minutes long, and the data is
@@ -47,10 +47,9 @@ def postgres_template(request: pytest.FixtureRequest) -> Iterator[str]:
     Skips the test when no PostgreSQL server is reachable.
     """
     from db.clock import fixed_clock
-    from db.engine import Database
     from tests.support import postgres
     from tests.support.conversation_stores import postgres_unreachable
-    from tests.support.databases import FIXED_NOW
+    from tests.support.databases import FIXED_NOW, build_url
 
     reason = postgres_unreachable()
     if reason is not None:
@@ -58,13 +57,9 @@ def postgres_template(request: pytest.FixtureRequest) -> Iterator[str]:
     if request.config.getoption("--engine") == "postgresql":
         yield str(request.getfixturevalue("template_db_url"))
         return
-    from db.generate import build_database
-
     name, url = postgres.create_database()
     try:
-        built = Database.from_url(url, clock=fixed_clock(FIXED_NOW))
-        build_database(built, seed=7, scale=1)
-        built.dispose()
+        build_url(url, seed=7, clock=fixed_clock(FIXED_NOW))  # small, as template_db_url
         yield name
     finally:
         postgres.drop_database(name)

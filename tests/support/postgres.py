@@ -138,18 +138,22 @@ def drop_leftovers() -> list[str]:
     return names
 
 
-# The file, in the run's shared folder, naming the PostgreSQL template the run built.
-_RUN_TEMPLATE = "postgres-template.name"
+# The file, in the run's shared folder, naming a PostgreSQL template the run built
+# (``postgres-template.name``, ``postgres-template-<kind>.name``).
+_RUN_TEMPLATE = "postgres-template"
 
 
 @contextmanager
-def run_template(tmp_path_factory: Any, build: Callable[[str], None]) -> Iterator[str]:
+def run_template(
+    tmp_path_factory: Any, build: Callable[[str], None], kind: str = ""
+) -> Iterator[str]:
     """Yield the name of this run's template database, built by ``build(url)`` once.
 
     Without xdist: made, built and dropped here. In an xdist worker: the first worker to
     get here builds it (under a lock in the run's shared folder) and names it in a file
     there; the others reuse it; ``drop_run_templates`` in the main process drops it when
-    the run ends, since no worker knows it is the last to use it.
+    the run ends, since no worker knows it is the last to use it. Each ``kind`` (``""``,
+    the small template; ``"full"``, the full-load one) is a template of its own.
     """
     from tests.support.shared import locked, run_folder
 
@@ -162,8 +166,9 @@ def run_template(tmp_path_factory: Any, build: Callable[[str], None]) -> Iterato
             drop_database(name)
         return
     folder = run_folder(tmp_path_factory)
-    named = folder / _RUN_TEMPLATE
-    with locked(folder / f"{_RUN_TEMPLATE}.lock"):
+    stem = f"{_RUN_TEMPLATE}-{kind}" if kind else _RUN_TEMPLATE
+    named = folder / f"{stem}.name"
+    with locked(folder / f"{stem}.name.lock"):
         if not named.exists():
             name, url = create_database()
             try:
@@ -176,11 +181,10 @@ def run_template(tmp_path_factory: Any, build: Callable[[str], None]) -> Iterato
 
 
 def drop_run_templates(config: Any) -> None:
-    """Drop the template the xdist workers of this run built, if they built one."""
+    """Drop the templates the xdist workers of this run built, if they built any."""
     factory = getattr(config, "_tmp_path_factory", None)
     if factory is None:
         return
-    named = Path(factory.getbasetemp()) / _RUN_TEMPLATE
-    if named.exists():
+    for named in sorted(Path(factory.getbasetemp()).glob(f"{_RUN_TEMPLATE}*.name")):
         drop_database(named.read_text().strip())
         named.unlink()

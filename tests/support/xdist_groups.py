@@ -27,7 +27,7 @@ GROUPS = {
     "racers": "forkserver",  # six forked racers and a PostgreSQL template (test_races.py)
     "children": "forkserver",  # the crash children (test_crash_consistency.py)
     "travel_template": "postgres-cli",  # `db init` on PostgreSQL (test_postgres_cli.py)
-    "other_seed_build": "other-seed-build",  # a second full build (test_db_generate.py)
+    "other_seed_build": "other-seed-build",  # a second build (test_db_generate.py)
     # `langgraph dev` servers, one at a time (test_langgraph_server.py)
     "langgraph_cli": "langgraph-server",
 }

@@ -34,10 +34,13 @@ from db.generate import (
     BUSINESS_DAYS_AHEAD,
     CHECKED_IN_DEPARTURE_IN,
     COLUMNS,
+    DEFAULT_LOAD,
     FLOWN_DAYS_AGO,
     MAX_SCALE,
     MIN_CONNECTION,
+    MIN_LOAD,
     MULTI_SEGMENT_DAYS_AHEAD,
+    SMALL_LOAD,
     BuildReport,
     build_database,
     ensure_database,
@@ -68,7 +71,7 @@ from db.models import (
     TicketFlight,
     TripRecommendation,
 )
-from tests.support.databases import FIXED_NOW
+from tests.support.databases import FIXED_NOW, database_load
 
 TODAY = FIXED_NOW.date()
 SQLITE_TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{6}$")
@@ -127,17 +130,26 @@ def _data_digest(folder: Path) -> dict[str, str]:
     }
 
 
-def _build(path: Path | str, *, seed: int = 7, now: datetime = FIXED_NOW) -> BuildReport:
+def _build(
+    path: Path | str, *, seed: int = 7, now: datetime = FIXED_NOW, full_scale: bool = False
+) -> BuildReport:
+    """Build like the test templates: the small database, or the full-load one."""
     database = Database.from_url(str(path), clock=fixed_clock(now))
     try:
-        return build_database(database, seed=seed, scale=1)
+        return build_database(database, seed=seed, scale=1, load=database_load(full_scale))
     finally:
         database.dispose()
 
 
+def _count(path: Path, table: str) -> int:
+    with sqlite3.connect(path) as connection:
+        return int(connection.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+
+
 @dataclass(frozen=True)
 class OtherSeedBuild:
-    """A second small build, with another seed, and what the data folder looked like."""
+    """A second small build (the load of ``template_db_path``), with another seed, and
+    what the data folder looked like."""
 
     path: Path
     report: BuildReport
@@ -212,17 +224,19 @@ def _digests(target: Path | str, tables: Sequence[str], engine_name: str) -> dic
 
 
 @pytest.mark.e2e  # builds whole travel databases
+@pytest.mark.full_scale  # the determinism of the default (full) load
 def test_build_database_same_seed_rebuild_gives_identical_rows(
-    template_db_path: Path, db_url: str, engine_name: str
+    full_scale_template_db_path: Path, db_url: str, engine_name: str
 ) -> None:
     # Rebuilding a copy that already holds data must also drop what was there; on
     # PostgreSQL the rows (bulk loaded with COPY) must read back as the SQLite build's do.
-    expected = _digests(template_db_path, list(COLUMNS), engine_name)
+    # (The small load's determinism: the core-insert test below rebuilds it.)
+    expected = _digests(full_scale_template_db_path, list(COLUMNS), engine_name)
     database = Database.from_url(db_url)
     with database.engine.begin() as connection:
         connection.execute(text("DELETE FROM excursion_bookings WHERE id = 1"))
     database.dispose()
-    _build(db_url, seed=7)
+    _build(db_url, seed=7, full_scale=True)
     assert _digests(db_url, list(COLUMNS), engine_name) == expected
 
 
@@ -248,6 +262,7 @@ def test_build_database_leaves_data_files_unchanged(other_seed_build: OtherSeedB
 def test_build_report_counts_match_tables(other_seed_build: OtherSeedBuild) -> None:
     report = other_seed_build.report
     assert report.seed == 8 and report.scale == 1 and report.now == FIXED_NOW
+    assert report.load == SMALL_LOAD
     assert report.seconds > 0
     assert set(report.counts) == set(Base.metadata.tables)
     with sqlite3.connect(other_seed_build.path) as connection:
@@ -256,11 +271,63 @@ def test_build_report_counts_match_tables(other_seed_build: OtherSeedBuild) -> N
     assert report.total_rows == sum(report.counts.values())
 
 
-def test_build_database_default_scale_size(other_seed_build: OtherSeedBuild) -> None:
-    counts = other_seed_build.report.counts
-    assert 1_000 <= counts["flights"] <= 3_000
-    assert 20_000 <= counts["ticket_flights"] <= 100_000
-    assert counts["boarding_passes"] > 0 and counts["payments"] > 0
+def test_build_database_default_scale_size(full_scale_template_db_path: Path) -> None:
+    # The full-scale template is scale 1 at the default load: the size ``db init`` builds.
+    assert database_load(full_scale=True) == DEFAULT_LOAD == 1
+    assert 1_000 <= _count(full_scale_template_db_path, "flights") <= 3_000
+    assert 20_000 <= _count(full_scale_template_db_path, "ticket_flights") <= 100_000
+    assert _count(full_scale_template_db_path, "boarding_passes") > 0
+    assert _count(full_scale_template_db_path, "payments") > 0
+
+
+def test_small_load_keeps_the_schedule_and_the_fixtures(
+    template_db_path: Path, full_scale_template_db_path: Path
+) -> None:
+    # The tests' small database differs from the full one only in the random sales and
+    # what follows from them (who holds the random reservations, the ids after them).
+    small, full = template_db_path, full_scale_template_db_path
+    for table in ("flights", "flight_fares", "airports_data", "seats", "hotels"):
+        assert _table_digest(small, table) == _table_digest(full, table), table
+    for table in ("tickets", "ticket_flights", "passengers", "payments"):
+        assert 0.05 <= _count(small, table) / _count(full, table) <= 0.2, table
+    assert _count(small, "hotel_bookings") == _count(full, "hotel_bookings")
+    tickets = (
+        fx.FIXTURE_TICKET_NO,
+        fx.MULTI_SEGMENT_TICKET_NO,
+        fx.BUSINESS_TICKET_NO,
+        fx.FLOWN_TICKET_NO,
+        fx.CHECKED_IN_TICKET_NO,
+    )
+    marks = ", ".join("?" * len(tickets))
+    people = ", ".join("?" * len(fx.FIXTURE_PASSENGER_IDS))
+    queries = (
+        (f"SELECT * FROM tickets WHERE ticket_no IN ({marks})", tickets),
+        (f"SELECT * FROM ticket_flights WHERE ticket_no IN ({marks})", tickets),
+        (f"SELECT * FROM boarding_passes WHERE ticket_no IN ({marks})", tickets),
+        (
+            f"SELECT b.* FROM bookings b JOIN tickets t ON t.book_ref = b.book_ref "
+            f"WHERE t.ticket_no IN ({marks})",
+            tickets,
+        ),
+        (f"SELECT * FROM passengers WHERE passenger_id IN ({people})", fx.FIXTURE_PASSENGER_IDS),
+        (
+            f"SELECT * FROM hotel_bookings WHERE passenger_id IN ({people})",
+            fx.FIXTURE_PASSENGER_IDS,
+        ),
+        (f"SELECT * FROM car_rental_bookings WHERE id = {fx.FIXTURE_CAR_RENTAL_BOOKING_ID}", ()),
+        (f"SELECT * FROM excursion_bookings WHERE id = {fx.FIXTURE_EXCURSION_BOOKING_ID}", ()),
+        (
+            "SELECT passenger_id, amount_cents, kind, reference, description, created_at "
+            f"FROM payments WHERE passenger_id IN ({people})",
+            fx.FIXTURE_PASSENGER_IDS,
+        ),
+    )
+    for query, parameters in queries:
+        rows = []
+        for path in (small, full):
+            with sqlite3.connect(path) as connection:
+                rows.append(sorted(connection.execute(query, parameters).fetchall()))
+        assert rows[0] == rows[1] and rows[0], query
 
 
 def test_build_database_rejects_scale_out_of_range(tmp_path: Path) -> None:
@@ -268,6 +335,14 @@ def test_build_database_rejects_scale_out_of_range(tmp_path: Path) -> None:
     for scale in (0, MAX_SCALE + 1):
         with pytest.raises(ValueError, match="scale"):
             build_database(database, scale=scale)
+    assert not database.has_schema()
+
+
+def test_build_database_rejects_load_out_of_range(tmp_path: Path) -> None:
+    database = Database.from_url(str(tmp_path / "x.sqlite"), clock=fixed_clock(FIXED_NOW))
+    for load in (0.0, MIN_LOAD / 2, 1.01):
+        with pytest.raises(ValueError, match="load"):
+            build_database(database, load=load)
     assert not database.has_schema()
 
 
@@ -686,8 +761,11 @@ def test_fixture_passengers_hold_only_their_documented_tickets(session: Session)
 
 
 # Integrity -----------------------------------------------------------------------------
+# The rules the random sales keep are checked on the full-load database (``full_scale``):
+# the load the program builds, and the one that fills flights and reuses passengers most.
 
 
+@pytest.mark.full_scale  # the rules of the random sales, at the default load
 def test_build_database_foreign_keys_are_valid(travel_db: Database, engine_name: str) -> None:
     with travel_db.engine.connect() as connection:
         if engine_name == "sqlite":
@@ -712,6 +790,7 @@ def test_build_database_foreign_keys_are_valid(travel_db: Database, engine_name:
     assert {str(index.name) for table in tables for index in table.indexes} <= indexes
 
 
+@pytest.mark.full_scale  # the rules of the random sales, at the default load
 def test_build_database_never_double_books_a_seat(travel_db: Database) -> None:
     with travel_db.engine.connect() as connection:
         doubles = connection.execute(
@@ -736,6 +815,7 @@ def test_build_database_never_double_books_a_seat(travel_db: Database) -> None:
     assert passes > 1_000
 
 
+@pytest.mark.full_scale  # the rules of the random sales, at the default load
 def test_build_database_never_oversells_a_fare_class(travel_db: Database) -> None:
     with travel_db.engine.connect() as connection:
         oversold = connection.execute(
@@ -976,6 +1056,7 @@ def test_flight_numbers_look_like_airline_codes(session: Session) -> None:
     assert len(set(numbers)) == len(numbers)
 
 
+@pytest.mark.full_scale  # the rules of the random sales, at the default load
 def test_check_ins_happen_within_the_check_in_window(session: Session) -> None:
     checked_in = (
         select(BoardingPass.checked_in_at, Flight.scheduled_departure, Booking.book_date)
@@ -998,6 +1079,7 @@ def test_check_ins_happen_within_the_check_in_window(session: Session) -> None:
         assert booked <= moment <= FIXED_NOW
 
 
+@pytest.mark.full_scale  # the rules of the random sales, at the default load
 def test_random_sales_include_valid_connections(session: Session) -> None:
     several = (
         select(TicketFlight.ticket_no).group_by(TicketFlight.ticket_no).having(func.count() > 1)
@@ -1027,6 +1109,7 @@ def test_random_sales_include_valid_connections(session: Session) -> None:
         assert first[4] == second[4]
 
 
+@pytest.mark.full_scale  # the rules of the random sales, at the default load
 def test_passengers_never_fly_twice_on_one_flight(travel_db: Database) -> None:
     with travel_db.engine.connect() as connection:
         twice = connection.execute(
