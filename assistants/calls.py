@@ -43,11 +43,6 @@ def cancelling(cancel: threading.Event) -> Iterator[None]:
         _CANCEL.reset(token)
 
 
-def current_cancel() -> threading.Event | None:
-    """Return the cancel of the turn running in this context, if any."""
-    return _CANCEL.get()
-
-
 class Flag(threading.Event):
     """A ``threading.Event`` that calls back when it is set, from whichever thread.
 

@@ -135,8 +135,6 @@ TURN_CUT_NOTES = {
     "done in it.)"
     for cause, why in _CUT_WHY.items()
 }
-CANCELLED_TOOL_MESSAGE = CUT_TOOL_MESSAGES["cancelled"]
-TURN_CANCELLED_NOTE = TURN_CUT_NOTES["cancelled"]
 
 EMPTY_ANSWER_NUDGE = "Your last reply was empty. Answer the customer, or call a tool."
 

@@ -300,16 +300,6 @@ class TravelAssistant:
             async for event in run:
                 yield event
 
-    def approve_all(self, thread: Thread) -> Iterator[TurnEvent]:
-        """Approve every pending call."""
-        decisions = {a.tool_call_id: Decision(True) for a in self.pending_actions(thread)}
-        return self.resolve(thread, decisions)
-
-    def deny_all(self, thread: Thread, reason: str | None) -> Iterator[TurnEvent]:
-        """Deny every pending call with the same reason."""
-        decisions = {a.tool_call_id: Decision(False, reason) for a in self.pending_actions(thread)}
-        return self.resolve(thread, decisions)
-
     def pending_actions(self, thread: Thread) -> list[PendingAction]:
         """Return the sensitive calls waiting for a decision, in the model's order.
 

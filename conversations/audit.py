@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import ClassVar, Literal, get_args
+from typing import ClassVar, Literal
 
 import sqlalchemy as sa
 
@@ -33,7 +33,6 @@ Looked = Literal[
     "refused",
     "proposed",
 ]
-LOOKS: tuple[Looked, ...] = get_args(Looked)
 # One entry per supervisor and thing looked at within this time.
 COALESCE = timedelta(minutes=5)
 
