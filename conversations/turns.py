@@ -242,7 +242,8 @@ class Turn:
         notice = self.close_cut_turn()
         if notice is not None:
             yield notice
-        if if_pending == "refuse" and self._assistant.pending_actions(self._thread):
+        pending = self._assistant.pending_actions(self._thread)
+        if if_pending == "refuse" and pending:
             checked = self.conversation.checks()
             waiting = checked and not all(c.decided for c in checked)
             yield TurnFailure(
@@ -250,7 +251,7 @@ class Turn:
             )
             return
         # A new message drops what is pending (answered as not done): so are its checks.
-        if self._assistant.pending_actions(self._thread):
+        if pending:
             self.conversation.owner.desk.end_checks(self._thread.thread_id, "withdrawn")
         self.conversation.owner.register(self._thread, text)
         handoff = self.conversation.handoff()

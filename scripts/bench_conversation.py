@@ -43,7 +43,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cache
@@ -63,6 +63,7 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 from assistants.state import PRIMARY_ASSISTANT, State
 from conversations.assistant import Decision, Thread, TravelAssistant
 from conversations.protocol import Answer, Conversations
+from conversations.records import Outcome, TurnEnd
 from conversations.run_cancel import CancelOnRequest
 from conversations.sessions import SessionRegistry
 from conversations.store import sqlite_checkpointer
@@ -466,12 +467,18 @@ def _play_turn_through_protocol(assistant: TravelAssistant, thread: Thread, text
         conversations = _PROTOCOLS[id(assistant)] = Conversations(assistant, registry)
     conversation = conversations.get(thread)
     with conversation.claim() as claimed:
-        for _ in claimed.send(text):
-            pass
-    while approvals := conversation.approvals():
+        end = _turn_end(claimed.send(text))
+    # The front ends ask about the approvals the turn ended with (``TurnEnd``).
+    while end.approvals:
         with conversation.claim() as claimed:
-            for _ in claimed.resolve({a.tool_call_id: Answer(True) for a in approvals}):
-                pass
+            end = _turn_end(claimed.resolve({a.tool_call_id: Answer(True) for a in end.approvals}))
+
+
+def _turn_end(outcomes: Iterable[Outcome]) -> TurnEnd:
+    ends = [o for o in outcomes if isinstance(o, TurnEnd)]
+    if not ends:
+        raise SystemExit("a turn through the protocol ended without a TurnEnd")
+    return ends[-1]
 
 
 def checkpointer(connection: sqlite3.Connection) -> Any:
