@@ -34,7 +34,14 @@ from conversations.desk_queue import (
     Status,
     describe_queue,
 )
-from conversations.desk_rows import AGENT_CHARS, NOTE_CHARS, DeskError, DeskStoreError, metadata
+from conversations.desk_rows import (
+    AGENT_CHARS,
+    NOTE_CHARS,
+    DeskError,
+    DeskStoreError,
+    add_missing_columns,
+    metadata,
+)
 from conversations.desk_settings import SETTINGS, CheckAmountDisagreesError, DeskSettings
 from conversations.desk_signals import CHANNEL, LISTEN_FALLBACK_SECONDS, POLL_SECONDS, Listener
 from conversations.tables import memory_engine, open_engine
@@ -77,18 +84,16 @@ class Desk(HandoffQueue, StaffChecks, DeskSettings):
     def __init__(self, engine: sa.Engine) -> None:
         """Use ``engine`` (SQLite or PostgreSQL) and create the table if it is missing."""
         self.engine = engine
-        try:
-            metadata.create_all(engine, checkfirst=True)
-        except sa.exc.SQLAlchemyError as error:
-            # Two processes starting at once both find no table and both create it: the
-            # loser's error is harmless if the table is there now.
+        for attempt in (1, 2):
             try:
-                there = sa.inspect(engine).has_table(HANDOFFS.name)
-            except sa.exc.SQLAlchemyError:
-                there = False
-            if not there:
-                engine.dispose()
-                raise DeskStoreError(str(getattr(error, "orig", None) or error)) from error
+                _create_tables(engine)
+                break
+            except sa.exc.SQLAlchemyError as error:
+                # On PostgreSQL two processes creating one table at once can both get
+                # past IF NOT EXISTS; the loser finds the winner's table on a second look.
+                if attempt == 2:
+                    engine.dispose()
+                    raise DeskStoreError(str(getattr(error, "orig", None) or error)) from error
 
     @classmethod
     def open(cls, url: str) -> Desk:
@@ -103,3 +108,18 @@ class Desk(HandoffQueue, StaffChecks, DeskSettings):
     def close(self) -> None:
         """Close the connections."""
         self.engine.dispose()
+
+
+def _create_tables(engine: sa.Engine) -> None:
+    """Create the desk's missing tables and indexes, and add what older tables lack.
+
+    ``IF NOT EXISTS`` each, so processes opening a new store at once do not race (a look
+    first, then a create, would: SQLite commits each table on its own).
+    """
+    tables = metadata.sorted_tables
+    with engine.begin() as connection:
+        for table in tables:
+            connection.execute(sa.schema.CreateTable(table, if_not_exists=True))
+        add_missing_columns(connection, tables)  # before the indexes, which may use them
+        for index in (index for table in tables for index in table.indexes):
+            connection.execute(sa.schema.CreateIndex(index, if_not_exists=True))

@@ -119,12 +119,6 @@ def add_missing_columns(connection: sa.Connection, tables: Iterable[sa.Table]) -
                 ) from error
 
 
-@sa.event.listens_for(metadata, "after_create")
-def _bring_up_to_date(target: sa.MetaData, connection: sa.Connection, **_: Any) -> None:
-    """After ``metadata.create_all`` (the desk opening), add what older tables lack."""
-    add_missing_columns(connection, target.sorted_tables)
-
-
 def utc(moment: datetime) -> datetime:
     """Return ``moment`` in UTC (a naive one is taken to be in UTC)."""
     return moment.astimezone(UTC) if moment.tzinfo else moment.replace(tzinfo=UTC)

@@ -598,3 +598,33 @@ def test_a_process_started_with_another_amount_refuses_to_start(tmp_path: Path) 
     assert "desk second-approval AMOUNT" in refused.stderr
     bad = run("second-approval", "a lot")
     assert bad.returncode == 2 and "'a lot' is not an amount" in bad.stderr
+
+
+def test_processes_opening_a_new_store_at_once_all_get_the_desk(tmp_path: Path) -> None:
+    # Two terminals started together on a new home both create the desk's tables; a
+    # look-then-create lost the race about two times in three (CI: "table travel_checks
+    # already exists"). Threads with their own connections race the same way.
+    from conversations.desk import Desk
+
+    for round_ in range(8):
+        url = f"sqlite:///{tmp_path / f'store-{round_}.sqlite'}"
+        start = threading.Barrier(6)
+        errors: list[Exception] = []
+
+        def open_desk(
+            url: str = url, start: threading.Barrier = start, errors: list[Exception] = errors
+        ) -> None:
+            start.wait()
+            try:
+                desk = Desk.open(url)
+                desk.queue()  # the tables are there to read
+                desk.engine.dispose()
+            except Exception as error:  # reported below
+                errors.append(error)
+
+        threads = [threading.Thread(target=open_desk) for _ in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert errors == [], errors
