@@ -273,6 +273,35 @@ def test_quote_ticket_change_is_free_within_the_booking_window(travel_db: Databa
     assert "free" in quote.fee_note
 
 
+@pytest.mark.parametrize(
+    ("since_booking", "free"),
+    [
+        (timedelta(hours=FREE_WINDOW_HOURS_AFTER_BOOKING), True),
+        (timedelta(hours=FREE_WINDOW_HOURS_AFTER_BOOKING, seconds=1), False),
+    ],
+    ids=["exactly-the-window", "a-second-after"],
+)
+def test_quote_ticket_change_free_window_ends_at_its_last_second(
+    travel_db: Database, since_booking: timedelta, free: bool
+) -> None:
+    # Found by mutmut: nothing sat on the boundary ("within 24 hours" includes the 24th).
+    _set_book_date(travel_db, FIXTURE_TICKET_NO, since_booking)
+    with travel_db.session() as session:
+        quote = tickets.quote_ticket_change(
+            session, FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO, lx0112(travel_db, 1).flight_id, NOW
+        )
+    assert (quote.change_fee_cents == 0) is free
+
+
+def test_ticket_numbers_are_read_with_or_without_spaces() -> None:
+    # Found by mutmut: a ticket number typed in groups was never tested.
+    from db.ticket_rules import ticket_number
+
+    assert ticket_number(" 7240 0054 3290 6569 ") == "7240005432906569"
+    with pytest.raises(InvalidInputError, match="ticket_no must be a ticket number"):
+        ticket_number("7240-0054")
+
+
 def test_quote_ticket_change_never_refunds_a_lower_fare(travel_db: Database) -> None:
     target = lx0112(travel_db, 1)
     with travel_db.transaction() as session:

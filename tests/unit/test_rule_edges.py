@@ -591,3 +591,23 @@ def test_a_one_night_stay_and_a_one_day_rental_are_the_shortest_bookable(
             reservations.quote_book(
                 session, CAR_RENTAL, BUSINESS_PASSENGER_ID, offer.id, (day(40), day(39)), NOW
             )
+
+
+@pytest.mark.parametrize(
+    ("cents", "shown"),
+    [
+        (0, "EUR 0.00"),
+        (5, "EUR 0.05"),
+        (-1, "-EUR 0.01"),
+        (-150_050, "-EUR 1,500.50"),
+        (123_456_789, "EUR 1,234,567.89"),
+    ],
+)
+def test_amounts_are_shown_with_their_sign_and_nothing_is_negative_zero(
+    cents: int, shown: str
+) -> None:
+    # Found by mutmut: zero shown as "-EUR 0.00" passed every test (they compared with
+    # the formatter itself or wrote the zero out by hand).
+    from db.rules import format_money
+
+    assert format_money(cents) == shown
