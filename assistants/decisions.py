@@ -96,14 +96,20 @@ class Decision:
         """
         approved = self.approved and not self.refused
         kind = "accept" if approved else "response" if self.reason else "ignore"
-        return {
-            "type": kind,
-            "args": self.reason if kind == "response" else None,
-            "shown": list(self.shown),
-            "amount": amount_data(self.amount),
-            "checked_by": self.checked_by,
-            "refused": self.refused,
-        }
+        answer: dict[str, Any] = {"type": kind}
+        if kind == "response":
+            answer["args"] = self.reason
+        # Only what differs from an answer without them: LangGraph keeps the resume in
+        # the conversation's saved writes.
+        if self.shown:
+            answer["shown"] = list(self.shown)
+        if self.amount is not None:
+            answer["amount"] = self.amount.as_data()
+        if self.checked_by:
+            answer["checked_by"] = self.checked_by
+        if self.refused:
+            answer["refused"] = True
+        return answer
 
 
 @dataclass(frozen=True)
