@@ -14,7 +14,8 @@ Shape::
     leave_skill -> primary_assistant
 
 Every ``<X>_sensitive_tools`` node is in ``interrupt_before``: the run stops before it,
-and the caller resumes it with a decision per pending call (``assistants.approvals``).
+and every caller resumes it with ``Command(resume=...)``, an answer per pending call
+(``assistants.approvals``).
 """
 
 from __future__ import annotations
