@@ -844,3 +844,30 @@ def test_update_ticket_adds_the_fare_difference_to_the_booking_total(
         "Economy",
         _fare(travel_db, target.flight_id, "Economy"),
     )
+
+
+def test_a_tickets_segments_come_in_departure_order_not_storage_order(
+    travel_db: Database,
+) -> None:
+    # Found by mutmut: the segments' ORDER BY could go, since the key's index returned
+    # them in flight id order, which was also departure order. Make the first-stored
+    # segment depart last: only the ORDER BY puts it back in its place.
+    from db.ticket_rules import _segments
+
+    with travel_db.transaction() as session:
+        ids = session.scalars(
+            select(TicketFlight.flight_id)
+            .where(TicketFlight.ticket_no == MULTI_SEGMENT_TICKET_NO)
+            .order_by(TicketFlight.flight_id)
+        ).all()
+        moved = [session.get(Flight, i) for i in ids]
+        first = moved[0]
+        assert first is not None
+        shift = max(f.scheduled_departure for f in moved if f) - first.scheduled_departure
+        first.scheduled_departure += shift + timedelta(days=1)
+        first.scheduled_arrival += shift + timedelta(days=1)
+    with travel_db.session() as session:
+        segments = _segments(session, MULTI_SEGMENT_TICKET_NO)
+    departures = [s.flight.scheduled_departure for s in segments]
+    assert len(segments) == 2 and segments[-1].flight.flight_id == ids[0]
+    assert departures == sorted(departures)
