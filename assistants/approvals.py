@@ -54,7 +54,7 @@ from pydantic import BaseModel, ValidationError
 from assistants.decisions import ActionPreview as ActionPreview
 from assistants.decisions import Amount as Amount
 from assistants.decisions import Decision as Decision
-from assistants.decisions import Refusal, amount_data
+from assistants.decisions import Refusal, amount_data, text_or_none
 from assistants.inbox import (
     NO_PASSENGER_TO_ACT,
     ApprovalResponseError,
@@ -183,12 +183,8 @@ def facts_of(message: ToolMessage) -> AnswerFacts:
         shown=tuple(str(line) for line in shown) if isinstance(shown, list | tuple) else (),
         amount=Amount.from_data(artifact.get("amount")),
         recovered=artifact.get("recovered") is True,
-        checked_by=_text_or_none(artifact.get("checked_by")),
+        checked_by=text_or_none(artifact.get("checked_by")),
     )
-
-
-def _text_or_none(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
 
 
 def was_executed(message: ToolMessage) -> bool:

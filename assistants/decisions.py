@@ -58,6 +58,11 @@ class Amount:
         return cls(cast(AmountKind, kind), cents)
 
 
+def text_or_none(value: Any) -> str | None:
+    """Return ``value`` if it is non-empty text, else ``None`` (a fact read from data)."""
+    return value if isinstance(value, str) and value else None
+
+
 def amount_data(amount: Amount | None) -> dict[str, Any] | None:
     """Return ``amount`` as plain data (``Amount.as_data``), or ``None`` without one."""
     return amount.as_data() if amount is not None else None

@@ -40,7 +40,8 @@ from langchain_core.tools import BaseTool
 from pydantic import BaseModel, ValidationError
 from typing_extensions import TypedDict
 
-from assistants.decisions import ActionPreview, Amount, Decision
+from assistants.decisions import ActionPreview, Amount, Decision, text_or_none
+from tools.common import argument_problems
 
 __all__ = [
     "ActionRequest",
@@ -205,10 +206,7 @@ def _edited_args(
         try:
             schema.model_validate(dict(edited))
         except ValidationError as error:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"
-                for e in error.errors(include_url=False, include_input=False)
-            )
+            problems = argument_problems(error.errors(include_url=False, include_input=False))
             raise ApprovalResponseError(
                 f"The edited arguments of {name} are not valid ({problems}); nothing was done."
             ) from None
@@ -273,8 +271,7 @@ def _decision(
     lines = given if isinstance(given, list | tuple) else preview.get("lines", ())
     shown = tuple(str(line) for line in lines)
     amount = Amount.from_data(answer["amount"] if "amount" in answer else preview.get("amount"))
-    checker = answer.get("checked_by")
-    checked_by = checker if isinstance(checker, str) and checker else None
+    checked_by = text_or_none(answer.get("checked_by"))
     kind, args = answer["type"], answer.get("args")
     reason = args if kind == "response" and isinstance(args, str) else None
     if answer.get("no_decision") is True:
