@@ -285,9 +285,13 @@ class TravelAssistant:
         """``resolve`` on the event loop."""
         # Every pending call gets an answer, the LangGraph way (``assistants.approvals``);
         # one left out of ``decisions`` is not run, and the model is told no one decided.
-        answers: dict[str, Any] = {
-            a.tool_call_id: NO_DECISION for a in self.pending_actions(thread)
-        }
+        # (The node itself answers the calls whose write already committed, and drops
+        # what is given for them: no need to look those up here.)
+        snapshot = self._state(self.config(thread))
+        stopped = any(n in self.crew.sensitive_nodes for n in snapshot.next)
+        messages: list[AnyMessage] = snapshot.values.get("messages", []) if stopped else []
+        calls = pending_calls(messages, self.crew.sensitive_names)
+        answers: dict[str, Any] = dict.fromkeys((str(c["id"]) for c in calls), NO_DECISION)
         answers.update((call_id, d.as_resume()) for call_id, d in decisions.items())
         run = self._arun(
             Command(resume=answers) if answers else None,
