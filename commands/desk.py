@@ -130,7 +130,7 @@ def cmd_desk_second_approval(args: argparse.Namespace, settings: Settings, conso
         if cents is not None
         else "No second approval from now on"
     )
-    console.status("Start the processes that are running again for them to use it.")
+    console.status("Processes already running use it from their next decision on.")
     return EXIT_OK
 
 

@@ -1,7 +1,8 @@
 """The desk's settings: what every process on these conversations must agree on.
 
 Today one: the second approval's amount (cents), above which an action the customer
-approved waits for a member of staff (``conversations.desk_checks``).
+approved waits for a member of staff (``conversations.desk_checks``). It is read from the
+store at every decision: one amount for every process at every moment.
 """
 
 from __future__ import annotations
@@ -59,10 +60,19 @@ class DeskSettings:
             raise CheckAmountDisagreesError(stored, given)
         raise DeskStoreError("The second approval's amount could not be kept; try again.")
 
+    def check_above(self) -> int | None:
+        """Return the second approval's amount (cents) kept now; ``None`` while none is.
+
+        Every decision reads it here, so a change applies to every process at once.
+        """
+        with self.engine.connect() as connection:
+            return self._check_above(connection)
+
     def set_check_above(self, cents: int | None) -> None:
         """Keep ``cents`` as the second approval's amount (``None``: no second approval).
 
-        Processes already running keep the amount they started with.
+        Processes already running use it from their next decision on: none keeps an
+        amount of its own.
         """
         with self.engine.begin() as connection:
             connection.execute(SETTINGS.delete().where(SETTINGS.c.key == _CHECK_ABOVE))
@@ -70,6 +80,9 @@ class DeskSettings:
                 connection.execute(SETTINGS.insert().values(key=_CHECK_ABOVE, value=str(cents)))
 
     def _check_above(self, connection: sa.Connection) -> int | None:
-        query = sa.select(SETTINGS.c.value).where(SETTINGS.c.key == _CHECK_ABOVE)
-        value = connection.execute(query).scalar()
+        value = connection.execute(_READ_CHECK_ABOVE).scalar()
         return int(value) if value is not None else None
+
+
+# Read at every decision: built once.
+_READ_CHECK_ABOVE = sa.select(SETTINGS.c.value).where(SETTINGS.c.key == _CHECK_ABOVE)

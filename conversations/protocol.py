@@ -134,14 +134,32 @@ class Conversations:
         ``desk`` is the queue of conversations handed to a person (the store's,
         ``ConversationStore.desk``); without it, one in memory. ``check_above`` (cents):
         an approved action that moves more needs a member of staff's yes too (a second
-        approval, ``TRAVEL_ASSISTANT_SECOND_APPROVAL_ABOVE``); ``None``, never.
+        approval, ``TRAVEL_ASSISTANT_SECOND_APPROVAL_ABOVE``); the desk keeps it for
+        every process (``Desk.agree_check_above``: another amount kept there is refused).
+
+        Raises:
+            CheckAmountDisagreesError: The desk keeps another amount than ``check_above``.
         """
         self.assistant = assistant
         self.registry = registry
         self.locks: TurnLocks = locks if locks is not None else LocalTurnLocks()
         self.desk = desk if desk is not None else Desk.in_memory()
-        self.check_above = check_above
+        if check_above is not None:
+            self.desk.agree_check_above(check_above)
         self.describer = Describer(assistant.crew)
+
+    @property
+    def check_above(self) -> int | None:
+        """Return the second approval's amount (cents) the desk keeps now (``None``: none).
+
+        Read at every decision, never kept here: a change made by another process (the
+        desk's ``second-approval``) applies to this one's next decision.
+        """
+        return self.desk.check_above()
+
+    @check_above.setter
+    def check_above(self, cents: int | None) -> None:
+        self.desk.set_check_above(cents)
 
     def now(self) -> datetime:
         """Return "now" as the travel database's clock says."""

@@ -349,12 +349,12 @@ class Turn:
         # What the conversation moved since staff last checked counts too: splitting an
         # amount into smaller actions does not avoid the check.
         moved = _moved_since_check(self._assistant.messages(self._thread))
+        # The amount as the desk keeps it now, for every process alike.
+        above = owner.check_above
         needed = []
         for action, preview in previews:
             answer = answers.get(action.tool_call_id)
-            if action.tool_call_id in checked or _needs_check(
-                preview, answer, owner.check_above, moved
-            ):
+            if action.tool_call_id in checked or _needs_check(preview, answer, above, moved):
                 needed.append((action, preview))
             elif answer is not None and answer.approved and not preview.error:
                 moved += _cents(preview.amount)
@@ -364,7 +364,7 @@ class Turn:
             if a.tool_call_id not in checked or not checked[a.tool_call_id].decided
         ]
         if undecided:
-            for outcome in self._ask_checks(undecided, answers):
+            for outcome in self._ask_checks(undecided, answers, above):
                 yield outcome
             return
         decisions = {
@@ -408,6 +408,7 @@ class Turn:
         self,
         undecided: Sequence[tuple[PendingAction, ActionPreview]],
         answers: Mapping[str, Answer],
+        above: int | None,
     ) -> Iterator[Outcome]:
         """Keep the customer's answers and ask staff to check ``undecided``; end the turn."""
         owner = self.conversation.owner
@@ -425,8 +426,8 @@ class Turn:
             owner.now(),
         )
         owner.register(self._thread)
-        above = fmt_money(owner.check_above or 0)
-        yield Notice(words.waits_for_check(", ".join(p.title for _, p in undecided), above))
+        titles = ", ".join(p.title for _, p in undecided)
+        yield Notice(words.waits_for_check(titles, fmt_money(above or 0)))
         name = self.conversation.assistant_name()
         yield TurnEnd(
             name, self.conversation.describer.label(name), tuple(self.conversation.approvals())
@@ -555,16 +556,21 @@ def _needs_check(
 
 
 def _moved_since_check(messages: Sequence[AnyMessage]) -> int:
-    """Return the cents the actions that ran moved since the last one staff checked."""
+    """Return the cents the actions that ran moved since staff last approved one.
+
+    Only a member of staff's yes to an action that then ran covers what came before it:
+    a refusal covers nothing (the customer's next action counts on from the same sum),
+    and neither does a yes whose write failed. A write that failed moved nothing, so it
+    does not count either.
+    """
     moved = 0
     for message in messages:
         if not isinstance(message, ToolMessage):
             continue
         facts = facts_of(message)
-        if facts.checked_by:
-            moved = 0
-        elif facts.ran and facts.approved and message.status != "error":
-            moved += _cents(facts.amount)
+        if not (facts.ran and facts.approved and message.status != "error"):
+            continue
+        moved = 0 if facts.checked_by else moved + _cents(facts.amount)
     return moved
 
 

@@ -35,7 +35,7 @@ from terminal import Console
 from terminal.chat import ChatSession
 from terminal.prompter import Prompter
 from tests.support.flights import ticket_flight
-from tests.support.scripted import ScriptedChatModel, say
+from tests.support.scripted import ScriptedChatModel, call, say
 from tests.support.web import FLIGHT_REQUEST, HOTEL_REQUEST, flight_then_hotel_script, plan_trip
 
 ANA = "Ana Lima"
@@ -464,3 +464,87 @@ def test_second_approval_a_message_while_the_check_waits_is_the_customers_choice
         (record,) = [r for r in conversation.history() if isinstance(r, ActionRecord)]
         assert record.outcome == "not_done"
     assert ticket_flight(travel_db) == before
+
+
+def test_second_approval_a_staff_refusal_covers_nothing_of_the_running_total(
+    make_assistant: Callable[..., TravelAssistant],
+    store: ConversationStore,
+    model: ScriptedChatModel,
+    travel_db: Database,
+) -> None:
+    # The flight runs unchecked; the hotel takes the total over the amount and staff
+    # refuse it; the same hotel proposed again still takes the total over: checked
+    # again. A refusal that reset the total would let it run on no staff yes.
+    conversations = conversations_over(make_assistant, store, above=None)
+    conversation = conversations.get(Thread("t-refused-total", FIXTURE_PASSENGER_ID))
+    script = flight_then_hotel_script(plan_trip(travel_db))
+    model.script = script[:3]
+    with conversation.claim() as turn:
+        ended = _ended(list(turn.send(FLIGHT_REQUEST)))
+    flight = _cents_of(conversation)
+    approve(conversation, ended)  # no amount yet: runs
+    model.script = script[3:6]
+    with conversation.claim() as turn:
+        ended = _ended(list(turn.send(HOTEL_REQUEST)))
+    hotel = _cents_of(conversation)
+    conversations.check_above = max(flight, hotel)  # either alone is within it
+    approve(conversation, ended)
+    (check,) = store.desk.checks_waiting()
+    conversation.decide_check(ANA, check.id, approved=False, reason="Over budget.")
+    hotel_call = script[5]
+    (booking,) = hotel_call.tool_calls
+    model.script = [say(str(hotel_call.content), call(booking["name"], booking["args"]))]
+    outcomes = resume(conversation)
+    again = _ended(outcomes)
+    assert len(again.approvals) == 1 and again.approvals[0].check is None, outcomes
+    approve(conversation, again)
+    (second,) = store.desk.checks_waiting()
+    assert second.id != check.id and second.title == again.approvals[0].title
+
+
+@pytest.mark.parametrize(
+    ("status", "checked_by", "moved"),
+    [
+        ("success", None, 500 + 700),  # counts on
+        ("error", None, 500),  # a failed write moved nothing
+        ("success", ANA, 0),  # a staff yes that ran covers everything before it
+        ("error", ANA, 500),  # ... a staff yes whose write failed covers nothing
+    ],
+)
+def test_second_approval_the_running_total_counts_what_ran_since_a_staff_yes(
+    status: str, checked_by: str | None, moved: int
+) -> None:
+    from langchain_core.messages import ToolMessage
+
+    from assistants.decisions import Amount
+    from conversations.turns import _moved_since_check
+
+    def ran(call_id: str, cents: int, **facts: object) -> ToolMessage:
+        artifact = {"approved": True, "amount": Amount("pay", cents).as_data(), **facts}
+        return ToolMessage(content="{}", tool_call_id=call_id, artifact=artifact)
+
+    last = ran("c-2", 700, **({"checked_by": checked_by} if checked_by else {}))
+    messages = [ran("c-1", 500), last.model_copy(update={"status": status})]
+    assert _moved_since_check(messages) == moved
+
+
+def test_second_approval_a_new_amount_applies_to_running_processes_at_their_next_decision(
+    make_assistant: Callable[..., TravelAssistant],
+    store: ConversationStore,
+    model: ScriptedChatModel,
+    travel_db: Database,
+) -> None:
+    # A worker started with EUR 5,000; `travel-assistant desk second-approval 'EUR 10'`
+    # keeps a new amount in the store while it runs: its next decision uses it. One
+    # amount for every process at every moment, not one per process.
+    running = conversations_over(make_assistant, store, above=parse_money("EUR 5000"))
+    conversation = running.get(Thread("t-new-amount", FIXTURE_PASSENGER_ID))
+    ended = change_flight(conversation, model, travel_db)
+    store.desk.set_check_above(parse_money("EUR 10"))  # what the command does
+    outcomes = approve(conversation, ended)
+    told = [o.text for o in outcomes if isinstance(o, Notice)]
+    assert len(told) == 1 and "moves more than EUR 10.00" in told[0], outcomes
+    (check,) = store.desk.checks_waiting()
+    assert check.thread_id == "t-new-amount"
+    started_later = conversations_over(make_assistant, store, above=None)
+    assert started_later.check_above == running.check_above == parse_money("EUR 10")
