@@ -97,6 +97,14 @@ HANDED_BACK_MESSAGE = """\
 Not run: the person from customer service handed the conversation back before the \
 customer decided this action."""
 
+HANDED_BACK_CHECKED_MESSAGE = """\
+Not run: the customer approved this action, but the person from customer service handed \
+the conversation back before our staff's check, so it was withdrawn."""
+
+WITHDRAWN_MESSAGE = """\
+Not run: the customer withdrew this action before it was done. Do not propose it again \
+unless they ask."""
+
 STEP_LIMIT_TOOL_MESSAGE = """\
 Not run: this turn reached its step limit before the action could run."""
 

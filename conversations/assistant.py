@@ -46,7 +46,12 @@ from assistants.approvals import (
 from assistants.call_limits import ModelDeadlineError, TurnCancelledError
 from assistants.calls import cancelling
 from assistants.decisions import NO_DECISION
-from assistants.prompts import ASKED_FOR_PERSON_MESSAGE, HANDED_BACK_MESSAGE
+from assistants.prompts import (
+    ASKED_FOR_PERSON_MESSAGE,
+    HANDED_BACK_CHECKED_MESSAGE,
+    HANDED_BACK_MESSAGE,
+    WITHDRAWN_MESSAGE,
+)
 from assistants.providers import (
     DEFAULT_RETRY_POLICY,
     ModelProviderError,
@@ -95,8 +100,12 @@ __all__ = [
 # What the model is told of an action dropped outside a turn, by why.
 _DROPPED_MESSAGES = {
     "handed_back": HANDED_BACK_MESSAGE,
+    "handed_back_checked": HANDED_BACK_CHECKED_MESSAGE,
     "asked_for_person": ASKED_FOR_PERSON_MESSAGE,
+    "withdrawn": WITHDRAWN_MESSAGE,
 }
+# Why an action is dropped outside a turn (``TravelAssistant.append``).
+DropCause = Literal["handed_back", "handed_back_checked", "asked_for_person", "withdrawn"]
 
 
 class TravelAssistant:
@@ -391,7 +400,7 @@ class TravelAssistant:
         messages: Sequence[AnyMessage],
         *,
         to_primary: bool = False,
-        drop_pending: Literal["handed_back", "asked_for_person"] | None = None,
+        drop_pending: DropCause | None = None,
     ) -> None:
         """Add ``messages`` to ``thread`` outside a turn, without running any assistant.
 

@@ -30,7 +30,7 @@ from assistants.approvals import (
     describe_action,
 )
 from conversations import words
-from conversations.assistant import Thread, TravelAssistant
+from conversations.assistant import DropCause, Thread, TravelAssistant
 from conversations.desk import Check, Desk, DeskError, Handoff, RequestedBy
 from conversations.desk_rows import Staff, staff_of
 from conversations.events import (
@@ -314,10 +314,7 @@ class Conversation:
         decider = staff_of(staff)
         proposer = _proposer_login(self.assistant.messages(self.thread), found.tool_call_id)
         if proposer and proposer == decider.login:
-            raise DeskError(
-                f"You proposed this action, so another member of staff must decide check "
-                f"{check_id}: a second approval needs a second person."
-            )
+            raise DeskError(words.own_proposal(found.title, found.amount, found.passenger_id))
         decided = self.owner.desk.decide_check(
             check_id, decider, self.owner.now(), approved=approved, reason=reason
         )
@@ -403,7 +400,8 @@ class Conversation:
 
         The customer may ask at any time. An action still waiting for their decision
         ends then as not done (in their history, and for the model), as a new message
-        would end it, and its checks are withdrawn: the person can propose it again.
+        would end it: the person can propose it again. One they approved that waits for
+        a member of staff's check stays as it is.
 
         Raises:
             TurnRefusedError: A turn of the conversation runs (it cannot be written now).
@@ -417,10 +415,11 @@ class Conversation:
             asked = HumanMessage(content=asked_text, additional_kwargs={ASKED_FOR_PERSON_KEY: True})
             if self.handoff() is None:
                 pending = self.assistant.pending_actions(self.thread)
+                # What the customer approved and staff check stays: the person sees it.
+                checked = self._checked(pending)
+                drop: DropCause | None = None if checked else "asked_for_person"
                 with self.claim(5.0):
-                    self.assistant.append(self.thread, [asked], drop_pending="asked_for_person")
-                if pending:
-                    self.owner.desk.end_checks(self.thread_id, "withdrawn")
+                    self.assistant.append(self.thread, [asked], drop_pending=drop)
         handoff = self.owner.desk.request(
             self.thread_id,
             self.thread.passenger_id,
@@ -495,17 +494,67 @@ class Conversation:
             )
         # The primary assistant goes on, having read the note: whichever specialist was
         # active before the hand-off knew nothing of what the person did since. An
-        # action still waiting for the customer ends as not done, its checks withdrawn.
+        # action still pending ends as not done, its checks withdrawn, and the record
+        # says whether the customer had approved it (``would_end`` says so beforehand).
         pending = self.assistant.pending_actions(self.thread)
+        checked = self._checked(pending)
         if said or pending or self.assistant.active_assistant(self.thread) != PRIMARY:
+            cause: DropCause = "handed_back_checked" if checked else "handed_back"
             with self.claim(5.0):
-                self.assistant.append(
-                    self.thread, said, to_primary=True, drop_pending="handed_back"
-                )
+                self.assistant.append(self.thread, said, to_primary=True, drop_pending=cause)
         if pending:
             self.owner.desk.end_checks(self.thread_id, "withdrawn")
         self.owner.desk.bump(self.thread_id)
         return self.owner.desk.end(self.thread_id, staff, self.owner.now(), note=note, close=close)
+
+    def would_end(self) -> list[str]:
+        """Return what handing back or closing now would end, a sentence per action.
+
+        For staff, before they do it: each pending action and how it stands (waiting for
+        the customer, or approved by them and waiting for a check).
+        """
+        pending = self.assistant.pending_actions(self.thread)
+        checked = self._checked(pending)
+        titles = {a.tool_call_id: a.title for a in self.approvals()}
+        return [
+            words.would_end(titles.get(a.tool_call_id, a.name), approved=a.tool_call_id in checked)
+            for a in pending
+        ]
+
+    def withdraw_actions(self) -> Notice:
+        """Withdraw every pending action at the customer's word: none is done, on record.
+
+        An action they approved that waits for a member of staff's check is theirs to
+        withdraw (a message does not withdraw it); its check ends as withdrawn, so staff
+        can no longer approve it.
+
+        Raises:
+            DecisionsError: Nothing is pending.
+            TurnRefusedError: A turn of it is running (it cannot be written now).
+        """
+        with self.claim(5.0):
+            approvals = self.approvals()
+            if not approvals:
+                raise DecisionsError(words.NOTHING_TO_WITHDRAW)
+            self.assistant.append(self.thread, [], drop_pending="withdrawn")
+            self.owner.desk.end_checks(self.thread_id, "withdrawn")
+        self.owner.desk.bump(self.thread_id)
+        return Notice(words.withdrawn(", ".join(a.title for a in approvals)))
+
+    def proposer(self, tool_call_id: str) -> Staff | None:
+        """Return the member of staff who proposed ``tool_call_id`` (``None``: the assistant)."""
+        messages = self.assistant.messages(self.thread)
+        login = _proposer_login(messages, tool_call_id)
+        if not login:
+            return None
+        return Staff(login, _proposer(messages, tool_call_id) or login)
+
+    def _checked(self, pending: Sequence[PendingAction]) -> dict[str, Check]:
+        """Return the open checks of ``pending`` (the customer approved those), by call."""
+        if not pending:
+            return {}
+        calls = {a.tool_call_id for a in pending}
+        return {c.tool_call_id: c for c in self.checks() if c.tool_call_id in calls}
 
     def person_proposes(self, agent: str | Staff, name: str, args: Mapping[str, Any]) -> Approval:
         """Put ``agent``'s proposal of an action before the customer, for their ``y/n``.

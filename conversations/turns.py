@@ -243,23 +243,23 @@ class Turn:
         if notice is not None:
             yield notice
         pending = self._assistant.pending_actions(self._thread)
-        if if_pending == "refuse" and pending:
-            checked = self.conversation.checks()
-            waiting = checked and not all(c.decided for c in checked)
-            yield TurnFailure(
-                "pending_first", words.WAITING_FOR_CHECK if waiting else words.ANSWER_FIRST
-            )
+        calls = {a.tool_call_id for a in pending}
+        checked = [c for c in self.conversation.checks() if c.tool_call_id in calls]
+        if pending and not checked and if_pending == "refuse":
+            yield TurnFailure("pending_first", words.ANSWER_FIRST)
             return
-        # A new message drops what is pending (answered as not done): so are its checks.
-        if pending:
-            self.conversation.owner.desk.end_checks(self._thread.thread_id, "withdrawn")
+        # A new message drops what still waits for the customer (answered as not done).
+        # What they approved and staff check is not theirs to drop by talking: it stays,
+        # and the message goes before it (withdrawing it is an act of its own).
         self.conversation.owner.register(self._thread, text)
         handoff = self.conversation.handoff()
-        if handoff is not None:
-            # A person has it, or will: the message is kept for them, nobody else answers.
+        if handoff is not None or checked:
+            # A person has it, or will, or staff check what the customer approved: the
+            # message is kept (for the person, and for the assistant once the check is
+            # decided); the assistant does not answer meanwhile.
             self._assistant.append(self._thread, [HumanMessage(content=text, id=message_id)])
             self.conversation.owner.desk.bump(self._thread.thread_id)
-            for outcome in self._held(handoff):
+            for outcome in self._held(handoff, bool(checked), bool(pending)):
                 yield outcome
             return
         async with aclosing(
@@ -278,12 +278,16 @@ class Turn:
             async for outcome in outcomes:
                 yield outcome
 
-    def _held(self, handoff: Handoff) -> Iterator[Outcome]:
-        notice = self.conversation.person_notice(handoff)
+    def _held(self, handoff: Handoff | None, checked: bool, pending: bool) -> Iterator[Outcome]:
+        notice = self.conversation.person_notice(handoff) if handoff is not None else None
         if notice is not None:
             yield notice
+        elif checked:
+            yield Notice(words.KEPT_WHILE_CHECKED)
         name = self.conversation.assistant_name()
-        yield TurnEnd(name, self.conversation.describer.label(name), ())
+        # What still waits is said, as every turn's end says it.
+        approvals = tuple(self.conversation.approvals()) if pending else ()
+        yield TurnEnd(name, self.conversation.describer.label(name), approvals)
 
     def check(self, decided: Collection[str]) -> None:
         """Check that ``decided`` names every pending action and nothing else.

@@ -44,6 +44,10 @@ NOT_DONE_WORDS = {
     "superseded": "you sent a new message instead of answering",
     "handed_back": "customer service handed the conversation back before you decided",
     "asked_for_person": "you asked for a person instead of answering",
+    "handed_back_checked": (
+        "you approved; withdrawn when customer service handed back, before the check"
+    ),
+    "withdrawn": "you withdrew it",
     "step_limit": "the assistant ran out of steps",
     "cancelled": "the turn was cancelled",
     # A call left by a turn cut short for another reason than a cancel (``cut_reason``).
@@ -328,13 +332,42 @@ CHECK_WAITING = (
     "You said yes; a member of our customer-service team checks it too before it is done. "
     "Nothing is charged until then."
 )
-SEND_WITHDRAWS_CHECK = (
-    "An action you approved is waiting for a check by our customer-service team. If you "
-    "send this message now, it is withdrawn and not done. Send it anyway? [y/N] "
-)
-WAITING_FOR_CHECK = (
-    "An action you approved waits for a member of our customer-service team to check it; "
-    "you will see their answer here. Your message was not sent."
+
+
+def own_proposal(title: str, amount: str, passenger_id: str) -> str:
+    """Return why a member of staff cannot decide the check of what they proposed."""
+    moves = f" ({amount})" if amount else ""
+    return (
+        f"You proposed {title}{moves} for passenger {passenger_id}, so another member of "
+        "staff must decide its check: a second approval needs a second person."
+    )
+
+
+NOTHING_TO_WITHDRAW = "No action waits in this conversation: there is nothing to withdraw."
+
+
+def withdrawn(titles: str) -> str:
+    """Return what the customer is told when they withdraw the pending actions."""
+    return f"Withdrawn: {titles}. Nothing was done or charged."
+
+
+def would_end(title: str, *, approved: bool) -> str:
+    """Return how a pending action stands, for staff about to hand back or close.
+
+    ``approved``: the customer said yes and a member of staff's check waits.
+    """
+    if not approved:
+        return f"{title}: waiting for the customer's decision; it ends as not done"
+    return (
+        f"{title}: the customer approved it and it waits for a staff check; it is "
+        "withdrawn, not done"
+    )
+
+
+KEPT_WHILE_CHECKED = (
+    "Your message is kept. An action you approved waits for a member of our "
+    "customer-service team to check it; the assistant answers once they have. To drop the "
+    "action instead, withdraw it (/withdraw)."
 )
 
 

@@ -97,7 +97,15 @@ _FACT = re.compile(r"\d")
 # Answers that record the procedure, not a failing tool: judged by their own checks
 # (``action_ends`` says which a scenario expects).
 _PROCEDURAL_NOT_RUN = frozenset(
-    {"declined", "superseded", "one_specialist_at_a_time", "handed_back", "asked_for_person"}
+    {
+        "declined",
+        "superseded",
+        "one_specialist_at_a_time",
+        "handed_back",
+        "handed_back_checked",
+        "asked_for_person",
+        "withdrawn",
+    }
 )
 
 

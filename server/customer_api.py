@@ -44,6 +44,7 @@ from server.schemas import (
     StopOut,
     Suggestions,
     TitleIn,
+    WithdrawOut,
 )
 from server.service import ConversationService
 
@@ -315,6 +316,19 @@ def router() -> APIRouter:
         events: Annotated[Journaled, Depends(_resumed_turn)],
     ) -> EventStream:
         return EventStream(events, accepted=True)
+
+    @router.post(
+        "/conversations/{conversation_id}/withdraw",
+        tags=["approvals"],
+        summary="Withdraw the pending actions, the ones waiting for a staff check too",
+        description="Nothing of them is done or charged, and the history records that you "
+        "withdrew them; an action's check ends, so staff can no longer approve it. A "
+        "message never withdraws an action you approved: this does. 409 when nothing is "
+        "pending or a reply is being written.",
+        responses={**_NOT_FOUND, **_CONFLICT},
+    )
+    def withdraw(service: Service, thread: OwnedThread) -> WithdrawOut:
+        return service.withdraw(thread)
 
     @router.patch(
         "/conversations/{conversation_id}",

@@ -199,8 +199,12 @@ class PersonDesk:
         self._record(agent, conversation, "proposed")
         return approval_out(approval)
 
-    def checks(self) -> CheckList:
-        """Return the checks waiting for staff, each with what the customer said yes to."""
+    def checks(self, viewer: Staff | None = None) -> CheckList:
+        """Return the checks waiting for staff, each with what the customer said yes to.
+
+        Each says who proposed it; those ``viewer`` proposed are marked (``yours``):
+        another supervisor decides them.
+        """
         waiting = self.desk.checks_waiting()
         previews: dict[str, dict[str, tuple[str, ...]]] = {}
         for check in waiting:  # one reading of the actions per conversation
@@ -208,9 +212,19 @@ class PersonDesk:
                 previews[check.thread_id] = self._previews(check)
         return CheckList(
             checks=[
-                staff_check_out(c, previews[c.thread_id].get(c.tool_call_id, ())) for c in waiting
+                staff_check_out(
+                    c,
+                    previews[c.thread_id].get(c.tool_call_id, ()),
+                    self._proposer(c),
+                    viewer,
+                )
+                for c in waiting
             ]
         )
+
+    def _proposer(self, check: Check) -> Staff | None:
+        conversation = self.conversations.get(Thread(check.thread_id, check.passenger_id))
+        return conversation.proposer(check.tool_call_id)
 
     def _previews(self, check: Check) -> dict[str, tuple[str, ...]]:
         """Return the preview lines of the actions waiting in ``check``'s conversation.
@@ -241,7 +255,7 @@ class PersonDesk:
                 staff, check_id, approved=approved, reason=reason.strip(BLANKS)
             )
         self._record(staff, conversation, "approved" if approved else "refused")
-        return staff_check_out(decided, lines)
+        return staff_check_out(decided, lines, conversation.proposer(found.tool_call_id), staff)
 
     async def go_on(self, check_id: int) -> None:
         """Run the actions of ``check_id``'s conversation once staff decided every check.
@@ -404,7 +418,7 @@ def staff_router() -> APIRouter:
         responses=_ONLY_SUPERVISORS,
     )
     def checks(people: People, claims: Deciding) -> CheckList:
-        return people.checks()
+        return people.checks(member(claims))
 
     @routes.post(
         "/checks/{check_id}",

@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, StrictBool, field_validator
 
 from conversations.desk import NOTE_CHARS, REASON_CHARS, Check, Handoff
+from conversations.desk_rows import Staff
 from server.schemas import (
     REASON_PATTERN,
     MessageIn,
@@ -98,7 +99,23 @@ class StaffCheckOut(BaseModel):
         "dates, before -> after, prices and fees, and last the amount (the terminal's "
         "lines, word for word). Empty once the action is no longer waiting.",
     )
-    asked_at: datetime
+    asked_at: datetime = Field(description="When the customer approved it (and staff were asked).")
+    proposed_by: str | None = Field(
+        default=None,
+        description="Who proposed it: the member of staff's name, or null for the assistant.",
+    )
+    proposed_by_login: str | None = Field(
+        default=None, description="Their login (null for the assistant)."
+    )
+    customer_approved: bool = Field(
+        default=True,
+        description="The customer said yes to it (every check is asked after their yes).",
+    )
+    yours: bool = Field(
+        default=False,
+        description="You proposed it: another supervisor decides (four eyes), so it is shown "
+        "as waiting for another supervisor and not offered to you.",
+    )
     status: Literal["waiting", "approved", "refused", "used", "withdrawn"]
     staff: str = Field(description="Who decided it, by the name the customer is told.")
     staff_login: str = Field(
@@ -162,8 +179,16 @@ def _check_text(value: Any) -> None:
             _check_text(item)
 
 
-def staff_check_out(check: Check, lines: Sequence[str] = ()) -> StaffCheckOut:
-    """Return a check as the staff see it, with the ``lines`` of its action's preview."""
+def staff_check_out(
+    check: Check,
+    lines: Sequence[str] = (),
+    proposer: Staff | None = None,
+    viewer: Staff | None = None,
+) -> StaffCheckOut:
+    """Return a check as ``viewer`` sees it, with the ``lines`` of its action's preview.
+
+    ``proposer``: the member of staff who proposed the action (``None``: the assistant).
+    """
     return StaffCheckOut(
         check_id=check.id,
         conversation_id=check.thread_id,
@@ -172,6 +197,9 @@ def staff_check_out(check: Check, lines: Sequence[str] = ()) -> StaffCheckOut:
         amount=check.amount,
         lines=list(lines),
         asked_at=check.asked_at,
+        proposed_by=proposer.name if proposer is not None else None,
+        proposed_by_login=proposer.login if proposer is not None else None,
+        yours=proposer is not None and viewer is not None and proposer.login == viewer.login,
         status=check.status,
         staff=check.staff,
         staff_login=check.staff_login,

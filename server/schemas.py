@@ -189,6 +189,12 @@ class StopOut(BaseModel):
     )
 
 
+class WithdrawOut(BaseModel):
+    """The answer to Withdraw: the pending actions were withdrawn, none done."""
+
+    text: str = Field(description="What the customer is told, naming what was withdrawn.")
+
+
 class ConversationList(BaseModel):
     """The passenger's conversations, most recently used first."""
 

@@ -40,7 +40,7 @@ from conversations import words
 from conversations.audit import AuditLog
 from conversations.events import Thread
 from conversations.loop import turn_loop
-from conversations.protocol import Answer, Conversations, DecisionsError
+from conversations.protocol import Answer, Conversations, DecisionsError, TurnRefusedError
 from conversations.records import Outcome, TurnFailure
 from conversations.sessions import SessionRecord, SessionRegistry
 from server.errors import ConflictError, ForbiddenError, NotFoundError, UnavailableError
@@ -63,6 +63,7 @@ from server.schemas import (
     RecordEvent,
     StreamEvent,
     Suggestions,
+    WithdrawOut,
 )
 
 if TYPE_CHECKING:
@@ -419,6 +420,26 @@ class ConversationService:
         if self.conversations.get(thread).busy():
             raise ConflictError(words.STOP_ELSEWHERE)
         raise ConflictError(words.NOTHING_RUNNING)
+
+    def withdraw(self, thread: Thread) -> WithdrawOut:
+        """Withdraw the pending actions of ``thread`` at the customer's word (off the loop).
+
+        What they approved and staff still check included: its check ends, and staff can
+        no longer approve it.
+
+        Raises:
+            ConflictError: Nothing is pending, or a turn of it is running.
+            UnavailableError: The conversations database cannot be reached.
+        """
+        try:
+            notice = self.conversations.get(thread).withdraw_actions()
+        except DecisionsError as error:
+            raise ConflictError(error.text) from error
+        except TurnRefusedError as error:
+            if error.failure.kind == "unavailable":
+                raise UnavailableError(error.failure.text) from error
+            raise ConflictError(error.failure.text) from error
+        return WithdrawOut(text=notice.text)
 
     def rename(self, thread: Thread, title: str) -> ConversationOut:
         """Give ``thread`` a new title; return its summary."""

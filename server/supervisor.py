@@ -189,6 +189,11 @@ class ApprovalOut(BaseModel):
     moved: bool = Field(description="The amount was charged or refunded (the action ran).")
     result: str | None
     recovered: bool
+    checked_by: str | None = Field(
+        default=None,
+        description="The member of staff whose check decided it with the customer (a second "
+        "approval), by the name the customer is told; null when none was needed.",
+    )
     text: str = Field(description="The sentence the customer's history shows for it.")
 
 
@@ -350,6 +355,7 @@ def step_out(step: Step, crew: Crew) -> StepOut:
         moved=step.moved,
         result=record.result,
         recovered=record.recovered,
+        checked_by=record.checked_by,
         text=record.line,
     )
 

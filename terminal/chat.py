@@ -75,6 +75,7 @@ Commands:
   /details [N]  show the tool calls of the last turn (or of turn N) and their results
   /agent [why]  ask for a person from our customer-service team; they answer here
   /assistant  leave the queue for a person: the assistant answers again
+  /withdraw   withdraw an action you approved that waits for our team's check
   /exit       leave (so do exit, quit, q, Ctrl-D and Ctrl-C); the conversation is kept"""
 # The slash commands, for the nearest one to a mistyped one.
 SLASH_COMMANDS = (
@@ -86,6 +87,7 @@ SLASH_COMMANDS = (
     "/details",
     "/agent",
     "/assistant",
+    "/withdraw",
     "/exit",
     "/quit",
 )
@@ -262,11 +264,25 @@ class ChatSession(OthersInTheChat):
             self.ask_for_person(rest.strip())
         elif name == "/assistant":
             self.leave_queue()
+        elif name == "/withdraw":
+            self.withdraw()
         else:
             near = difflib.get_close_matches(name, SLASH_COMMANDS, n=1)
             guess = f" Did you mean {near[0]}?" if near else ""
             self.console.error(f"Unknown command {name}.{guess} Type /help for the list.")
         return True
+
+    def withdraw(self) -> None:
+        """Withdraw the pending actions (``/withdraw``): none is done, on record."""
+        try:
+            notice = self.conversation.withdraw_actions()
+        except DecisionsError as nothing:
+            self.console.error(nothing.text)
+            return
+        except TurnRefusedError as busy:
+            self.console.error(busy.failure.text)
+            return
+        self.console.status(notice.text)
 
     def show_details(self, which: str) -> None:
         """Show the tool calls of the last turn, or of turn ``which`` (``/details N``).
@@ -380,15 +396,9 @@ class ChatSession(OthersInTheChat):
         conversation is being claimed (the message is then kept, and the turn closed as
         cancelled at once).
         """
+        # While staff check what the customer approved, the message is kept and the
+        # action stays (``/withdraw`` drops it); one still theirs to decide comes first.
         if_pending: PendingPolicy = "refuse"
-        checks = self.conversation.checks()
-        if checks and not all(c.decided for c in checks):
-            # As on the web: the customer chooses; a yes withdraws the action.
-            answer = clean_input(self.prompter.answer(words.SEND_WITHDRAWS_CHECK))
-            if answer.lower() not in ("y", "yes"):
-                self.console.status(f"Your message was not sent. {PRESS_UP}")
-                return None
-            if_pending = "supersede"
         cancel = Cancel()
         with self.ctrl_c_cancels(cancel):
             turn = self.claim(BUSY_MESSAGE_NOT_SENT)

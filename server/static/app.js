@@ -1004,7 +1004,10 @@ async function send(event) {
     setStatus("Type a message first.");
     return;
   }
-  if (state.pending.length && !state.overridePending) {
+  // What the customer approved and our team checks stays as it is whatever they write
+  // (the card's Withdraw drops it); an action still theirs to decide comes first.
+  const theirs = state.pending.some((a) => !a.check);
+  if (theirs && !state.overridePending) {
     showWarning();
     return;
   }
@@ -1015,12 +1018,9 @@ async function send(event) {
 }
 
 function showWarning() {
-  // The customer's state as it is: a decision of theirs, or our team's check.
-  const checking = state.pending.every((a) => a.check);
-  $("pending-warning-text").textContent = checking
-    ? "An action you approved is waiting for a check by our customer-service team. If you send this message now, it is withdrawn and not done."
-    : "An action above is waiting for your decision. If you send this message now, that action will not be done.";
-  $("back-to-decision").textContent = checking ? "Keep waiting" : "Back to the decision";
+  $("pending-warning-text").textContent =
+    "An action above is waiting for your decision. If you send this message now, that action will not be done.";
+  $("back-to-decision").textContent = "Back to the decision";
   $("pending-warning").hidden = false;
   $("send-anyway").focus();
 }
@@ -1133,7 +1133,36 @@ function checkCard(action, id, counter) {
   card.append(list);
   if (preview.amount) card.append(el("p", { class: `amount ${preview.amount_kind || ""}` }, preview.amount));
   card.append(el("p", { class: "chosen" }, action.check.text));
+  if (action.check.status === "waiting") {
+    // Withdrawing is the customer's own act, never a side effect of writing.
+    const buttons = el("div", { class: "buttons" });
+    const withdraw = el("button", { type: "button", class: "decline" }, "Withdraw");
+    withdraw.addEventListener("click", () => withdrawActions(withdraw));
+    buttons.append(withdraw);
+    card.append(buttons);
+  }
   return card;
+}
+
+async function withdrawActions(button) {
+  const id = state.conversationId;
+  if (!id || state.busy) return;
+  button.disabled = true;
+  try {
+    const response = await api(`/conversations/${encodeURIComponent(id)}/withdraw`, { method: "POST" });
+    if (id !== state.conversationId) return;
+    if (!response.ok) {
+      setStatus(await readProblem(response));
+      button.disabled = false;
+      return;
+    }
+    const done = await response.json();
+    await reloadConversation(id);
+    setStatus(done.text);
+  } catch (error) {
+    setStatus(error instanceof Offline ? `${NO_CONNECTION} Try again.` : GENERIC_PROBLEM);
+    button.disabled = false;
+  }
 }
 
 // Staff decided every check of the actions on screen: the service goes on with them at

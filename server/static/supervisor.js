@@ -301,6 +301,8 @@ function pendingCard(action, titles) {
   const card = el("article", { class: "card pending-card", "aria-label": `Waiting: ${action.preview.title}` });
   card.append(el("h4", {}, action.preview.title));
   const asker = titles.get(action.assistant) || action.assistant;
+  // Where it stands, in one state: the customer's to decide, or approved and checked.
+  card.append(el("p", { class: "state" }, pendingState(action)));
   card.append(el("p", { class: "muted" }, `Asked by the ${asker}; shown to the customer:`));
   if (action.preview.error) {
     card.append(el("p", { class: "refused" }, `Cannot be done: ${action.preview.error}`));
@@ -309,6 +311,13 @@ function pendingCard(action, titles) {
     if (action.preview.amount) card.append(amountLine(action.preview.amount, action.preview.amount_kind));
   }
   return card;
+}
+
+function pendingState(action) {
+  if (!action.check) return "Waiting for the customer's decision";
+  if (action.check.status === "waiting") return "The customer approved it; waiting for a staff check";
+  const decided = action.check.status === "approved" ? "approved" : "refused";
+  return `The customer approved it; ${action.check.staff} ${decided} it, being applied`;
 }
 
 const OUTCOMES = {
@@ -354,6 +363,7 @@ function stepItem(step) {
       el("span", { class: "title" }, step.title),
       el("span", { class: `badge ${tone}` }, OUTCOMES[step.outcome] || step.outcome),
     );
+    if (step.checked_by) item.append(el("p", { class: "muted" }, `Checked by ${step.checked_by} (second approval)`));
     if (step.lines.length) {
       item.append(el("p", { class: "muted" }, "Shown to the customer:"));
       item.append(previewLines(step.lines, step.amount));
@@ -460,7 +470,8 @@ function checkEntry(check) {
   // What the customer said yes to; its last line, the amount, is in the title already.
   const lines = check.lines || [];
   if (lines.length) item.append(previewLines(lines, lines[lines.length - 1] === check.amount));
-  item.append(el("span", { class: "when" }, `since ${timeOf(check.asked_at)}`));
+  const proposer = check.proposed_by ? `Proposed by ${check.proposed_by}` : "Proposed by the assistant";
+  item.append(el("span", { class: "who-proposed" }, `${proposer}; the customer approved it at ${timeOf(check.asked_at)}`));
   const open = el(
     "button",
     { type: "button", class: "secondary open", "aria-label": `Open the conversation: ${label}, passenger ${check.passenger_id}` },
@@ -468,6 +479,11 @@ function checkEntry(check) {
   );
   open.addEventListener("click", () => select(check.conversation_id));
   item.append(open);
+  if (check.yours) {
+    // Four eyes: nobody is offered their own proposal to decide.
+    item.append(el("p", { class: "yours" }, "You proposed it: waiting for another supervisor."));
+    return item;
+  }
   const reasonId = `check-reason-${check.check_id}`;
   item.append(el("label", { for: reasonId }, "Reason, if you refuse (the customer and the assistant read it)"));
   const reason = el("input", { id: reasonId, type: "text", maxlength: "2000", autocomplete: "off" });

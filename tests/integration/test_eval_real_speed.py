@@ -190,8 +190,9 @@ def test_a_live_trial_has_the_people_at_the_desk_act_between_the_customers_messa
         {
             "turn": 2,
             "step": "Ana Lima approves the check",
-            "refused": "You proposed this action, so another member of staff must decide "
-            "check 1: a second approval needs a second person.",
+            "refused": "You proposed Book hotel (To pay: EUR 578.00) for passenger "
+            "5102 899977, so another member of staff must decide its check: a second "
+            "approval needs a second person.",
         },
         {"turn": 2, "step": "Bruno Costa approves the check", "refused": None},
         {"turn": 2, "step": "Ana Lima hands the conversation back", "refused": None},

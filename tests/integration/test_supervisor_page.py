@@ -27,7 +27,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 
 from conversations.store import ConversationStore
 from db.engine import Database
-from db.fixtures import FIXTURE_PASSENGER_ID
+from db.fixtures import FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO
 from server.app import create_app
 from server.auth import SUPERVISOR, TokenSigner
 from server.service import ConversationService
@@ -461,6 +461,58 @@ def test_supervisor_page_shows_what_a_check_decides_and_opens_its_conversation(
         expect(page.get_by_role("heading", name="Waiting for your check")).to_be_hidden()
         page.close()
     assert watch.problems == []
+
+
+def test_supervisor_page_never_offers_a_supervisor_their_own_proposal_to_decide(
+    browser: Any, travel_db: Database, tmp_path: Path
+) -> None:
+    # Four eyes in the page: the check of what Ana proposed says who proposed it and
+    # that the customer approved it, and offers Ana no Approve (waiting for another
+    # supervisor); Bruno's page offers it. The conversation says the customer approved.
+    from playwright.sync_api import expect
+
+    trip = plan_trip(travel_db)
+    with (
+        supervisor_site(travel_db, ScriptedChatModel(script=[]), tmp_path, check_above=1) as (
+            url,
+            customer,
+            _store,
+            signer,
+        ),
+        staff_client(url, signer, SUPERVISOR_NAME) as ana,
+    ):
+        conversation = customer.post("/api/v1/conversations").json()["conversation_id"]
+        base = f"/api/v1/conversations/{conversation}"
+        customer.post(f"{base}/person", json={"reason": "move my flight"})
+        desk = f"/api/v1/supervisor/desk/{conversation}"
+        assert ana.post(f"{desk}/take").status_code == 200
+        change = {"ticket_no": FIXTURE_TICKET_NO, "new_flight_id": trip.new_flight_id}
+        proposed = ana.post(
+            f"{desk}/proposals", json={"action": "update_ticket_to_new_flight", "args": change}
+        )
+        assert proposed.status_code == 200, proposed.text
+        (action,) = customer.get(f"{base}/pending").json()["actions"]
+        decision = {"tool_call_id": action["tool_call_id"], "approved": True}
+        stream(customer, f"{base}/decisions", {"decisions": [decision]})
+
+        page = browser.new_page(viewport=DESKTOP)
+        page.goto(f"{url}/supervisor#token={signer.issue(SUPERVISOR_NAME, role=SUPERVISOR)}")
+        entry = page.locator("#checks li.check")
+        expect(entry).to_contain_text(f"Proposed by {SUPERVISOR_NAME}; the customer approved it")
+        expect(entry).to_contain_text("You proposed it: waiting for another supervisor.")
+        expect(entry.get_by_role("button", name=re.compile("^Approve"))).to_have_count(0)
+        entry.get_by_role("button", name=re.compile("^Open the conversation")).click()
+        expect(page.locator("#pending-section")).to_contain_text(
+            "The customer approved it; waiting for a staff check"
+        )
+        check(page, "desk-check-own-proposal")
+        other = browser.new_page(viewport=DESKTOP)
+        other.goto(f"{url}/supervisor#token={signer.issue(OTHER_SUPERVISOR, role=SUPERVISOR)}")
+        expect(
+            other.locator("#checks li").get_by_role("button", name=re.compile("^Approve"))
+        ).to_have_count(1)
+        page.close()
+        other.close()
 
 
 def test_supervisor_page_queue_follows_what_others_do(

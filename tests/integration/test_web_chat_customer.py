@@ -889,17 +889,18 @@ def test_a_large_change_waits_for_a_staff_check_then_the_page_goes_on(
     waiting = page.get_by_role("article")
     expect(waiting.get_by_role("heading")).to_have_text("Waiting for a check: Change flight")
     expect(waiting).to_contain_text("checks it too before it is done")
-    expect(waiting.get_by_role("button")).to_have_count(0)
+    expect(waiting.get_by_role("button")).to_have_text(["Withdraw"])
     no_serious_violations(page, axe, "waiting for a check")
     screenshot(page, "desktop-check-waiting")
     assert ticket_flight(travel_db) == before
-    # A message meanwhile: the page says the action waits for our team, not for them.
+    # A message meanwhile goes, and withdraws nothing: the card still waits for our team.
     site.send("Is it done yet?")
-    warning = page.locator("#pending-warning")
-    expect(warning).to_contain_text("waiting for a check by our customer-service team")
-    expect(warning).not_to_contain_text("your decision")
-    warning.get_by_role("button", name="Keep waiting").click()
-    expect(warning).to_be_hidden()
+    expect(page.locator("#log .customer").last).to_contain_text("Is it done yet?")
+    expect(page.locator("#log")).to_contain_text("Your message is kept.")
+    expect(page.locator("#pending-warning")).to_be_hidden()
+    expect(page.get_by_role("article").get_by_role("heading")).to_have_text(
+        "Waiting for a check: Change flight"
+    )
     expect(page.locator("#conversation-list")).to_contain_text("Waiting for our team's check")
 
     staff = httpx.Client(
@@ -919,6 +920,40 @@ def test_a_large_change_waits_for_a_staff_check_then_the_page_goes_on(
     expect(page.get_by_role("article")).to_have_count(0)
     expect(log).to_contain_text("Done: you are on tomorrow's LX0112.")
     assert ticket_flight(travel_db) == trip.new_flight_id
+
+
+def test_a_customer_withdraws_an_action_waiting_for_a_staff_check_with_its_button(
+    site_for: Callable[..., Site], travel_db: Database
+) -> None:
+    # Withdrawing is the customer's own act: the card's button, then nothing is done, the
+    # log says they withdrew it, and staff no longer see the check.
+    from playwright.sync_api import expect
+
+    from server.auth import SUPERVISOR
+
+    trip = plan_trip(travel_db)
+    before = ticket_flight(travel_db)
+    site = site_for(ScriptedChatModel(script=flight_then_hotel_script(trip)[:3]), DESKTOP)
+    site.service.conversations.check_above = 1
+    page = site.sign_in()
+    site.send(FLIGHT_REQUEST)
+    page.get_by_role("article").get_by_role("button", name="Approve").click()
+    waiting = page.get_by_role("article")
+    expect(waiting.get_by_role("heading")).to_have_text("Waiting for a check: Change flight")
+    waiting.get_by_role("button", name="Withdraw").click()
+    expect(page.get_by_role("article")).to_have_count(0)
+    expect(page.locator("#status")).to_have_text(
+        "Withdrawn: Change flight. Nothing was done or charged."
+    )
+    expect(page.locator("#log")).to_contain_text("you withdrew it")
+    staff = httpx.Client(
+        base_url=site.url,
+        headers={"Authorization": f"Bearer {site.signer.issue('Ana Lima', role=SUPERVISOR)}"},
+        timeout=30,
+    )
+    with staff:
+        assert staff.get("/api/v1/supervisor/desk/checks").json()["checks"] == []
+    assert ticket_flight(travel_db) == before
 
 
 def test_two_tabs_of_a_conversation_show_what_happens_in_either(

@@ -407,18 +407,56 @@ def test_a_hand_back_while_an_action_waits_ends_it_as_not_done_and_withdraws_its
     with conversation.claim() as turn:
         list(turn.resolve({approval.tool_call_id: Answer(True)}))
     (check,) = conversation.checks()
+    # Said before it is done, and recorded as it happened: the customer had said yes.
+    assert conversation.would_end() == [
+        "Change flight: the customer approved it and it waits for a staff check; it is "
+        "withdrawn, not done"
+    ]
     conversation.hand_back("Ana Lima", "Could not reach the airline.")
     assert conversation.approvals() == [] and conversation.checks() == []
     assert conversations.desk.check(check.id).status == "withdrawn"  # type: ignore[union-attr]
     (record,) = [r for r in conversation.history() if isinstance(r, ActionRecord)]
     assert record.outcome == "not_done"
-    assert record.reason == "customer service handed the conversation back before you decided"
+    assert record.reason == (
+        "you approved; withdrawn when customer service handed back, before the check"
+    )
     model.script = [say("Your flight is unchanged. Anything else?")]
     _send(conversation, "So is my flight moved?")  # a well-formed conversation for the model
     told = " ".join(str(m.content) for m in model.received[-1])
-    assert "handed the conversation back before the customer decided" in told
+    assert "handed the conversation back before our staff's check" in told
     assert "Could not reach the airline." in told
     assert ticket_flight(travel_db) == before
+
+
+def test_a_proposal_the_customer_approved_is_never_orphaned_by_their_next_message(
+    conversations: Conversations, model: ScriptedChatModel, travel_db: Database
+) -> None:
+    # A person proposes, the customer approves, a check waits; the customer writes
+    # "hello again". The action stays in one state everywhere:
+    # approved by the customer and waiting for its check; staff approve, it runs once.
+    conversation = conversations.get(Thread("t-orphan", FIXTURE_PASSENGER_ID))
+    trip = plan_trip(travel_db)
+    before = ticket_flight(travel_db)
+    change = {"ticket_no": FIXTURE_TICKET_NO, "new_flight_id": trip.new_flight_id}
+    conversation.ask_for_person("move my flight please")
+    conversation.take("Ana Lima")
+    approval = conversation.person_proposes("Ana Lima", "update_ticket_to_new_flight", change)
+    conversations.check_above = 1
+    with conversation.claim() as turn:
+        list(turn.resolve({approval.tool_call_id: Answer(True)}))
+    (check,) = conversation.checks()
+    with conversation.claim() as turn:
+        ended = list(turn.send("hello again", if_pending="supersede"))[-1]
+    assert isinstance(ended, TurnEnd) and [a.check for a in ended.approvals] == [check]
+    (pending,) = conversation.approvals()
+    assert pending.tool_call_id == approval.tool_call_id and pending.check == check
+    assert conversations.desk.checks_waiting() == [check]
+    assert not [r for r in conversation.history() if isinstance(r, ActionRecord)]
+    conversation.decide_check("Bruno Costa", check.id, approved=True)
+    conversation.apply_checked()
+    (record,) = [r for r in conversation.history() if isinstance(r, ActionRecord)]
+    assert (record.outcome, record.checked_by) == ("approved", "Bruno Costa")
+    assert ticket_flight(travel_db) != before and conversation.approvals() == []
 
 
 def test_a_refused_proposal_names_the_argument_and_why(conversations: Conversations) -> None:

@@ -94,8 +94,8 @@ STEPS = (
     DeskStep("hand_back", by=ANA, text=NOTE),
 )
 FOUR_EYES_REFUSAL = (
-    "You proposed this action, so another member of staff must decide check 1: a second "
-    "approval needs a second person."
+    "You proposed Book hotel (To pay: EUR 578.00) for passenger 5102 899977, so another "
+    "member of staff must decide its check: a second approval needs a second person."
 )
 
 

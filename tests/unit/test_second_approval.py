@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from conversations import words
 from conversations.assistant import Thread, TravelAssistant
 from conversations.desk import DeskError
 from conversations.protocol import (
@@ -23,6 +24,7 @@ from conversations.protocol import (
     Conversation,
     Conversations,
     DecisionsError,
+    PendingPolicy,
     TurnRefusedError,
 )
 from conversations.records import ActionRecord, Notice, Outcome, TurnEnd
@@ -103,11 +105,14 @@ def test_second_approval_staff_yes_runs_the_action_once_and_both_yeses_are_recor
     with pytest.raises(DecisionsError, match="checks it too before it is done"):
         resume(conversation)  # too early: staff have not decided
     with conversation.claim() as turn:
-        refused = list(turn.send("Hello?", if_pending="refuse"))
-    assert [o.text for o in refused if hasattr(o, "kind")] == [
-        "An action you approved waits for a member of our customer-service team to check it; "
-        "you will see their answer here. Your message was not sent."
-    ]
+        kept = list(turn.send("Hello?", if_pending="refuse"))
+    # Talking while the check waits withdraws nothing: the message is kept, the check
+    # still waits, and the card still says so.
+    assert [o.text for o in kept if isinstance(o, Notice)] == [words.KEPT_WHILE_CHECKED]
+    waiting = kept[-1]
+    assert isinstance(waiting, TurnEnd)
+    (still,) = waiting.approvals
+    assert still.check is not None and still.check.status == "waiting"
 
     (check,) = store.desk.checks_waiting()
     assert (check.thread_id, check.title, check.amount) == ("t-1", action.title, action.amount)
@@ -155,23 +160,46 @@ def test_second_approval_staff_no_runs_nothing_and_the_model_hears_why(
     assert "fare rules need a manager" in told_model and ANA in told_model
 
 
-def test_second_approval_a_new_message_withdraws_the_check(
+@pytest.mark.parametrize("if_pending", ["refuse", "supersede"])
+def test_second_approval_a_message_keeps_the_check_and_only_a_withdrawal_ends_it(
     make_assistant: Callable[..., TravelAssistant],
     store: ConversationStore,
     model: ScriptedChatModel,
     travel_db: Database,
+    if_pending: PendingPolicy,
 ) -> None:
+    # Whatever the front end asks for, talking while staff check what the customer
+    # approved leaves the action and its check as they are; withdrawing is its own act,
+    # recorded as such, and staff can no longer approve it then.
     conversations = conversations_over(make_assistant, store, above=parse_money("10"))
     conversation = conversations.get(Thread("t-3", FIXTURE_PASSENGER_ID))
+    before = ticket_flight(travel_db)
     approve(conversation, change_flight(conversation, model, travel_db))
     (check,) = store.desk.checks_waiting()
-    model.script = [say("All right, I have left your flight as it is.")]
     with conversation.claim() as turn:
-        list(turn.send("Forget it, keep my flight.", if_pending="supersede"))
-    assert store.desk.checks_waiting() == [] and conversation.checks() == []
+        kept = list(turn.send("Thank you, I will wait.", if_pending=if_pending))
+    ended = kept[-1]
+    assert isinstance(ended, TurnEnd) and [a.check for a in ended.approvals] == [check], kept
+    assert store.desk.checks_waiting() == [check]
+    assert [a.check for a in conversation.approvals()] == [check]  # GET .../pending says so
+
+    told = conversation.withdraw_actions()
+    assert told.text == "Withdrawn: Change flight. Nothing was done or charged."
+    assert store.desk.checks_waiting() == [] and conversation.approvals() == []
     assert [c.status for c in store.desk.checks_ever("t-3")] == ["withdrawn"]
     with pytest.raises(DeskError):
         conversation.decide_check(ANA, check.id, approved=True)
+    (record,) = [r for r in conversation.history() if isinstance(r, ActionRecord)]
+    assert (record.outcome, record.reason) == ("not_done", "you withdrew it")
+    with pytest.raises(DecisionsError, match="nothing to withdraw"):
+        conversation.withdraw_actions()
+    model.script = [say("Your flight stays as it is.")]
+    with conversation.claim() as turn:
+        list(turn.send("So what now?"))
+    told_model = " ".join(str(m.content) for m in model.received[-1])
+    assert "Thank you, I will wait." in told_model
+    assert "the customer withdrew this action" in told_model
+    assert ticket_flight(travel_db) == before
 
 
 @pytest.mark.parametrize("above", [None, "EUR 100000"])
@@ -418,51 +446,46 @@ def _cents_of(conversation: Conversation) -> int:
     return preview.amount.cents
 
 
-@pytest.mark.parametrize("answer", ["n", "y"])
-def test_second_approval_a_message_while_the_check_waits_is_the_customers_choice(
+def test_second_approval_in_the_terminal_a_message_is_kept_and_withdraw_drops_the_action(
     make_assistant: Callable[..., TravelAssistant],
     store: ConversationStore,
     model: ScriptedChatModel,
     travel_db: Database,
-    answer: str,
 ) -> None:
-    # As the web chat's "Send anyway": the terminal says the action waits for our team
-    # (not for the customer), and a yes sends the message and withdraws the action.
+    # The customer can talk while our team checks what they approved: nothing is asked,
+    # nothing withdrawn; /withdraw is how they drop it, and it says what it did.
     conversations = conversations_over(make_assistant, store, above=parse_money("EUR 10"))
     thread = Thread("t-choice", FIXTURE_PASSENGER_ID)
     conversation = conversations.get(thread)
     before = ticket_flight(travel_db)
     approve(conversation, change_flight(conversation, model, travel_db))
-    model.script = [say("Your flight stays as it is. Anything else?")]
-    typed = iter(["Actually, what about my hotel?", "exit"])
-    asked: list[str] = []
+    (check,) = store.desk.checks_waiting()
+    typed = iter(["Thanks, I will wait for them.", "/withdraw", "/withdraw", "exit"])
+    checks_seen: list[list[object]] = []
+
+    def read(_: str) -> str:
+        checks_seen.append(list(store.desk.checks_waiting()))
+        return next(typed)
 
     def reply(question: str) -> str:
-        asked.append(question)
-        return answer
+        raise AssertionError(f"nothing is asked while staff check: {question}")
 
     out, err = io.StringIO(), io.StringIO()
     session = ChatSession(
         conversations,
         thread,
         Console(out=out, err=err),
-        Prompter(lambda _: next(typed), reply, lambda: False, lambda f: f()),
+        Prompter(read, reply, lambda: False, lambda f: f()),
     )
     assert session.run(resumed=False) == 0
     said = err.getvalue()
-    (question,) = asked
-    assert "waiting for a check by our customer-service team" in question
-    assert "withdrawn" in question and question.endswith("[y/N] ")
-    assert "waiting for your decision" not in said + question
-    if answer == "n":
-        assert "Your message was not sent." in said
-        (check,) = store.desk.checks_waiting()
-        assert check.status == "waiting"
-    else:
-        assert "Your flight stays as it is." in out.getvalue()
-        assert store.desk.checks_waiting() == []
-        (record,) = [r for r in conversation.history() if isinstance(r, ActionRecord)]
-        assert record.outcome == "not_done"
+    assert words.KEPT_WHILE_CHECKED in said
+    assert checks_seen[1] == [check]  # still waiting after the message
+    assert "Withdrawn: Change flight. Nothing was done or charged." in said
+    assert words.NOTHING_TO_WITHDRAW in said  # the second /withdraw
+    assert store.desk.checks_waiting() == []
+    (record,) = [r for r in conversation.history() if isinstance(r, ActionRecord)]
+    assert (record.outcome, record.reason) == ("not_done", "you withdrew it")
     assert ticket_flight(travel_db) == before
 
 
@@ -548,3 +571,20 @@ def test_second_approval_a_new_amount_applies_to_running_processes_at_their_next
     assert check.thread_id == "t-new-amount"
     started_later = conversations_over(make_assistant, store, above=None)
     assert started_later.check_above == running.check_above == parse_money("EUR 10")
+
+
+def test_second_approval_asking_for_a_person_while_the_check_waits_keeps_it(
+    make_assistant: Callable[..., TravelAssistant],
+    store: ConversationStore,
+    model: ScriptedChatModel,
+    travel_db: Database,
+) -> None:
+    # The person sees the action the customer approved, still waiting for its check.
+    conversations = conversations_over(make_assistant, store, above=parse_money("10"))
+    conversation = conversations.get(Thread("t-ask", FIXTURE_PASSENGER_ID))
+    approve(conversation, change_flight(conversation, model, travel_db))
+    (check,) = store.desk.checks_waiting()
+    conversation.ask_for_person("Is my change going through?")
+    assert store.desk.checks_waiting() == [check]
+    assert [a.check for a in conversation.approvals()] == [check]
+    assert not [r for r in conversation.history() if isinstance(r, ActionRecord)]

@@ -197,11 +197,21 @@ def test_a_supervisor_never_decides_the_check_of_an_action_they_proposed(
     assert proposed.status_code == 200, proposed.text
     customer_says_yes(client, customer, conversation)
     check_id = the_check(client, ana)
+    # The check says who proposed it and that the customer said yes; it is marked as
+    # Ana's own for Ana (under either name), and not for the namesake.
+    for who, yours in ((ana, True), (ana_renamed, True), (namesake, False)):
+        (seen,) = client.get(f"{DESK}/checks", headers=who).json()["checks"]
+        assert (seen["proposed_by"], seen["proposed_by_login"]) == (ANA_NAME, ANA_LOGIN)
+        assert (seen["customer_approved"], seen["yours"]) == (True, yours)
     for who in (ana, ana_renamed):
         for decision in ({"approved": True}, {"approved": False, "reason": "no"}):
             own = client.post(f"{DESK}/checks/{check_id}", json=decision, headers=who)
             assert own.status_code == 409, own.text
-            assert "another member of staff must decide" in own.json()["detail"]
+            detail = own.json()["detail"]
+            # What the person sees (the action, its amount, the passenger), not a number.
+            assert detail.startswith("You proposed Change flight (To pay: EUR "), detail
+            assert FIXTURE_PASSENGER_ID in detail and f"check {check_id}" not in detail
+            assert "another member of staff must decide" in detail
     assert the_check(client, ana) == check_id  # still waiting
     assert ticket_flight(travel_db) == before
     decided = client.post(f"{DESK}/checks/{check_id}", json={"approved": True}, headers=namesake)
