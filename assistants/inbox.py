@@ -41,7 +41,7 @@ from pydantic import BaseModel, ValidationError
 from typing_extensions import TypedDict
 
 from assistants.decisions import ActionPreview, Amount, Decision, text_or_none
-from tools.common import argument_problems
+from tools.common import argument_problems, validate_strictly
 
 __all__ = [
     "ActionRequest",
@@ -204,7 +204,7 @@ def _edited_args(
     schema = tool.tool_call_schema if tool is not None else None
     if isinstance(schema, type) and issubclass(schema, BaseModel):
         try:
-            schema.model_validate(dict(edited))
+            validate_strictly(schema, edited)
         except ValidationError as error:
             problems = argument_problems(error.errors(include_url=False, include_input=False))
             raise ApprovalResponseError(

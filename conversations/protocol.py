@@ -73,7 +73,7 @@ from conversations.turns import (
     TurnRefusedError,
 )
 from db.passengers import next_flight
-from tools.common import argument_problems
+from tools.common import argument_problems, validate_strictly
 
 if TYPE_CHECKING:
     from assistants.specialists import Crew
@@ -629,7 +629,7 @@ def _check_arguments(crew: Crew, name: str, args: Mapping[str, Any]) -> None:
     if unknown:
         raise DeskError(f"{name} takes {takes}; {', '.join(unknown)} is not one of its arguments.")
     try:
-        schema.model_validate(dict(args))
+        validate_strictly(schema, args)
     except ValidationError as error:
         problems = argument_problems(error.errors(), name)
         raise DeskError(f"{name} takes {takes}. {problems}.") from None

@@ -22,6 +22,7 @@ accept exactly what the signatures accept.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -32,7 +33,7 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.prebuilt import ToolNode
 from langgraph.prebuilt.tool_node import ToolInvocationError
-from pydantic import Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 from pydantic_core import ErrorDetails
 from sqlalchemy.orm import Session
 
@@ -211,6 +212,18 @@ def _invalid_arguments(error: ToolInvocationError) -> str:
         f"invalid arguments for {error.tool_name}: {argument_problems(details) or 'not valid'}. "
         "Fix them and call the tool again."
     )
+
+
+def validate_strictly(schema: type[BaseModel], args: Mapping[str, Any]) -> None:
+    """Check ``args`` against ``schema`` as JSON in pydantic's strict mode.
+
+    For arguments a person gives (a staff proposal, an edit of a pending action): a date
+    may be its ISO text, but ``true`` is no id (lax mode takes it as 1), nor is "3".
+
+    Raises:
+        ValidationError: An argument is missing, unknown to the schema's types, or loose.
+    """
+    schema.model_validate_json(json.dumps(dict(args), default=str), strict=True)
 
 
 def argument_problems(details: Iterable[ErrorDetails], whole: str = "arguments") -> str:

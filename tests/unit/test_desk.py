@@ -470,6 +470,11 @@ def test_a_refused_proposal_names_the_argument_and_why(conversations: Conversati
         propose({})
     with pytest.raises(DeskError, match="booking_id: Input should be a valid integer"):
         propose({"booking_id": "the blue one"})
+    # Strictly, as the model's arguments are checked: no booleans or digits in text for
+    # an id (lax parsing would take true as booking 1).
+    for loose in (True, "3", 3.0):
+        with pytest.raises(DeskError, match="booking_id: Input should be a valid integer"):
+            propose({"booking_id": loose})
     with pytest.raises(DeskError, match=r"Not possible: .*999"):
         propose({"booking_id": 999})  # the rule's own words, which name the booking
     assert conversation.approvals() == []

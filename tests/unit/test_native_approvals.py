@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage, ToolCall
 from langgraph.types import Command, RetryPolicy
 
 from assistants.approvals import facts_of, was_executed
@@ -138,6 +138,41 @@ def test_native_edit_runs_the_edited_call_and_the_history_shows_it(
     ]
     assert [c["args"] for c in calls if c["id"] == change["id"]] == [later]
     assert was_executed(answer(assistant, change["id"]))
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        # Another action, with arguments the pending one would take: still refused.
+        lambda change: {"action": "cancel_ticket", "args": change["args"]},
+        # The same action, loosely typed: true is no flight id, "3" no number.
+        lambda change: {
+            "action": change["name"],
+            "args": {**change["args"], "new_flight_id": True},
+        },
+        lambda change: {
+            "action": change["name"],
+            "args": {**change["args"], "new_flight_id": str(change["args"]["new_flight_id"])},
+        },
+    ],
+    ids=["another-action", "boolean-id", "id-as-text"],
+)
+def test_native_edit_is_refused_unless_it_is_the_pending_action_strictly_typed(
+    assistant: TravelAssistant,
+    model: ScriptedChatModel,
+    travel_db: Database,
+    edit: Callable[[ToolCall], dict[str, Any]],
+) -> None:
+    change = change_call(travel_db)
+    stop_before_change(assistant, model, change)
+    before = fixture_segment(travel_db).flight_id
+    assistant.graph.invoke(
+        Command(resume={"type": "edit", "args": edit(change)}), assistant.config(THREAD)
+    )
+    [asked] = requests(assistant)
+    assert asked["error"].startswith("Your answer could not be read, so nothing was done:")
+    assert fixture_segment(travel_db).flight_id == before
+    assert [a.tool_call_id for a in assistant.pending_actions(THREAD)] == [change["id"]]
 
 
 @pytest.mark.parametrize(

@@ -353,12 +353,15 @@ def test_second_approval_the_last_decision_is_applied_once_by_whoever_gives_it(
         conversation.apply_checked()  # exactly once
 
 
+@pytest.mark.parametrize("approved", [True, False], ids=["approval", "refusal"])
 def test_second_approval_a_decision_whose_decider_stopped_is_applied_by_the_service(
     make_assistant: Callable[..., TravelAssistant],
     store: ConversationStore,
     model: ScriptedChatModel,
     travel_db: Database,
+    approved: bool,
 ) -> None:
+    # A refusal too: left as it is, the customer's action would wait for ever.
     service = ConversationService.over_store(
         make_assistant(checkpointer=store.saver), store, check_above=parse_money("EUR 10")
     )
@@ -366,8 +369,10 @@ def test_second_approval_a_decision_whose_decider_stopped_is_applied_by_the_serv
     before = ticket_flight(travel_db)
     approve(conversation, change_flight(conversation, model, travel_db))
     (check,) = conversation.checks()
-    conversation.decide_check(ANA, check.id, approved=True)  # ... and stopped here
-    assert ticket_flight(travel_db) == before
+    conversation.decide_check(ANA, check.id, approved=approved, reason="Over budget.")
+    assert ticket_flight(travel_db) == before  # ... and its decider stopped here
+    if not approved:
+        model.script = [say("Our team did not approve the change; your flight stays.")]
 
     service.start_background()  # as serve does when it starts
     try:
@@ -376,9 +381,13 @@ def test_second_approval_a_decision_whose_decider_stopped_is_applied_by_the_serv
             time.sleep(0.02)
     finally:
         service.close()
-    assert ticket_flight(travel_db) != before
+    assert store.desk.check(check.id).status == "used"  # type: ignore[union-attr]
+    assert (ticket_flight(travel_db) != before) is approved
     (line,) = [r for r in conversation.history() if isinstance(r, ActionRecord)]
-    assert line.line.startswith(f"Approved by you and by {ANA} (customer-service check): ")
+    if approved:
+        assert line.line.startswith(f"Approved by you and by {ANA} (customer-service check): ")
+    else:
+        assert line.outcome == "declined" and conversation.approvals() == []
 
 
 def test_second_approval_a_yes_again_while_the_check_waits_runs_nothing(

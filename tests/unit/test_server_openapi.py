@@ -75,6 +75,7 @@ def test_server_openapi_document_is_served(client: TestClient) -> None:
         "/api/v1/conversations/{conversation_id}/decisions",
         "/api/v1/conversations/{conversation_id}/events",
         "/api/v1/conversations/{conversation_id}/stop",
+        "/api/v1/conversations/{conversation_id}/withdraw",
         "/api/v1/supervisor/me",
         "/api/v1/supervisor/conversations",
         "/api/v1/supervisor/conversations/{conversation_id}",
@@ -243,7 +244,7 @@ def conform(
 def test_server_conforms_to_its_openapi_document(
     app_and_signer: tuple[FastAPI, TokenSigner], headers: dict[str, str], client: TestClient
 ) -> None:
-    assert conform(app_and_signer[0], headers) == 29
+    assert conform(app_and_signer[0], headers) == 30
 
 
 def test_server_conforms_to_its_openapi_document_for_a_supervisor(
@@ -252,8 +253,8 @@ def test_server_conforms_to_its_openapi_document_for_a_supervisor(
     # The supervisor's endpoints answer what they document, and the passengers' a 403.
     app, signer = app_and_signer
     supervisor = {"Authorization": f"Bearer {signer.issue('ana', role=SUPERVISOR)}"}
-    assert conform(app, supervisor) == 29
-    assert conform(app, supervisor, conversation, acts=False) == 16
+    assert conform(app, supervisor) == 30
+    assert conform(app, supervisor, conversation, acts=False) == 17
 
 
 def test_server_conforms_on_a_real_conversation(
@@ -261,7 +262,7 @@ def test_server_conforms_on_a_real_conversation(
 ) -> None:
     # Generated ids name no conversation (404); this runs the operations on a real one,
     # so turns really stream and are checked event by event.
-    assert conform(app_and_signer[0], headers, conversation) == 16
+    assert conform(app_and_signer[0], headers, conversation) == 17
 
 
 def repeat_the_first_decision(case: Any) -> Any:
