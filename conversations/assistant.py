@@ -449,8 +449,10 @@ class TravelAssistant:
         """
         saved = self._state(self.config(thread)).config.get("configurable") or {}
         checkpoint = saved.get("checkpoint_id")
+        # Worked out again after a write of this process too: the data it shows moved.
+        # (A write elsewhere re-checks its own figures when it runs.)
         preview = self._previews.get(
-            (thread.thread_id, str(checkpoint), action.tool_call_id),
+            (thread.thread_id, f"{checkpoint}@{self.db.generation}", action.tool_call_id),
             lambda: describe_action(
                 self.db, thread.passenger_id, action.name, action.args, self.crew.previews
             ),

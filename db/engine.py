@@ -9,6 +9,7 @@ A database built by an older version is upgraded in place before the first write
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -92,6 +93,12 @@ class Database:
     _upgraded: bool = field(default=False, init=False, repr=False)
     _upgrade_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     _tables_seen: set[str] = field(default_factory=set, init=False, repr=False)
+    # Moves with every transaction this process commits: what was read before a write
+    # (a preview kept for reuse) is known to be older than it.
+    _generation: itertools.count[int] = field(
+        default_factory=itertools.count, init=False, repr=False
+    )
+    generation: int = field(default=0, init=False)
 
     def __post_init__(self) -> None:
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
@@ -124,9 +131,15 @@ class Database:
 
     @contextmanager
     def transaction(self) -> Iterator[Session]:
-        """Yield a session inside one transaction: committed on success, rolled back on error."""
-        with self._sessions.begin() as session:
-            yield session
+        """Yield a session inside one transaction: committed on success, rolled back on error.
+
+        ``generation`` moves once the transaction ends, whichever way.
+        """
+        try:
+            with self._sessions.begin() as session:
+                yield session
+        finally:
+            self.generation = next(self._generation) + 1
 
     def has_schema(self) -> bool:
         """Tell whether the tables exist (a fresh SQLite file has none)."""

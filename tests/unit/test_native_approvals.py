@@ -231,3 +231,58 @@ def test_native_retried_question_after_a_failed_run_is_kept_once(
     customer = [m.content for m in assistant.messages(THREAD) if isinstance(m, HumanMessage)]
     assert customer == ["Where do I fly?"]
     assert assistant.messages(THREAD)[-1].content == "To Basel."
+
+
+def test_a_preview_is_worked_out_again_once_the_data_it_shows_changed(
+    assistant: TravelAssistant, model: ScriptedChatModel, travel_db: Database
+) -> None:
+    # Same saved state, same call id: a committed write in between (a new fare here)
+    # means the customer and the decision see the new figures, not the kept ones.
+    from sqlalchemy import update
+
+    from db.models import FlightFare
+
+    change = change_call(travel_db)
+    stop_before_change(assistant, model, change)
+    (action,) = assistant.pending_actions(THREAD)
+    shown = assistant.preview(THREAD, action)
+    assert assistant.preview(THREAD, action) is shown  # kept while nothing moved
+    with travel_db.transaction() as session:
+        session.execute(
+            update(FlightFare)
+            .where(FlightFare.flight_id == change["args"]["new_flight_id"])
+            .values(amount_cents=FlightFare.amount_cents + 50_000)
+        )
+    again = assistant.preview(THREAD, action)
+    assert again.amount != shown.amount and again.lines != shown.lines
+
+
+def test_a_preview_is_worked_out_again_once_the_saved_state_changed_under_its_call(
+    assistant: TravelAssistant,
+    model: ScriptedChatModel,
+    travel_db: Database,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A message saved before the pending call (a person's, the customer's while a check
+    # waits) keeps the call's id but is a new saved state: the preview is worked out again.
+    import conversations.assistant as module
+
+    worked_out: list[str] = []
+    describe = module.describe_action
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        worked_out.append(args[2])
+        return describe(*args, **kwargs)
+
+    monkeypatch.setattr(module, "describe_action", counted)
+    change = change_call(travel_db)
+    stop_before_change(assistant, model, change)
+    (action,) = assistant.pending_actions(THREAD)
+    assistant.preview(THREAD, action)
+    assistant.preview(THREAD, action)
+    assert len(worked_out) == 1
+    assistant.append(THREAD, [HumanMessage("Is it done yet?")])
+    (still,) = assistant.pending_actions(THREAD)
+    assert still.tool_call_id == action.tool_call_id
+    assistant.preview(THREAD, still)
+    assert len(worked_out) == 2
