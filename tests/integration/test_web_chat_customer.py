@@ -956,6 +956,53 @@ def test_a_customer_withdraws_an_action_waiting_for_a_staff_check_with_its_butto
     assert ticket_flight(travel_db) == before
 
 
+@pytest.mark.parametrize("ended_by", ["withdrawn in another tab", "handed back by staff"])
+def test_a_card_whose_action_was_ended_elsewhere_leaves_every_open_tab(
+    site_for: Callable[..., Site], travel_db: Database, ended_by: str
+) -> None:
+    # However the action ends (the customer's other tab, a person handing the
+    # conversation back), no open tab keeps offering it.
+    from playwright.sync_api import expect
+
+    from server.auth import SUPERVISOR
+
+    trip = plan_trip(travel_db)
+    site = site_for(ScriptedChatModel(script=flight_then_hotel_script(trip)[:3]), DESKTOP)
+    staff = httpx.Client(
+        base_url=site.url,
+        headers={"Authorization": f"Bearer {site.signer.issue('Ana Lima', role=SUPERVISOR)}"},
+        timeout=30,
+    )
+    first = site.sign_in()
+    if ended_by == "withdrawn in another tab":
+        site.service.conversations.check_above = 1
+        site.send(FLIGHT_REQUEST)
+        first.get_by_role("article").get_by_role("button", name="Approve").click()
+        heading = "Waiting for a check: Change flight"
+    else:
+        with site.api() as customer:
+            conversation = customer.post("/api/v1/conversations").json()["conversation_id"]
+            customer.post(f"/api/v1/conversations/{conversation}/person", json={"reason": "x"})
+        desk = f"/api/v1/supervisor/desk/{conversation}"
+        assert staff.post(f"{desk}/take").status_code == 200
+        change = {"ticket_no": FIXTURE_TICKET_NO, "new_flight_id": trip.new_flight_id}
+        proposal = {"action": "update_ticket_to_new_flight", "args": change}
+        assert staff.post(f"{desk}/proposals", json=proposal).status_code == 200
+        first.goto(f"{site.url}/c/{conversation}#token={site.token}")
+        heading = "Approval needed: Change flight"
+    expect(first.get_by_role("article").get_by_role("heading")).to_have_text(heading)
+    other = site.context.new_page()
+    other.goto(f"{first.url.split('#')[0]}#token={site.token}")
+    expect(other.get_by_role("article").get_by_role("heading")).to_have_text(heading)
+    if ended_by == "withdrawn in another tab":
+        other.get_by_role("article").get_by_role("button", name="Withdraw").click()
+    else:
+        assert staff.post(f"{desk}/hand-back", json={"note": "Done by phone."}).is_success
+    for page in (first, other):
+        expect(page.get_by_role("article")).to_have_count(0, timeout=10_000)
+    staff.close()
+
+
 def test_two_tabs_of_a_conversation_show_what_happens_in_either(
     site_for: Callable[..., Site], travel_db: Database
 ) -> None:
