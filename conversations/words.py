@@ -364,6 +364,12 @@ def would_end(title: str, *, approved: bool) -> str:
     )
 
 
+def hand_back_would_end(ending: list[str], *, close: bool) -> str:
+    """Return what a hand-back (or close) over pending actions is refused with, beforehand."""
+    act = "Closing" if close else "Handing back"
+    return f"{act} now ends what is pending: {'; '.join(ending)}. Confirm to go on."
+
+
 KEPT_WHILE_CHECKED = (
     "Your message is kept. An action you approved waits for a member of our "
     "customer-service team to check it; the assistant answers once they have. To drop the "

@@ -271,14 +271,28 @@ class PersonDesk:
         if await anyio.to_thread.run_sync(conversation.checks_decided):
             await self.service.apply_checked(thread)
 
-    def hand_back(self, agent: Staff, conversation_id: str, note: str, close: bool) -> HandoffOut:
+    def hand_back(
+        self,
+        agent: Staff,
+        conversation_id: str,
+        note: str,
+        close: bool,
+        end_pending: bool = False,
+    ) -> HandoffOut:
         """End ``agent``'s hold of ``conversation_id``: the assistant answers again.
+
+        An action still pending ends with it, as not done: only with ``end_pending``,
+        so that the person is told first what it would end.
 
         Raises:
             NotFoundError: It was never handed to a person.
-            ConflictError: ``agent`` does not hold it, or a turn of it is running.
+            ConflictError: ``agent`` does not hold it, a turn of it is running, or an
+                action is pending and ``end_pending`` is not set.
         """
         conversation = self._handed(conversation_id)
+        ending = conversation.would_end()
+        if ending and not end_pending:
+            raise ConflictError(words.hand_back_would_end(ending, close=close))
         with _refusals():
             handoff = conversation.hand_back(agent, note, close=close)
         self._record(agent, conversation, "closed" if close else "handed back")
@@ -396,7 +410,9 @@ def staff_router() -> APIRouter:
     def hand_back(
         people: People, claims: Working, conversation_id: HandedId, body: HandBackIn
     ) -> HandoffOut:
-        return people.hand_back(member(claims), conversation_id, body.note, body.close)
+        return people.hand_back(
+            member(claims), conversation_id, body.note, body.close, body.end_pending
+        )
 
     @routes.post(
         "/{conversation_id}/proposals",

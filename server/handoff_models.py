@@ -234,6 +234,12 @@ class HandBackIn(_Body):
         description="The person settled the matter (recorded as closed rather than "
         "returned); the assistant answers the next message either way.",
     )
+    end_pending: StrictBool = Field(
+        default=False,
+        description="Go on although an action is pending: it ends as not done, on record. "
+        "Without it a hand-back over a pending action is refused (409), naming what it "
+        "would end: the person is told before it happens.",
+    )
 
 
 def handoff_out(handoff: Handoff, place: int | None = None) -> HandoffOut:

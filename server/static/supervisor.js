@@ -15,6 +15,7 @@ const REFRESH_MS = 2000; // the queue and the checks are at most this old
 const state = {
   token: null,
   selected: null, // conversation id
+  closing: false, // the hand-back waiting for "End it and go on" is a close
   listText: "", // the last list answer, to redraw only on change
   detailText: "",
   detail: null, // the selected conversation as last read: who answers it, its version
@@ -562,6 +563,21 @@ function drawPerson() {
   $("hand-back-form").hidden = !mine;
 }
 
+// A hand-back (or close) over a pending action says first what it would end: the service
+// refuses it once, naming it, and the person confirms.
+async function handBack(close, endPending) {
+  $("end-pending").hidden = true;
+  state.closing = close;
+  const body = { note: $("hand-back-note").value.trim(), close, end_pending: endPending };
+  const done = await deskAction("hand-back", body);
+  if (done) {
+    $("hand-back-note").value = "";
+  } else if (!endPending && $("person-error").textContent.endsWith("Confirm to go on.")) {
+    $("end-pending").hidden = false;
+    $("end-pending-go").focus();
+  }
+}
+
 async function deskAction(path, body) {
   $("person-error").textContent = "";
   let response;
@@ -610,16 +626,15 @@ document.addEventListener("DOMContentLoaded", () => {
     if (!text) return;
     if (await deskAction("messages", { text })) $("person-message").value = "";
   });
-  $("hand-back-form").addEventListener("submit", async (event) => {
+  $("hand-back-form").addEventListener("submit", (event) => {
     event.preventDefault();
-    if (await deskAction("hand-back", { note: $("hand-back-note").value.trim(), close: false })) {
-      $("hand-back-note").value = "";
-    }
+    handBack(false, false);
   });
-  $("close-handoff").addEventListener("click", async () => {
-    if (await deskAction("hand-back", { note: $("hand-back-note").value.trim(), close: true })) {
-      $("hand-back-note").value = "";
-    }
+  $("close-handoff").addEventListener("click", () => handBack(true, false));
+  $("end-pending-go").addEventListener("click", () => handBack(state.closing, true));
+  $("end-pending-cancel").addEventListener("click", () => {
+    $("end-pending").hidden = true;
+    $("person-error").textContent = "";
   });
   $("back").addEventListener("click", () => {
     $("desk").dataset.view = "list";

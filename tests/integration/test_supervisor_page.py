@@ -463,7 +463,7 @@ def test_supervisor_page_shows_what_a_check_decides_and_opens_its_conversation(
     assert watch.problems == []
 
 
-def test_supervisor_page_never_offers_a_supervisor_their_own_proposal_to_decide(
+def test_supervisor_page_never_offers_a_supervisor_their_own_proposal_and_hands_back_knowingly(
     browser: Any, travel_db: Database, tmp_path: Path
 ) -> None:
     # Four eyes in the page: the check of what Ana proposed says who proposed it and
@@ -509,10 +509,20 @@ def test_supervisor_page_never_offers_a_supervisor_their_own_proposal_to_decide(
         other = browser.new_page(viewport=DESKTOP)
         other.goto(f"{url}/supervisor#token={signer.issue(OTHER_SUPERVISOR, role=SUPERVISOR)}")
         expect(
-            other.locator("#checks li").get_by_role("button", name=re.compile("^Approve"))
+            other.locator("#checks li.check").get_by_role("button", name=re.compile("^Approve"))
         ).to_have_count(1)
-        page.close()
         other.close()
+        # Handing back over it says first what it ends; the person confirms.
+        page.get_by_role("button", name="Hand back to the assistant").click()
+        expect(page.locator("#person-error")).to_have_text(
+            "Handing back now ends what is pending: Change flight: the customer approved it "
+            "and it waits for a staff check; it is withdrawn, not done. Confirm to go on."
+        )
+        assert len(customer.get(f"{base}/pending").json()["actions"]) == 1
+        page.get_by_role("button", name="End it and go on").click()
+        expect(page.locator("#person-section")).to_be_hidden()
+        assert customer.get(f"{base}/pending").json()["actions"] == []
+        page.close()
 
 
 def test_supervisor_page_queue_follows_what_others_do(

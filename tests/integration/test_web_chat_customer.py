@@ -997,7 +997,8 @@ def test_a_card_whose_action_was_ended_elsewhere_leaves_every_open_tab(
     if ended_by == "withdrawn in another tab":
         other.get_by_role("article").get_by_role("button", name="Withdraw").click()
     else:
-        assert staff.post(f"{desk}/hand-back", json={"note": "Done by phone."}).is_success
+        ended = {"note": "Done by phone.", "end_pending": True}
+        assert staff.post(f"{desk}/hand-back", json=ended).is_success
     for page in (first, other):
         expect(page.get_by_role("article")).to_have_count(0, timeout=10_000)
     staff.close()

@@ -355,3 +355,38 @@ def test_a_staff_token_whose_name_cannot_be_one_gets_401_never_500(
         answer = client.get(path, headers={"Authorization": f"Bearer {token}"})
         assert answer.status_code == 401, (path, answer.text)
         assert answer.json()["detail"] == "The token is not valid."
+
+
+def test_a_hand_back_over_a_pending_action_says_what_it_ends_before_it_ends_it(
+    served: tuple[TestClient, TokenSigner, ConversationService], travel_db: Database
+) -> None:
+    # Refused once with what it would end (the customer approved it; a check waits), so
+    # the person decides knowing it; confirmed, it ends it as the record says.
+    client, signer, _service = served
+    customer = bearer(signer, FIXTURE_PASSENGER_ID)
+    ana = bearer(signer, ANA_LOGIN, SUPERVISOR, ANA_NAME)
+    trip, before = plan_trip(travel_db), ticket_flight(travel_db)
+    conversation = handed_to_a_person(client, customer)
+    assert client.post(f"{DESK}/{conversation}/take", headers=ana).status_code == 200
+    assert client.post(
+        f"{DESK}/{conversation}/proposals", json=change(trip), headers=ana
+    ).is_success
+    customer_says_yes(client, customer, conversation)
+    back = f"{DESK}/{conversation}/hand-back"
+    refused = client.post(back, json={"note": "Done."}, headers=ana)
+    assert refused.status_code == 409, refused.text
+    assert refused.json()["detail"] == (
+        "Handing back now ends what is pending: Change flight: the customer approved it and "
+        "it waits for a staff check; it is withdrawn, not done. Confirm to go on."
+    )
+    base = f"/api/v1/conversations/{conversation}"
+    assert len(client.get(f"{base}/pending", headers=customer).json()["actions"]) == 1
+    done = client.post(back, json={"note": "Done.", "end_pending": True}, headers=ana)
+    assert done.status_code == 200, done.text
+    items = client.get(f"{base}/messages", headers=customer).json()["items"]
+    (action,) = [i for i in items if i["type"] == "action"]
+    assert (
+        "you approved; withdrawn when customer service handed back, before the check"
+        in (action["text"])
+    )
+    assert ticket_flight(travel_db) == before
