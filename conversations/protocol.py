@@ -21,13 +21,14 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
 from pydantic import BaseModel, ValidationError
 
 from assistants.approvals import (
     ActionPreview,
     PendingAction,
     describe_action,
+    facts_of,
 )
 from conversations import words
 from conversations.assistant import DropCause, Thread, TravelAssistant
@@ -46,6 +47,7 @@ from conversations.locks import (
 )
 from conversations.records import (
     PRIMARY,
+    ActionRecord,
     Approval,
     Describer,
     Notice,
@@ -113,6 +115,9 @@ class Summary:
     title: str
     checks_waiting: int = 0
     messages: int = 0
+    # What a member of staff's check decided since the customer last wrote (the history's
+    # line), for a customer who comes back: ``None`` when nothing was.
+    checked: str | None = None
 
 
 class Conversations:
@@ -253,7 +258,27 @@ class Conversation:
             title=message_text(humans[0]) if humans else "",
             checks_waiting=waiting,
             messages=len(messages),
+            checked=self.checked_since_last_message(messages),
         )
+
+    def checked_since_last_message(
+        self, messages: Sequence[AnyMessage] | None = None
+    ) -> str | None:
+        """Return what a staff check decided since the customer last wrote, as history says.
+
+        The newest such action's line ("Approved by you and by Ana Lima (customer-service
+        check): …"), or ``None``: for a customer who comes back after it was decided.
+        """
+        messages = self.assistant.messages(self.thread) if messages is None else messages
+        since = messages[last_customer_message(messages) or 0 :]
+        checked = [
+            m for m in since if isinstance(m, ToolMessage) and facts_of(m).checked_by is not None
+        ]
+        if not checked:
+            return None
+        records = self.describer.records(since)
+        lines = [r for r in records if isinstance(r, ActionRecord) and r.checked_by]
+        return lines[-1].line if lines else None
 
     def approvals(self) -> list[Approval]:
         """Return the actions waiting for a decision, each with what it would do.

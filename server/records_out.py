@@ -78,6 +78,7 @@ def conversation_out(record: SessionRecord, summary: Summary, busy: bool) -> Con
         pending_actions=summary.pending_actions,
         checks_waiting=summary.checks_waiting,
         busy=busy,
+        checked=summary.checked,
         messages=summary.messages,
     )
 

@@ -149,6 +149,12 @@ class ConversationOut(BaseModel):
         "staff's check (a second approval): nothing is for the customer to decide there.",
     )
     busy: bool = Field(description="A turn is running right now.")
+    checked: str | None = Field(
+        None,
+        description="What a member of staff's check decided since your last message, as "
+        "the history says it (approved and done, or not): for a page that was not open "
+        "then. null when nothing was.",
+    )
     messages: int = Field(
         0,
         description="How many messages the conversation has saved: it grows with every "

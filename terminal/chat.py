@@ -190,6 +190,10 @@ class ChatSession(OthersInTheChat):
         When a turn of it is running in another window, it is left alone: nothing is
         closed and nothing is asked here.
         """
+        # What our team decided while the customer was away comes first.
+        checked = self.conversation.checked_since_last_message()
+        if checked is not None:
+            self.console.status(f"Since your last message, our team decided: {checked}")
         self.show_last_exchange()
         turn = self.claim(BUSY_ON_OPEN)
         if turn is None:

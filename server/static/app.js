@@ -120,7 +120,7 @@ async function signIn(token) {
   $("menu").hidden = false;
   $("sign-in").hidden = true;
   $("chat").hidden = false;
-  const id = conversationFromPath();
+  const id = conversationFromPath() || (await decidedWhileAway());
   if (id) await openConversation(id, { push: false });
   else showNewConversation({ push: false });
   // What waits for the customer has the focus: an approval's card, else the message box.
@@ -228,6 +228,26 @@ async function refreshConversations() {
   if (current && !state.busy) showHandler(current.assistant_label);
 }
 
+// A customer who comes back to the page lands on the conversation whose action our team
+// decided since their last message, once: not on a new one with no sign of it.
+const SEEN_KEY = "travel-assistant-seen-checks";
+
+async function decidedWhileAway() {
+  await refreshConversations();
+  const latest = (state.conversations || []).find((c) => c.checked);
+  if (!latest) return null;
+  let seen = {};
+  try {
+    seen = JSON.parse(localStorage.getItem(SEEN_KEY) || "{}");
+  } catch (_) {
+    seen = {};
+  }
+  if (seen[latest.conversation_id] === latest.checked) return null;
+  seen[latest.conversation_id] = latest.checked;
+  localStorage.setItem(SEEN_KEY, JSON.stringify(seen));
+  return latest.conversation_id;
+}
+
 function titleOf(conversation) {
   return conversation.title || "New conversation";
 }
@@ -240,6 +260,7 @@ function conversationEntry(conversation) {
   open.append(el("span", { class: "title" }, title));
   open.append(el("span", { class: "when" }, new Date(conversation.updated_at).toLocaleString()));
   if (conversation.busy) open.append(el("span", { class: "badge busy" }, "Answering…"));
+  else if (conversation.checked) open.append(el("span", { class: "badge" }, "Our team decided"));
   else if (conversation.pending_actions && conversation.checks_waiting >= conversation.pending_actions)
     open.append(el("span", { class: "badge" }, "Waiting for our team's check"));
   else if (conversation.pending_actions) open.append(el("span", { class: "badge" }, "Waiting for your decision"));

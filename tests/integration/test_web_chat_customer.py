@@ -1004,6 +1004,50 @@ def test_a_card_whose_action_was_ended_elsewhere_leaves_every_open_tab(
     staff.close()
 
 
+def test_a_customer_who_comes_back_lands_on_what_staff_decided_while_they_were_away(
+    site_for: Callable[..., Site], travel_db: Database
+) -> None:
+    # The page was closed when the check was decided: coming back to the start page opens
+    # that conversation (once), with its outcome, and the list marks it.
+    from playwright.sync_api import expect
+
+    from server.auth import SUPERVISOR
+
+    trip = plan_trip(travel_db)
+    site = site_for(ScriptedChatModel(script=flight_then_hotel_script(trip)[:3]), DESKTOP)
+    site.service.conversations.check_above = 1
+    page = site.sign_in()
+    site.send(FLIGHT_REQUEST)
+    page.get_by_role("article").get_by_role("button", name="Approve").click()
+    expect(page.get_by_role("article").get_by_role("heading")).to_have_text(
+        "Waiting for a check: Change flight"
+    )
+    page.goto("about:blank")  # the customer leaves
+    with httpx.Client(
+        base_url=site.url,
+        headers={"Authorization": f"Bearer {site.signer.issue('Ana Lima', role=SUPERVISOR)}"},
+        timeout=30,
+    ) as staff:
+        (check,) = staff.get("/api/v1/supervisor/desk/checks").json()["checks"]
+        assert staff.post(
+            f"/api/v1/supervisor/desk/checks/{check['check_id']}", json={"approved": True}
+        ).is_success
+    with site.api() as customer:
+        waited = time.monotonic()
+        while time.monotonic() - waited < 20 and not any(
+            c["checked"] for c in customer.get("/api/v1/conversations").json()["conversations"]
+        ):
+            time.sleep(0.1)
+    page.goto(f"{site.url}/#token={site.token}")
+    log = page.locator("#log")
+    expect(log.locator(".record.approved")).to_contain_text("Approved by you and by Ana Lima")
+    expect(page.locator("#conversation-list")).to_contain_text("Our team decided")
+    assert "/c/" in page.url
+    page.goto(f"{site.url}/#token={site.token}")  # once: the next visit starts anew
+    expect(page.locator("#log .record.approved")).to_have_count(0)
+    assert "/c/" not in page.url
+
+
 def test_two_tabs_of_a_conversation_show_what_happens_in_either(
     site_for: Callable[..., Site], travel_db: Database
 ) -> None:

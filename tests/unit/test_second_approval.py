@@ -597,3 +597,40 @@ def test_second_approval_asking_for_a_person_while_the_check_waits_keeps_it(
     assert store.desk.checks_waiting() == [check]
     assert [a.check for a in conversation.approvals()] == [check]
     assert not [r for r in conversation.history() if isinstance(r, ActionRecord)]
+
+
+def test_second_approval_a_customer_who_comes_back_sees_what_staff_decided_first(
+    make_assistant: Callable[..., TravelAssistant],
+    store: ConversationStore,
+    model: ScriptedChatModel,
+    travel_db: Database,
+) -> None:
+    # Approved while the customer was away: the summary (the web chat's list) carries the
+    # outcome, and `chat --continue` says it before anything else; once they write again
+    # it is no longer news.
+    conversations = conversations_over(make_assistant, store, above=parse_money("EUR 10"))
+    thread = Thread("t-back", FIXTURE_PASSENGER_ID)
+    conversation = conversations.get(thread)
+    approve(conversation, change_flight(conversation, model, travel_db))
+    assert conversation.summary().checked is None  # still waiting
+    (check,) = store.desk.checks_waiting()
+    conversation.decide_check(ANA, check.id, approved=True)
+    conversation.apply_checked()
+    news = conversation.summary().checked
+    assert news is not None and news.startswith(f"Approved by you and by {ANA}")
+
+    out, err = io.StringIO(), io.StringIO()
+    typed = iter(["exit"])
+    session = ChatSession(
+        conversations,
+        thread,
+        Console(out=out, err=err),
+        Prompter(lambda _: next(typed), lambda q: "n", lambda: False, lambda f: f()),
+    )
+    assert session.run(resumed=True) == 0
+    first = err.getvalue().splitlines()[0]
+    assert first == f"Since your last message, our team decided: {news}"
+    model.script = [say("You are welcome.")]
+    with conversation.claim() as turn:
+        list(turn.send("Thanks!"))
+    assert conversation.summary().checked is None
