@@ -251,10 +251,9 @@ def converse(
                 transcript.desk_steps.append(
                     run_step(conversation, store.audit, step, index, resolve, transcript, _finish)
                 )
-            # The next turn's people may decide a check this one leaves waiting.
-            people_next = (
-                index + 1 < len(scenario.turns) and scenario.turns[index + 1].customer is None
-            )
+            # The next turn's people may decide a check this one leaves waiting; the
+            # customer may talk to them meanwhile (a message withdraws nothing).
+            people_next = index + 1 < len(scenario.turns) and bool(scenario.turns[index + 1].desk)
             while pending := conversation.assistant.pending_actions(thread):
                 # The customer said yes to these; a member of staff checks them first. (A
                 # check already applied stays open until no action is pending: not these.)

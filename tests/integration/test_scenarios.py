@@ -36,6 +36,7 @@ REPRESENTATIVE = {
     "correction_flight_date_before_proposal",
     "denial_excursion_move_fee",
     "desk_four_eyes_second_approval",
+    "desk_talk_while_check_waits",
     "flight_change_happy",
     "handoff_after_two_declines",
     "multi_skill_basel_postponed",
