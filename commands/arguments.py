@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from commands.eval import DEFAULT_EVAL_SECONDS
-from server.limits import BODY_TIMEOUT, HEADER_TIMEOUT, MAX_CONNECTIONS
+from server.limits import BODY_TIMEOUT, HEADER_TIMEOUT, MAX_CONNECTIONS, QUEUE_TIMEOUT
 
 
 def _version() -> str:
@@ -398,6 +398,17 @@ def _reference_moment(text: str) -> datetime:
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
+def _non_negative_float(text: str) -> float:
+    """Parse a finite number, 0 or more (an argparse type): not "nan", not "inf"."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"must be a number, 0 or more, not {text!r}")
+    return value
+
+
 def _positive_float(text: str) -> float:
     """Parse a positive, finite number (an argparse type): not "nan", not "inf"."""
     try:
@@ -424,7 +435,15 @@ def _add_server_commands(parser: _Parser) -> None:
         "--max-connections",
         type=_positive_int,
         default=MAX_CONNECTIONS,
-        help=f"connections served at once; more answer 503 (default {MAX_CONNECTIONS})",
+        help=f"requests worked on at once; more wait their turn, then answer 503 (default "
+        f"{MAX_CONNECTIONS})",
+    )
+    serve.add_argument(
+        "--queue-timeout",
+        type=_non_negative_float,
+        default=QUEUE_TIMEOUT,
+        help="seconds a request beyond --max-connections waits for its turn before its 503; 0 "
+        f"refuses it at once (default {QUEUE_TIMEOUT:g})",
     )
     serve.add_argument(
         "--header-timeout",

@@ -74,6 +74,7 @@ def cmd_serve(
         max_connections=args.max_connections,
         header_timeout=args.header_timeout,
         body_timeout=args.body_timeout,
+        queue_timeout=args.queue_timeout,
     )
     signer = _signer(settings)
     settings.second_approval_cents()  # a bad amount is a usage error, said now
