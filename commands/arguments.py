@@ -17,7 +17,13 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from commands.eval import DEFAULT_EVAL_SECONDS
-from server.limits import BODY_TIMEOUT, HEADER_TIMEOUT, MAX_CONNECTIONS, QUEUE_TIMEOUT
+from server.limits import (
+    BODY_TIMEOUT,
+    HEADER_TIMEOUT,
+    MAX_CONNECTIONS,
+    POOL_TIMEOUT,
+    QUEUE_TIMEOUT,
+)
 
 
 def _version() -> str:
@@ -444,6 +450,13 @@ def _add_server_commands(parser: _Parser) -> None:
         default=QUEUE_TIMEOUT,
         help="seconds a request beyond --max-connections waits for its turn before its 503; 0 "
         f"refuses it at once (default {QUEUE_TIMEOUT:g})",
+    )
+    serve.add_argument(
+        "--pool-timeout",
+        type=_positive_float,
+        default=POOL_TIMEOUT,
+        help="seconds a request waits for a connection to the PostgreSQL conversations when "
+        f"all are in use, before its 503 (default {POOL_TIMEOUT:g})",
     )
     serve.add_argument(
         "--header-timeout",

@@ -156,7 +156,9 @@ def _build_service(
         check_endpoint(settings.models)
     database = open_chat_db(settings, console, overrides, create_db=args.create_db)
     stack.callback(database.dispose)
-    store = stack.enter_context(open_store(settings.conversations_location))
+    store = stack.enter_context(
+        open_store(settings.conversations_location, pool_timeout=args.pool_timeout)
+    )
     # Several workers (here or on other machines) over one PostgreSQL store take turns on
     # a conversation through its lock.
     return ConversationService.over_store(

@@ -42,7 +42,7 @@ from server.customer_api import router as customer_router
 from server.errors import ServiceError
 from server.handoff import staff_router
 from server.limits import BODY_TIMEOUT
-from server.middleware import PAGE_HEADERS, ASGIApp, BodyLimit, SecurityHeaders
+from server.middleware import PAGE_HEADERS, ASGIApp, BodyLimit, DatabaseFaults, SecurityHeaders
 from server.schemas import STREAM_EVENT_NAMES, StreamEvent
 from server.service import ConversationService
 from server.supervisor import router as supervisor_router
@@ -204,6 +204,8 @@ def create_app(
         redoc_url=None,
     )
     app.body_timeout = body_timeout
+    # Inside Starlette's error layer, outside the routes: a database fault is a 503.
+    app.add_middleware(DatabaseFaults)
     if service is not None:
         app.state.service = service
     app.state.signer = signer

@@ -50,6 +50,9 @@ MAX_CONNECTIONS = 128
 QUEUE_TIMEOUT = 2.0
 # Requests that may wait for a place, per place: beyond them a request is refused at once.
 QUEUE_PER_PLACE = 8
+# Seconds a request waits for a connection of the conversations' PostgreSQL pools when
+# every one is in use, before its 503 (``serve --pool-timeout``; the pools' own is 30).
+POOL_TIMEOUT = 5.0
 # File descriptors kept free for the databases, the model's connections and logs when
 # the open connections are bounded by the process's limit of descriptors.
 RESERVED_DESCRIPTORS = 64
