@@ -19,6 +19,7 @@ from typing import Any, NoReturn
 from commands.eval import DEFAULT_EVAL_SECONDS
 from server.limits import (
     BODY_TIMEOUT,
+    GRACEFUL_TIMEOUT,
     HEADER_TIMEOUT,
     MAX_CONNECTIONS,
     POOL_TIMEOUT,
@@ -450,6 +451,13 @@ def _add_server_commands(parser: _Parser) -> None:
         default=QUEUE_TIMEOUT,
         help="seconds a request beyond --max-connections waits for its turn before its 503; 0 "
         f"refuses it at once (default {QUEUE_TIMEOUT:g})",
+    )
+    serve.add_argument(
+        "--graceful-timeout",
+        type=_non_negative_float,
+        default=GRACEFUL_TIMEOUT,
+        help="seconds a stop (SIGTERM, Ctrl-C) lets the requests and turns in flight finish "
+        f"before it cancels them (default {GRACEFUL_TIMEOUT:g})",
     )
     serve.add_argument(
         "--pool-timeout",

@@ -75,6 +75,7 @@ def cmd_serve(
         header_timeout=args.header_timeout,
         body_timeout=args.body_timeout,
         queue_timeout=args.queue_timeout,
+        graceful_timeout=args.graceful_timeout,
     )
     signer = _signer(settings)
     settings.second_approval_cents()  # a bad amount is a usage error, said now
@@ -97,7 +98,7 @@ def cmd_serve(
         "token --supervisor LOGIN --name NAME)"
     )
     try:
-        serve(StartupApp(startup), args.host, args.port, limits)
+        serve(StartupApp(startup, graceful=limits.graceful_timeout), args.host, args.port, limits)
     finally:
         startup.close()
     return startup.error.code if startup.error is not None else EXIT_OK

@@ -41,7 +41,7 @@ from server.customer_api import ConversationId, NoTurn
 from server.customer_api import router as customer_router
 from server.errors import ServiceError
 from server.handoff import staff_router
-from server.limits import BODY_TIMEOUT
+from server.limits import BODY_TIMEOUT, BUSY_RETRY_AFTER
 from server.middleware import PAGE_HEADERS, ASGIApp, BodyLimit, DatabaseFaults, SecurityHeaders
 from server.schemas import STREAM_EVENT_NAMES, StreamEvent
 from server.service import ConversationService
@@ -212,7 +212,9 @@ def create_app(
 
     @app.exception_handler(ServiceError)
     async def _refused(request: Request, error: ServiceError) -> JSONResponse:
-        return JSONResponse({"detail": error.detail}, status_code=error.status)
+        # A 503 (the database, a stopping worker) passes: say when to try again.
+        retry = {"Retry-After": str(BUSY_RETRY_AFTER)} if error.status == 503 else None
+        return JSONResponse({"detail": error.detail}, status_code=error.status, headers=retry)
 
     @app.exception_handler(NoTurn)
     async def _no_turn(request: Request, error: NoTurn) -> Response:

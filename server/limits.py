@@ -27,6 +27,7 @@ import contextvars
 import functools
 import itertools
 import json
+import time
 from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -50,6 +51,12 @@ MAX_CONNECTIONS = 128
 QUEUE_TIMEOUT = 2.0
 # Requests that may wait for a place, per place: beyond them a request is refused at once.
 QUEUE_PER_PLACE = 8
+# Seconds a stop (SIGTERM, Ctrl-C) gives the requests and the turns in flight to finish;
+# then the turns still running are cancelled (closed as stopped by the service).
+GRACEFUL_TIMEOUT = 30.0
+# Where the moment the server began to stop (``time.monotonic``) is kept, in the state the
+# server shares with the application's lifespan (uvicorn's ``app_state``).
+STOPPING_SINCE = "travel_assistant.stopping_since"
 # Seconds a request waits for a connection of the conversations' PostgreSQL pools when
 # every one is in use, before its 503 (``serve --pool-timeout``; the pools' own is 30).
 POOL_TIMEOUT = 5.0
@@ -257,6 +264,8 @@ class ServerLimits:
         keep_alive: Seconds an idle connection is kept open between requests.
         queue_timeout: Seconds a request beyond ``max_connections`` waits for a place
             before its 503; 0 refuses it at once.
+        graceful_timeout: Seconds a stop gives the requests in flight (and the service
+            its turns, ``STOPPING_SINCE``) to finish.
     """
 
     max_connections: int = MAX_CONNECTIONS
@@ -264,6 +273,7 @@ class ServerLimits:
     body_timeout: float = BODY_TIMEOUT
     keep_alive: int = KEEP_ALIVE
     queue_timeout: float = QUEUE_TIMEOUT
+    graceful_timeout: float = GRACEFUL_TIMEOUT
 
 
 def uvicorn_options(limits: ServerLimits) -> dict[str, Any]:
@@ -274,6 +284,7 @@ def uvicorn_options(limits: ServerLimits) -> dict[str, Any]:
     return {
         "http": header_deadline(limits.header_timeout, admission),
         "timeout_keep_alive": limits.keep_alive,
+        "timeout_graceful_shutdown": limits.graceful_timeout,
     }
 
 
@@ -338,6 +349,12 @@ def header_deadline(
         def connection_lost(self, exc: Exception | None) -> None:
             self._stop_clock()
             super().connection_lost(exc)
+
+        def shutdown(self) -> None:
+            # The server stops (it calls this on every connection first): the service's
+            # turns get the graceful time from now on, as the requests do.
+            self.app_state.setdefault(STOPPING_SINCE, time.monotonic())
+            super().shutdown()
 
         def _watch_headers(self) -> None:
             waiting = self.conn.their_state is h11.IDLE and not self.transport.is_closing()

@@ -180,8 +180,8 @@ class SecurityHeaders:
 # Why a request failed on its database: the connection is gone, or none was free in time.
 Fault = Literal["lost", "busy"]
 FAULT_DETAIL: dict[Fault, str] = {
-    "lost": "The service lost its connection to the database while answering; try again "
-    "in a moment.",
+    "lost": "The service could not reach the database, or lost its connection to it, while "
+    "answering; try again in a moment.",
     "busy": "Every connection of the service to the database stayed in use for as long as "
     "a request may wait for one (serve --pool-timeout); try again in a moment.",
 }
