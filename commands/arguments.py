@@ -17,7 +17,14 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from commands.eval import DEFAULT_EVAL_SECONDS
-from server.limits import BODY_TIMEOUT, HEADER_TIMEOUT, MAX_CONNECTIONS
+from server.limits import (
+    BODY_TIMEOUT,
+    GRACEFUL_TIMEOUT,
+    HEADER_TIMEOUT,
+    MAX_CONNECTIONS,
+    POOL_TIMEOUT,
+    QUEUE_TIMEOUT,
+)
 
 
 def _version() -> str:
@@ -398,6 +405,17 @@ def _reference_moment(text: str) -> datetime:
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
+def _non_negative_float(text: str) -> float:
+    """Parse a finite number, 0 or more (an argparse type): not "nan", not "inf"."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"must be a number, 0 or more, not {text!r}")
+    return value
+
+
 def _positive_float(text: str) -> float:
     """Parse a positive, finite number (an argparse type): not "nan", not "inf"."""
     try:
@@ -424,7 +442,29 @@ def _add_server_commands(parser: _Parser) -> None:
         "--max-connections",
         type=_positive_int,
         default=MAX_CONNECTIONS,
-        help=f"connections served at once; more answer 503 (default {MAX_CONNECTIONS})",
+        help=f"requests worked on at once; more wait their turn, then answer 503 (default "
+        f"{MAX_CONNECTIONS})",
+    )
+    serve.add_argument(
+        "--queue-timeout",
+        type=_non_negative_float,
+        default=QUEUE_TIMEOUT,
+        help="seconds a request beyond --max-connections waits for its turn before its 503; 0 "
+        f"refuses it at once (default {QUEUE_TIMEOUT:g})",
+    )
+    serve.add_argument(
+        "--graceful-timeout",
+        type=_non_negative_float,
+        default=GRACEFUL_TIMEOUT,
+        help="seconds a stop (SIGTERM, Ctrl-C) lets the requests and turns in flight finish "
+        f"before it cancels them (default {GRACEFUL_TIMEOUT:g})",
+    )
+    serve.add_argument(
+        "--pool-timeout",
+        type=_positive_float,
+        default=POOL_TIMEOUT,
+        help="seconds a request waits for a connection to the PostgreSQL conversations when "
+        f"all are in use, before its 503 (default {POOL_TIMEOUT:g})",
     )
     serve.add_argument(
         "--header-timeout",

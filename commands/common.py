@@ -174,13 +174,16 @@ def create_server_database(location: Location, console: Console) -> None:
     console.status(f"Created the PostgreSQL database {name}.")
 
 
-def open_store(location: Location) -> ConversationStore:
-    """Open where conversations are kept: the checkpoints, the registry and the turn locks."""
+def open_store(location: Location, pool_timeout: float | None = None) -> ConversationStore:
+    """Open where conversations are kept: the checkpoints, the registry and the turn locks.
+
+    ``pool_timeout``: ``serve --pool-timeout`` (see ``ConversationStore.open``).
+    """
     from conversations.store import ConversationStore, ConversationStoreError
     from locations import LocationError
 
     try:
-        return ConversationStore.open(location)
+        return ConversationStore.open(location, pool_timeout=pool_timeout)
     except (LocationError, ConversationStoreError) as error:
         raise CliError(str(error), EXIT_USAGE) from error
 

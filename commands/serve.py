@@ -74,6 +74,8 @@ def cmd_serve(
         max_connections=args.max_connections,
         header_timeout=args.header_timeout,
         body_timeout=args.body_timeout,
+        queue_timeout=args.queue_timeout,
+        graceful_timeout=args.graceful_timeout,
     )
     signer = _signer(settings)
     settings.second_approval_cents()  # a bad amount is a usage error, said now
@@ -96,7 +98,7 @@ def cmd_serve(
         "token --supervisor LOGIN --name NAME)"
     )
     try:
-        serve(StartupApp(startup), args.host, args.port, limits)
+        serve(StartupApp(startup, graceful=limits.graceful_timeout), args.host, args.port, limits)
     finally:
         startup.close()
     return startup.error.code if startup.error is not None else EXIT_OK
@@ -155,7 +157,9 @@ def _build_service(
         check_endpoint(settings.models)
     database = open_chat_db(settings, console, overrides, create_db=args.create_db)
     stack.callback(database.dispose)
-    store = stack.enter_context(open_store(settings.conversations_location))
+    store = stack.enter_context(
+        open_store(settings.conversations_location, pool_timeout=args.pool_timeout)
+    )
     # Several workers (here or on other machines) over one PostgreSQL store take turns on
     # a conversation through its lock.
     return ConversationService.over_store(

@@ -104,8 +104,14 @@ class ConversationStore:
         self._closed = False
 
     @classmethod
-    def open(cls, where: str | Path | Location) -> ConversationStore:
+    def open(
+        cls, where: str | Path | Location, *, pool_timeout: float | None = None
+    ) -> ConversationStore:
         """Open (and set up on first use) the store at a path or URL.
+
+        ``pool_timeout`` bounds the seconds a caller waits for a PostgreSQL connection
+        when every pooled one is in use (the pools' own 30 s without it); then the pool
+        raises its timeout error (``PoolTimeout``, SQLAlchemy's ``TimeoutError``).
 
         Raises:
             LocationError: The location cannot be read, or its driver is missing.
@@ -115,7 +121,7 @@ class ConversationStore:
         if location.path is not None:
             return _open_sqlite(location.path)
         if location.backend == "postgresql":
-            return _open_postgres(location)
+            return _open_postgres(location, pool_timeout)
         raise LocationError(
             f"Conversations can be kept in a SQLite file or in PostgreSQL, not in "
             f"{location.backend} ({location.shown()})."
@@ -247,7 +253,7 @@ def _open_sqlite(path: Path) -> ConversationStore:
     )
 
 
-def _open_postgres(location: Location) -> ConversationStore:
+def _open_postgres(location: Location, pool_timeout: float | None) -> ConversationStore:
     location.check_driver()
     try:
         import psycopg
@@ -280,7 +286,7 @@ def _open_postgres(location: Location) -> ConversationStore:
         with connection:
             # The desk, the registry and the audit log share one engine (it pings a
             # connection before handing it out); their tables are set up with the rest.
-            engine = open_engine(location.sqlalchemy_url())
+            engine = open_engine(location.sqlalchemy_url(), pool_timeout=pool_timeout)
             desk = Desk(engine)
             try:
                 registry, audit = _setup_postgres(connection, engine)
@@ -300,6 +306,7 @@ def _open_postgres(location: Location) -> ConversationStore:
         check=ConnectionPool.check_connection,
         name="travel-assistant-conversations",
         open=True,
+        **({} if pool_timeout is None else {"timeout": pool_timeout}),
     )
 
     def probe(key: int) -> bool:

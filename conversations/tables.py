@@ -21,13 +21,17 @@ if TYPE_CHECKING:
     from sqlalchemy.engine.interfaces import Dialect
 
 
-def open_engine(url: str) -> sa.Engine:
-    """Return the engine of a SQLAlchemy URL (``sqlite:///path`` or a PostgreSQL URL)."""
+def open_engine(url: str, pool_timeout: float | None = None) -> sa.Engine:
+    """Return the engine of a SQLAlchemy URL (``sqlite:///path`` or a PostgreSQL URL).
+
+    ``pool_timeout``: the seconds to wait for a pooled PostgreSQL connection (30 without).
+    """
     if url.startswith("sqlite"):
         engine = sa.create_engine(url, connect_args={"timeout": 30})
         sa.event.listen(engine, "connect", _sqlite_pragmas)
     else:
-        engine = sa.create_engine(url, pool_size=4, max_overflow=6, pool_pre_ping=True)
+        waits = {} if pool_timeout is None else {"pool_timeout": pool_timeout}
+        engine = sa.create_engine(url, pool_size=4, max_overflow=6, pool_pre_ping=True, **waits)
     return engine
 
 

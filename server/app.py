@@ -41,8 +41,8 @@ from server.customer_api import ConversationId, NoTurn
 from server.customer_api import router as customer_router
 from server.errors import ServiceError
 from server.handoff import staff_router
-from server.limits import BODY_TIMEOUT
-from server.middleware import PAGE_HEADERS, ASGIApp, BodyLimit, SecurityHeaders
+from server.limits import BODY_TIMEOUT, BUSY_RETRY_AFTER
+from server.middleware import PAGE_HEADERS, ASGIApp, BodyLimit, DatabaseFaults, SecurityHeaders
 from server.schemas import STREAM_EVENT_NAMES, StreamEvent
 from server.service import ConversationService
 from server.supervisor import router as supervisor_router
@@ -204,13 +204,17 @@ def create_app(
         redoc_url=None,
     )
     app.body_timeout = body_timeout
+    # Inside Starlette's error layer, outside the routes: a database fault is a 503.
+    app.add_middleware(DatabaseFaults)
     if service is not None:
         app.state.service = service
     app.state.signer = signer
 
     @app.exception_handler(ServiceError)
     async def _refused(request: Request, error: ServiceError) -> JSONResponse:
-        return JSONResponse({"detail": error.detail}, status_code=error.status)
+        # A 503 (the database, a stopping worker) passes: say when to try again.
+        retry = {"Retry-After": str(BUSY_RETRY_AFTER)} if error.status == 503 else None
+        return JSONResponse({"detail": error.detail}, status_code=error.status, headers=retry)
 
     @app.exception_handler(NoTurn)
     async def _no_turn(request: Request, error: NoTurn) -> Response:

@@ -29,7 +29,7 @@ from server.access import customer
 from server.auth import Claims
 from server.handoff import People
 from server.handoff_models import PersonIn, PersonOut
-from server.limits import STREAMS
+from server.limits import leave_the_cap
 from server.runs import Journaled
 from server.schemas import (
     CONVERSATION_ID_PATTERN,
@@ -182,21 +182,18 @@ _ACCEPTED = format_sse_event(comment="accepted")
 
 async def _frames(events: Journaled, accepted: bool) -> AsyncIterator[bytes]:
     # While it streams, the connection only waits for the turn: the cap leaves it out.
-    STREAMS.count += 1
-    try:
-        if accepted:  # a comment, so the client knows at once that the turn was taken
-            yield _ACCEPTED
-        async for batch in events:
-            if not batch:
-                yield KEEPALIVE_COMMENT
-                continue
-            # The events that came together go in one write (one chunk of the response).
-            yield b"".join(
-                format_sse_event(data_str=event.model_dump_json(), event=event.type, id=event_id)
-                for event_id, event in batch
-            )
-    finally:
-        STREAMS.count -= 1
+    leave_the_cap()
+    if accepted:  # a comment, so the client knows at once that the turn was taken
+        yield _ACCEPTED
+    async for batch in events:
+        if not batch:
+            yield KEEPALIVE_COMMENT
+            continue
+        # The events that came together go in one write (one chunk of the response).
+        yield b"".join(
+            format_sse_event(data_str=event.model_dump_json(), event=event.type, id=event_id)
+            for event_id, event in batch
+        )
 
 
 def router() -> APIRouter:

@@ -41,6 +41,8 @@ STILL_ANSWERING = (
     "The assistant is still answering in this conversation; wait for the reply to finish."
 )
 STOPPING = "The service is stopping; try again in a moment."
+# Seconds a turn cancelled as the service stops is given to close (its note saved).
+CANCEL_WAIT = 30.0
 
 
 @dataclass
@@ -83,12 +85,13 @@ class TurnRunner:
 
         Raises:
             ConflictError: A turn of this conversation is already running (in this
-                service or elsewhere), or the service is stopping.
-            UnavailableError: Where the turn locks live cannot be reached.
+                service or elsewhere).
+            UnavailableError: Where the turn locks live cannot be reached, or the
+                service is stopping (another worker can take the turn).
         """
         with self._lock:
             if self._closed:
-                raise ConflictError(STOPPING)
+                raise UnavailableError(STOPPING)
             if thread_id in self._running:
                 raise ConflictError(STILL_ANSWERING)
             running = self._running[thread_id] = _Running()
@@ -150,12 +153,12 @@ class TurnRunner:
         the next turn of the conversation or ``JOURNAL_SECONDS`` after its end.
 
         Raises:
-            ConflictError: The service is stopping.
+            UnavailableError: The service is stopping.
         """
         loop = asyncio.get_running_loop()
         if self._closed:
             self.release(thread_id)
-            raise ConflictError(STOPPING)
+            raise UnavailableError(STOPPING)
         self._loop = loop
         now = time.monotonic()
         for old in [k for k, j in self._journals.items() if j.expired(now)]:
@@ -197,22 +200,40 @@ class TurnRunner:
             return None
         return journal
 
-    def close(self, wait: float = 30.0) -> None:
-        """Cancel the running turns and wait for them to close (call it off the loop)."""
+    def close(self, finish_by: float | None = None, wait: float = CANCEL_WAIT) -> None:
+        """Take no new turn; let the running ones end until ``finish_by``, then cancel them.
+
+        ``finish_by`` is a ``time.monotonic`` moment (``None``: cancel at once). A turn
+        cancelled here closes as stopped by the service (its note saved); it is given
+        ``wait`` seconds for that. Call it off the loop.
+        """
         with self._lock:
             self._closed = True
-            cancels = [running.cancel for running in self._running.values()]
-        for cancel in cancels:
-            cancel.set()
         loop, tasks = self._loop, list(self._tasks)
         if loop is None or not tasks or loop.is_closed() or not loop.is_running():
+            self._cancel_all()
             return
+        left = 0.0 if finish_by is None else max(finish_by - time.monotonic(), 0.0)
 
         async def finished() -> None:
+            if left > 0:
+                _, pending = await asyncio.wait(tasks, timeout=left)
+                if not pending:
+                    return
+                log.warning(
+                    "Cancelling %d turn(s) still running after the graceful time", len(pending)
+                )
+            self._cancel_all()
             await asyncio.wait(tasks, timeout=wait)
 
         with contextlib.suppress(TimeoutError):
-            asyncio.run_coroutine_threadsafe(finished(), loop).result(wait + 1)
+            asyncio.run_coroutine_threadsafe(finished(), loop).result(left + wait + 1)
+
+    def _cancel_all(self) -> None:
+        with self._lock:
+            cancels = [running.cancel for running in self._running.values()]
+        for cancel in cancels:
+            cancel.set()
 
 
 # A turn's events with their ids, in batches (``Journal.read``); an empty batch: the turn

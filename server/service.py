@@ -470,8 +470,12 @@ class ConversationService:
         finally:
             self.release(thread)
 
-    def close(self) -> None:
-        """Cancel running turns and wait for them (the service is stopping)."""
+    def close(self, finish_by: float | None = None) -> None:
+        """Take no new turn; let those running finish until ``finish_by``, then cancel them.
+
+        ``finish_by`` is a ``time.monotonic`` moment (``None``: cancel at once); either
+        way the turns are waited for (the service is stopping).
+        """
         if self._sweeper is not None:
             self._sweeper.cancel()
-        self.runner.close()
+        self.runner.close(finish_by)

@@ -31,13 +31,16 @@ import asyncio
 import contextlib
 import json
 import logging
+import signal
 import threading
+import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from contextlib import AbstractContextManager, ExitStack, nullcontext
 from typing import TYPE_CHECKING, Any, Literal
 
 from assistants.calls import Flag, wait_set
 from conversations.loop import use_turn_loop
+from server.limits import GRACEFUL_TIMEOUT, STOPPING_SINCE
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -108,6 +111,7 @@ class Startup:
         self._thread: threading.Thread | None = None
         self._finished = False
         self._closing = False
+        self._finish_by: float | None = None
         self.app: FastAPI | None = None
         self.service: ConversationService | None = None
         self.error: StartupError | None = None
@@ -172,12 +176,17 @@ class Startup:
         self.loaded.set()
         self.done.set()
 
-    def close(self) -> None:
-        """Stop the service and close what it was built on (now, or when its build ends)."""
+    def close(self, finish_by: float | None = None) -> None:
+        """Stop the service and close what it was built on (now, or when its build ends).
+
+        Its turns running may finish until ``finish_by`` (``time.monotonic``); then they
+        are cancelled.
+        """
         with self._lock:
             if self._closing:
                 return
             self._closing = True
+            self._finish_by = finish_by
             finished = self._finished
         if finished:
             self._close(self.service)
@@ -185,7 +194,7 @@ class Startup:
     def _close(self, service: ConversationService | None) -> None:
         try:
             if service is not None:
-                service.close()
+                service.close(self._finish_by)
         finally:
             self._stack.close()
 
@@ -198,15 +207,18 @@ class StartupApp:
     module's docstring). ``wait`` bounds how long a request waits for the assistant.
     """
 
-    def __init__(self, startup: Startup, wait: float = ASSISTANT_WAIT) -> None:
-        """Serve ``startup``'s application."""
+    def __init__(
+        self, startup: Startup, wait: float = ASSISTANT_WAIT, graceful: float = GRACEFUL_TIMEOUT
+    ) -> None:
+        """Serve ``startup``'s application; a stop gives its turns ``graceful`` seconds."""
         self.startup = startup
         self.wait = wait
+        self.graceful = graceful
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Answer or hold the request, or pass it on to the application."""
         if scope["type"] == "lifespan":
-            await self._lifespan(receive, send)
+            await self._lifespan(scope, receive, send)
             return
         startup = self.startup
         http = scope["type"] == "http"
@@ -227,7 +239,7 @@ class StartupApp:
         elif http:
             await _refuse(send, startup, self.wait)
 
-    async def _lifespan(self, receive: Receive, send: Send) -> None:
+    async def _lifespan(self, scope: Scope, receive: Receive, send: Send) -> None:
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
@@ -235,8 +247,11 @@ class StartupApp:
                 self.startup.start()
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
-                # Running turns are cancelled and waited for: off the loop.
-                await asyncio.to_thread(self.startup.close)
+                # The turns still running finish within the graceful time, counted from
+                # when the server began to stop (``server.limits``), or are cancelled;
+                # either way they are waited for: off the loop.
+                since = scope.get("state", {}).get(STOPPING_SINCE, time.monotonic())
+                await asyncio.to_thread(self.startup.close, since + self.graceful)
                 if self.startup.app is not None:  # the models were built: close their clients
                     from assistants.models import close_http_clients
 
@@ -289,18 +304,32 @@ async def _json(
 
 
 def serve(app: Any, host: str, port: int, limits: ServerLimits | None = None) -> None:
-    """Run ``app`` with uvicorn under ``limits`` until interrupted (Ctrl-C stops it gracefully)."""
+    """Run ``app`` with uvicorn under ``limits`` until interrupted (Ctrl-C stops it gracefully).
+
+    A stop (SIGTERM, Ctrl-C) takes no new connection, gives the requests and turns in
+    flight ``limits.graceful_timeout`` seconds to finish, then cancels what still runs.
+    """
     import uvicorn
 
     from server.limits import ServerLimits, uvicorn_options
 
     # uvicorn.run, not Server.run: it turns the Ctrl-C it re-raises after a graceful stop
-    # into a clean exit.
-    uvicorn.run(
-        app,
-        host=host,
-        port=port,
-        log_level="info",
-        timeout_graceful_shutdown=30,
-        **uvicorn_options(limits or ServerLimits()),
-    )
+    # into a clean exit. A SIGTERM (a rolling deploy) is re-raised the same way: as a
+    # Ctrl-C, so that it too exits 0 once the stop is done.
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _interrupt) if main else None
+    try:
+        uvicorn.run(
+            app,
+            host=host,
+            port=port,
+            log_level="info",
+            **uvicorn_options(limits or ServerLimits()),
+        )
+    finally:
+        if main:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt

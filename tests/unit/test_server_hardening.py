@@ -288,8 +288,11 @@ def test_server_drops_connections_whose_headers_are_late(service: ConversationSe
 
 
 def test_server_beyond_its_requests_answers_503_at_once(service: ConversationService) -> None:
-    """Eight requests in flight fill a cap of eight; twenty connections that ask nothing do not."""
-    limits = ServerLimits(max_connections=8, header_timeout=30, body_timeout=30)
+    """Eight requests in flight fill a cap of eight; twenty connections that ask nothing do not.
+
+    With no time to wait for a place (``queue_timeout=0``) the ninth is refused at once.
+    """
+    limits = ServerLimits(max_connections=8, header_timeout=30, body_timeout=30, queue_timeout=0)
     server, _ = serving(service, limits)
     body = b'{"text": "held open"}'
     head = (

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
-from server.errors import ConflictError
+from server.errors import ConflictError, UnavailableError
 from server.runs import Journal, TurnRunner
 from server.schemas import ErrorEvent, StatusEvent, StreamEvent
 
@@ -94,8 +96,47 @@ def test_server_runner_close_cancels_running_turns_and_waits() -> None:
             pass
 
     asyncio.run(main())
-    with pytest.raises(ConflictError, match="stopping"):
+    with pytest.raises(UnavailableError, match="stopping"):  # 503: another worker can
         runner.claim("c-4")
+
+
+def test_server_runner_close_lets_turns_finish_until_the_graceful_time_then_cancels() -> None:
+    """A stop takes no new turn; one that ends in time ends as usual, a longer one is cancelled."""
+    runner = TurnRunner()
+    quick, slow = runner.claim("c-quick"), runner.claim("c-slow")
+    started = threading.Barrier(3)
+    ended: dict[str, str] = {}
+
+    def turn(name: str, cancel: threading.Event, seconds: float) -> Any:
+        async def work() -> AsyncIterator[StreamEvent]:
+            await asyncio.to_thread(started.wait, 10)
+            cancelled = await asyncio.to_thread(cancel.wait, seconds)
+            ended[name] = "cancelled" if cancelled else "finished"
+            yield StatusEvent(text=ended[name], tool=None)
+
+        return work
+
+    async def main() -> float:
+        streams = [
+            runner.stream("c-quick", turn("quick", quick, 0.5)),
+            runner.stream("c-slow", turn("slow", slow, 30)),
+        ]
+        await asyncio.to_thread(started.wait, 10)
+        began = time.monotonic()
+        closing = asyncio.ensure_future(asyncio.to_thread(runner.close, began + 2.0))
+        await asyncio.sleep(0.1)
+        with pytest.raises(UnavailableError, match="stopping"):
+            runner.claim("c-new")  # the stop takes no new turn meanwhile
+        await closing
+        took = time.monotonic() - began
+        for stream in streams:
+            async for _ in stream:
+                pass
+        return took
+
+    took = asyncio.run(main())
+    assert ended == {"quick": "finished", "slow": "cancelled"}
+    assert 1.8 < took < 10, took  # the graceful time, then the cancel and its close
 
 
 def test_journal_hands_the_events_that_came_together_in_one_batch() -> None:

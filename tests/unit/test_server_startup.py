@@ -58,9 +58,9 @@ class Build:
         service = self.make()
         real_close = service.close
 
-        def close() -> None:
+        def close(finish_by: float | None = None) -> None:
             self.closed.append("service")
-            real_close()
+            real_close(finish_by)
 
         service.close = close  # type: ignore[method-assign]
         return service

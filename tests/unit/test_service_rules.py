@@ -23,7 +23,7 @@ import pytest
 
 from db.fixtures import FIXTURE_PASSENGER_ID
 from server.auth import TokenSigner
-from server.limits import HEADER_TIMEOUT
+from server.limits import HEADER_TIMEOUT, QUEUE_TIMEOUT
 from tests.support.fake_openai import FakeOpenAI, Reply
 from tests.support.terminal import PROGRAM
 from tests.support.waiting import wait_until
@@ -116,13 +116,17 @@ def test_serve_max_connections_serves_the_cap_and_refuses_only_the_next(
 ) -> None:
     """``--max-connections 4``: four requests at once are all served, a fifth is 503.
 
+    The fifth waits its turn for ``--queue-timeout`` (0.5 s here), then is refused: it
+    came after the four, and none of them ends.
+
     Pinned at the level of plain connections with a request in flight: each of the four
     is a connection whose request has its headers in and its body still arriving, so it
     counts as an open connection and as a running request alike (the cap counts both
     today, the request asking included). This stays the rule when idle streams of
     customers waiting for a reply stop counting: none of these is such a stream.
     """
-    port = serve("--max-connections", str(CAP), "--body-timeout", "30")
+    assert QUEUE_TIMEOUT >= 2
+    port = serve("--max-connections", str(CAP), "--body-timeout", "30", "--queue-timeout", "0.5")
     # The application is loaded (the web chat's page is there), so that the requests
     # below are answered by it rather than held while it loads.
     wait_until(lambda: httpx.get(f"http://127.0.0.1:{port}/", timeout=30).status_code == 200)
@@ -136,8 +140,11 @@ def test_serve_max_connections_serves_the_cap_and_refuses_only_the_next(
         answered, _, _ = select.select(held, [], [], 0.5)
         assert not answered, [read_all(sock, 1) for sock in answered]
         # One more, with all four still open and in flight, is one past the cap.
+        started = time.monotonic()
         refused = httpx.get(f"http://127.0.0.1:{port}/api/v1/health", timeout=5)
+        took = time.monotonic() - started
         assert refused.status_code == 503, refused.text
+        assert 0.4 < took < 1.8, took  # not the default's 2 s of waiting, nor at once
         assert "busy with other requests" in refused.json()["detail"]
         assert refused.headers["retry-after"] == "1"
         # The four were served: their bodies complete, each is answered by the application
