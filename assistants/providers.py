@@ -173,6 +173,11 @@ def reason_of(text: str) -> str:
     return reason
 
 
+def server_reason(error: BaseException) -> str:
+    """Return the server's own words for why ``error`` happened, on one line."""
+    return reason_of(_server_text(error))
+
+
 def _server_text(error: BaseException) -> str:
     """Return the server's message from an error's JSON body, or the error's text."""
     body = getattr(error, "body", None)

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from prompt_toolkit.output import Output
 
     from assistants.models import ModelSettings
+    from assistants.tool_support import ToolSupport
     from conversations.assistant import TravelAssistant
     from conversations.store import ConversationStore
     from db.clock import Clock
@@ -205,9 +206,15 @@ def default_model_factory(
         raise CliError(str(error), EXIT_USAGE) from error
 
 
-def check_endpoint(endpoint: ModelSettings) -> None:
-    """Fail early, naming the fix, when the model endpoint cannot be reached."""
+def check_endpoint(endpoint: ModelSettings) -> ToolSupport:
+    """Fail early, naming the fix, when the model endpoint cannot be reached or drops tools.
+
+    Returns what the tool check found (``assistants.tool_support``): the server honours
+    tools, OpenAI's API is assumed to, or the server could not tell.
+    """
     import openai
+
+    from assistants.tool_support import ToolsUnsupportedError, check_tool_support
 
     client = openai.OpenAI(
         api_key=endpoint.api_key or "not-needed",
@@ -228,6 +235,10 @@ def check_endpoint(endpoint: ModelSettings) -> None:
         ) from error
     except openai.APIStatusError:
         pass  # some servers do not list models; the chat itself will tell
+    try:
+        return check_tool_support(endpoint)
+    except ToolsUnsupportedError as error:
+        raise CliError(str(error), EXIT_USAGE) from error
 
 
 def canonical_passenger_id(raw: str) -> str:

@@ -81,9 +81,11 @@ def cmd_serve(
     settings.second_approval_cents()  # a bad amount is a usage error, said now
     check_db_file(settings, args.create_db)
     check_policy_file(settings)
+    # What the health check adds to its "ok": the model check's finding, once it is made.
+    health = {"model_tools": "not checked"}
     startup = Startup(
-        partial(_application, args, signer, limits),
-        partial(_service, args, settings, console, overrides, started),
+        partial(_application, args, signer, limits, health),
+        partial(_service, args, settings, console, overrides, started, health),
         loading_code,
     )
     if args.host not in ("127.0.0.1", "localhost", "::1"):
@@ -104,11 +106,18 @@ def cmd_serve(
     return startup.error.code if startup.error is not None else EXIT_OK
 
 
-def _application(args: argparse.Namespace, signer: TokenSigner, limits: ServerLimits) -> FastAPI:
-    """Return the application, without its service yet (imports LangChain: in the background)."""
+def _application(
+    args: argparse.Namespace, signer: TokenSigner, limits: ServerLimits, health: dict[str, str]
+) -> FastAPI:
+    """Return the application, without its service yet (imports LangChain: in the background).
+
+    ``health`` is what its health check adds to ``"status": "ok"``, filled in by the build.
+    """
     from server.app import create_app
 
-    return create_app(None, signer, docs=args.docs, body_timeout=limits.body_timeout)
+    app = create_app(None, signer, docs=args.docs, body_timeout=limits.body_timeout)
+    app.state.health = health
+    return app
 
 
 def _service(
@@ -117,6 +126,7 @@ def _service(
     console: Console,
     overrides: Overrides,
     started: float,
+    health: dict[str, str],
     stack: ExitStack,
 ) -> ConversationService:
     """Build the service, as ``serve`` did before it listened; a problem is said on the console.
@@ -129,7 +139,7 @@ def _service(
     from server.startup import StartupError
 
     try:
-        service = _build_service(args, settings, console, overrides, stack)
+        service = _build_service(args, settings, console, overrides, stack, health)
     except Exception as error:
         message, code = said(error, args.debug)
         console.error(message)
@@ -148,13 +158,14 @@ def _build_service(
     console: Console,
     overrides: Overrides,
     stack: ExitStack,
+    health: dict[str, str],
 ) -> ConversationService:
     from conversations.assistant import TravelAssistant
     from server.service import ConversationService
 
     models = (overrides.model_factory or partial(default_model_factory, settings))(None)
     if overrides.model_factory is None and overrides.check_endpoint and not args.no_check:
-        check_endpoint(settings.models)
+        health["model_tools"] = check_endpoint(settings.models).verdict
     database = open_chat_db(settings, console, overrides, create_db=args.create_db)
     stack.callback(database.dispose)
     store = stack.enter_context(

@@ -243,8 +243,9 @@ def create_app(
             }
         },
     )
-    def health() -> dict[str, str]:
-        return {"status": "ok"}
+    def health(request: Request) -> dict[str, str]:
+        # What the start adds (``commands.serve``): whether the model server honours tools.
+        return {"status": "ok", **getattr(request.app.state, "health", {})}
 
     app.include_router(customer_router())
     app.include_router(supervisor_router())

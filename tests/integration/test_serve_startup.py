@@ -110,7 +110,10 @@ def test_serve_says_starting_then_ok_and_holds_a_request_until_the_assistant_is_
                 asking.join(timeout=60)
                 (created,) = answers
                 assert created.status_code == 201, created.text
-                assert client.get("/api/v1/health").json() == {"status": "ok"}
+                assert client.get("/api/v1/health").json() == {
+                    "status": "ok",
+                    "model_tools": "honoured",  # the server called the tool it was asked to
+                }
                 path = f"/api/v1/conversations/{created.json()['conversation_id']}/messages"
                 with client.stream("POST", path, json={"text": "hi"}) as response:
                     events = parse_sse(response.read().decode())
@@ -155,3 +158,71 @@ def test_serve_whose_model_endpoint_is_missing_says_so_and_keeps_answering(
     assert process.wait(timeout=30) == 2  # the code serve stopped with before it listened
     _, err = process.communicate()
     assert said in " ".join(err.split())
+
+
+def test_serve_over_a_model_server_that_drops_tools_says_so_and_in_its_health(
+    serve: Callable[[dict[str, str]], tuple[subprocess.Popen[str], str]],
+    db_path: Path,
+    tmp_path: Path,
+) -> None:
+    with FakeOpenAI(
+        [Reply(text="The hotel is now yours.")], apply_template=True, tools="dropped"
+    ) as fake:
+        process, url = serve(environment(fake.base_url, tmp_path / "home", db_path))
+        first_health(process, url)
+
+        def failed() -> bool:
+            return httpx.get(f"{url}/api/v1/health", timeout=5).json()["status"] == "failed"
+
+        wait_until(failed, seconds=60)
+        health = httpx.get(f"{url}/api/v1/health", timeout=5)
+        assert (health.status_code, health.json()["status"]) == (503, "failed")
+        said = health.json()["detail"]
+        assert said.startswith(f"The model server at {fake.base_url} drops tools: ")
+        assert "start llama-server with a template that knows tools" in said.lower()
+        assert "--chat-template-file" in said and "\n" not in said  # one line
+        refused = httpx.post(f"{url}/api/v1/conversations", timeout=5)
+        assert (refused.status_code, refused.json()) == (503, {"detail": START_FAILED})
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=30) == 2
+        assert fake.requests == []  # no customer ever reached a model without tools
+    _, err = process.communicate()
+    assert said in " ".join(err.split())
+
+
+@pytest.mark.parametrize(
+    ("options", "found"),
+    [((), "honoured"), (("--no-check",), "not checked")],
+    ids=["checked", "no-check"],
+)
+def test_serve_health_says_whether_the_model_server_was_seen_to_honour_tools(
+    db_path: Path, tmp_path: Path, options: tuple[str, ...], found: str
+) -> None:
+    # A template that knows tools, seen through llama.cpp's /apply-template; with
+    # --no-check nothing is asked and the health check says so.
+    with FakeOpenAI(apply_template=True) as fake:
+        port = free_port()
+        env = environment(fake.base_url, tmp_path / "home", db_path)
+        process = subprocess.Popen(
+            [str(PROGRAM), "serve", "--port", str(port), *options],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            url = f"http://127.0.0.1:{port}"
+            first_health(process, url)
+            wait_until(
+                lambda: httpx.get(f"{url}/api/v1/health", timeout=5).status_code == 200,
+                seconds=60,
+            )
+            health = httpx.get(f"{url}/api/v1/health", timeout=5).json()
+            assert health == {"status": "ok", "model_tools": found}
+            assert len(fake.template_requests) == (0 if options else 1)
+            process.send_signal(signal.SIGINT)
+            assert process.wait(timeout=30) == 0
+        finally:
+            if process.poll() is None:
+                process.kill()
+            process.communicate()

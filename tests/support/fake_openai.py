@@ -23,6 +23,17 @@ by default, with a 400, a request whose messages a strict template rejects
 anything. ``chunk_delay`` makes every streamed chunk wait, as a slow server does, and
 ``models_gate`` holds every answer of ``GET /v1/models`` until it is set, as a server
 still loading its model holds its first requests.
+
+``tools`` says what the server does with a request's tool definitions, as the start's
+check (``assistants.tool_support``) finds out: ``"honoured"`` (a model whose template
+knows tools), ``"dropped"`` (llama.cpp with a template that does not: the tools vanish
+from the prompt without an error and ``tool_choice: "required"`` is ignored) or
+``"refused"`` (llama.cpp started without Jinja: a 400 for any request with tools).
+``apply_template`` serves llama.cpp's ``POST /apply-template`` (the prompt the template
+makes, no model run); without it that path is a 404, as on OpenAI's API or vLLM. A chat
+request with ``tool_choice: "required"`` (the check's) is answered outside the script,
+as the server's model would: with a call of its first tool where tools are honoured, in
+words where they are dropped; it is kept in ``tool_probes``, not ``requests``.
 """
 
 from __future__ import annotations
@@ -34,7 +45,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Literal
 
 from tests.support.strict_chat import problems
 
@@ -44,6 +55,10 @@ LLAMA_CPP_FIELDS: dict[str, Any] = {
     "system_fingerprint": "b5000-fake",
 }
 USAGE = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+# What llama.cpp started without Jinja answers to a request with tools.
+NO_JINJA_ERROR = "tools param requires --jinja flag"
+# What a model that never saw the tools says when asked to use one.
+TOOLLESS_ANSWER = "I am sorry, I cannot look up bookings, but it is surely confirmed."
 # The message llama.cpp gives when a template raises: the reason comes lines after the
 # first line (a client that shows only the first line shows nothing useful).
 TEMPLATE_ERROR = (
@@ -151,8 +166,16 @@ class FakeOpenAI:
         strict: bool = True,
         responder: Callable[[dict[str, Any]], ReplyItem] | None = None,
         models_gate: threading.Event | None = None,
+        tools: Literal["honoured", "dropped", "refused"] = "honoured",
+        apply_template: bool = False,
     ) -> None:
         self.script: list[ReplyItem] = list(script or [])
+        self.tools = tools
+        self.apply_template = apply_template
+        # The check's requests: ``/apply-template`` bodies, and chat requests that required
+        # a tool call (answered outside the script).
+        self.template_requests: list[dict[str, Any]] = []
+        self.tool_probes: list[dict[str, Any]] = []
         self.models_gate = models_gate
         # Requests for the model list received so far (held ones included).
         self.models_asked = 0
@@ -257,21 +280,22 @@ class FakeOpenAI:
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", "0"))
                 body = json.loads(self.rfile.read(length) or b"{}")
+                if self.path.rstrip("/").endswith("/apply-template"):
+                    self._apply_template(body)
+                    return
+                if body.get("tools") and fake.tools == "refused":
+                    self._json(400, _error(400, NO_JINJA_ERROR))
+                    return
+                if body.get("tool_choice") not in (None, "auto", "none"):
+                    self._tool_probe(body)
+                    return
                 with fake._lock:
                     fake.request_headers.append(dict(self.headers.items()))
                 item = fake._next_item(body)
                 if item is None:
                     item = Fail(500, "script exhausted")
                 if isinstance(item, Fail):
-                    payload = item.body or {
-                        "error": {
-                            "code": item.status,
-                            "message": item.message,
-                            "type": "server_error"
-                            if item.status >= 500
-                            else "invalid_request_error",
-                        }
-                    }
+                    payload = item.body or _error(item.status, item.message)
                     self._json(item.status, payload, item.headers)
                 elif isinstance(item, Endless):
                     self._endless(item, body)
@@ -283,6 +307,32 @@ class FakeOpenAI:
                     self._stream(item, body)
                 else:
                     self._json(200, _completion(item, body))
+
+            def _apply_template(self, body: dict[str, Any]) -> None:
+                if not fake.apply_template:
+                    self._json(404, {"error": {"message": "File Not Found", "code": 404}})
+                    return
+                with fake._lock:
+                    fake.template_requests.append(body)
+                if body.get("tools") and fake.tools == "refused":
+                    self._json(400, _error(400, NO_JINJA_ERROR))
+                    return
+                self._json(200, {"prompt": _template_prompt(body, fake.tools == "honoured")})
+
+            def _tool_probe(self, body: dict[str, Any]) -> None:
+                with fake._lock:
+                    fake.tool_probes.append(body)
+                tools = body.get("tools") or []
+                if fake.tools == "honoured" and tools:
+                    function = tools[0]["function"]
+                    required = function.get("parameters", {}).get("required", [])
+                    reply = Reply(tool_calls=[(function["name"], dict.fromkeys(required, "x"))])
+                else:
+                    reply = Reply(text=TOOLLESS_ANSWER)
+                if body.get("stream"):
+                    self._stream(reply, body)
+                else:
+                    self._json(200, _completion(reply, body))
 
             def _start_stream(self) -> None:
                 self.send_response(200)
@@ -347,6 +397,23 @@ class FakeOpenAI:
                     self.close_connection = True
 
         return Handler
+
+
+def _error(status: int, message: str) -> dict[str, Any]:
+    kind = "server_error" if status >= 500 else "invalid_request_error"
+    return {"error": {"code": status, "message": message, "type": kind}}
+
+
+def _template_prompt(body: dict[str, Any], with_tools: bool) -> str:
+    """Return a ChatML prompt of ``body``'s messages; its tools only ``with_tools``."""
+    parts = []
+    if with_tools and body.get("tools"):
+        listed = "\n".join(json.dumps(tool["function"]) for tool in body["tools"])
+        parts.append(f"<|im_start|>system\n# Tools\n<tools>\n{listed}\n</tools><|im_end|>")
+    for message in body.get("messages", []):
+        parts.append(f"<|im_start|>{message.get('role')}\n{message.get('content')}<|im_end|>")
+    parts.append("<|im_start|>assistant\n")
+    return "\n".join(parts)
 
 
 def _tool_calls(reply: Reply) -> list[dict[str, Any]]:
