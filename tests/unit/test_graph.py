@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import os
 import sqlite3
@@ -469,6 +470,9 @@ def test_graph_offers_web_search_when_tavily_key_is_set(
             assert api_key == "tvly-test-key"
 
         def search(self, query: str, **kwargs: Any) -> dict[str, Any]:
+            # A search waits on the network: the turn loop goes on meanwhile (its node
+            # runs in LangGraph's executor, not in place on the loop).
+            asyncio.run_coroutine_threadsafe(asyncio.sleep(0), turn_loop()).result(timeout=5)
             searched.append(query)
             return {
                 "results": [{"title": "Basel weather", "url": "https://x.test", "content": "Sunny"}]
