@@ -20,11 +20,13 @@ and every caller resumes it with ``Command(resume=...)``, an answer per pending 
 
 from __future__ import annotations
 
+import inspect
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, Literal, cast
 
 from langchain_core.language_models import BaseChatModel
+from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
@@ -72,6 +74,36 @@ RESERVED_NODE_NAMES = frozenset({PRIMARY, PRIMARY_TOOLS, FETCH_USER_INFO, LEAVE_
 DEFAULT_RECURSION_LIMIT = 40
 
 ModelsArg = BaseChatModel | Mapping[str, BaseChatModel]
+
+
+# Tools that wait on the network (the web search): a node with one of them runs off the
+# event loop, in LangGraph's executor, so its wait holds no other turn up.
+REMOTE_TOOLS = frozenset({"tavily_search"})
+
+
+class InPlace(Runnable[Any, Any]):
+    """A sync node or router that an async run calls in place, on its event loop.
+
+    LangGraph runs a plain sync function of an async run (``astream``) in a worker
+    thread: a hand-off there and back for every node and every router, each step. These
+    are short: pure functions of the state, or a few local queries (the travel database's
+    reads and writes, as the checkpoint saver's on the loop, ``conversations.loop_saver``).
+    A sync run (``invoke``, ``stream``) calls them as before. They are not traced on
+    their own: LangGraph traces every node's run around them.
+    """
+
+    def __init__(self, func: Callable[..., Any], name: str | None = None) -> None:
+        self.func = func
+        self.name = name or getattr(func, "__name__", None)
+        self._with_config = len(inspect.signature(func).parameters) > 1
+
+    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        """Call the function (with the run's config, when it takes one)."""
+        return self.func(input, config) if self._with_config else self.func(input)
+
+    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        """Call the function on the loop: it neither waits nor takes long."""
+        return self.invoke(input, config)
 
 
 class GraphConfigError(ValueError):
@@ -160,7 +192,7 @@ def build_graph(
     builder = StateGraph(
         State, context_schema=Configuration, input_schema=Question, output_schema=Reply
     )
-    builder.add_node(FETCH_USER_INFO, make_fetch_user_info(db))
+    builder.add_node(FETCH_USER_INFO, InPlace(make_fetch_user_info(db)))
     builder.add_edge(START, FETCH_USER_INFO)
     assistants = [PRIMARY, *(m.name for m in crew.members)]
 
@@ -169,11 +201,11 @@ def build_graph(
         name = active_assistant(state.get("dialog_state"))
         return PRIMARY if name == PRIMARY else SpecialistNode(name)
 
-    builder.add_conditional_edges(FETCH_USER_INFO, route_to_workflow, assistants)
+    builder.add_conditional_edges(FETCH_USER_INFO, InPlace(route_to_workflow), assistants)
     _add_primary(builder, crew, _model_for(models, PRIMARY), db, retry_policy)
     for member in crew.members:
         _add_specialist(builder, crew, member, _model_for(models, member.name), db, retry_policy)
-    builder.add_node(LEAVE_SKILL, leave_skill)
+    builder.add_node(LEAVE_SKILL, InPlace(leave_skill))
     builder.add_edge(LEAVE_SKILL, PRIMARY)
     return builder.compile(checkpointer=checkpointer, interrupt_before=list(crew.sensitive_nodes))
 
@@ -191,7 +223,9 @@ def _add_primary(
     primary = Assistant(PRIMARY, model, crew.prompt(), bound, clock=db.clock)
     groups = crew.primary_groups
     builder.add_node(PRIMARY, primary.as_node(), retry_policy=retry_policy)
-    builder.add_node(PRIMARY_TOOLS, make_safe_tools_node(PRIMARY_TOOLS, crew.primary_tools, groups))
+    tools_node = make_safe_tools_node(PRIMARY_TOOLS, crew.primary_tools, groups)
+    remote = any(t.name in REMOTE_TOOLS for t in crew.primary_tools)
+    builder.add_node(PRIMARY_TOOLS, tools_node if remote else InPlace(tools_node))
 
     def route_primary(state: State) -> Route:
         """Go to the primary's tools, into a specialist, back to the primary, or end."""
@@ -208,10 +242,9 @@ def _add_primary(
         return _END
 
     entry_nodes = [m.specialist.entry_node for m in crew.members]
-    builder.add_conditional_edges(
-        PRIMARY, route_primary, [END, PRIMARY, PRIMARY_TOOLS, *entry_nodes]
-    )
-    builder.add_conditional_edges(PRIMARY_TOOLS, route_primary, [PRIMARY, *entry_nodes])
+    router = InPlace(route_primary)
+    builder.add_conditional_edges(PRIMARY, router, [END, PRIMARY, PRIMARY_TOOLS, *entry_nodes])
+    builder.add_conditional_edges(PRIMARY_TOOLS, router, [PRIMARY, *entry_nodes])
 
 
 def _add_specialist(
@@ -228,12 +261,13 @@ def _add_specialist(
     assistant = Assistant(
         spec.name, model, crew.prompt(), bound, clock=db.clock, role_note=spec.role_note
     )
-    builder.add_node(spec.entry_node, create_entry_node(member, crew))
+    builder.add_node(spec.entry_node, InPlace(create_entry_node(member, crew)))
     builder.add_node(spec.name, assistant.as_node(), retry_policy=retry_policy)
-    builder.add_node(
-        spec.safe_node, make_safe_tools_node(spec.safe_node, member.tools.safe, member.groups)
-    )
-    builder.add_node(spec.sensitive_node, make_sensitive_tools_node(member, db))
+    safe = make_safe_tools_node(spec.safe_node, member.tools.safe, member.groups)
+    remote = any(t.name in REMOTE_TOOLS for t in [*member.tools.safe, *member.tools.sensitive])
+    builder.add_node(spec.safe_node, safe if remote else InPlace(safe))
+    sensitive = make_sensitive_tools_node(member, db)
+    builder.add_node(spec.sensitive_node, sensitive if remote else InPlace(sensitive))
     builder.add_edge(spec.entry_node, spec.name)
     destinations: Mapping[Step, Route] = {
         "end": _END,
@@ -249,12 +283,13 @@ def _add_specialist(
         return destinations[next_step(state["messages"], member.groups)]
 
     route_specialist.__name__ = f"route_{spec.name}"
+    router = InPlace(route_specialist)
     # The groups run in a fixed order, so a tool node only leads to the groups after it.
-    builder.add_conditional_edges(spec.name, route_specialist, list(destinations.values()))
+    builder.add_conditional_edges(spec.name, router, list(destinations.values()))
     builder.add_conditional_edges(
-        spec.safe_node, route_specialist, [spec.sensitive_node, LEAVE_SKILL, spec.name]
+        spec.safe_node, router, [spec.sensitive_node, LEAVE_SKILL, spec.name]
     )
-    builder.add_conditional_edges(spec.sensitive_node, route_specialist, [LEAVE_SKILL, spec.name])
+    builder.add_conditional_edges(spec.sensitive_node, router, [LEAVE_SKILL, spec.name])
 
 
 def drawing_model() -> BaseChatModel:

@@ -61,6 +61,7 @@ from langchain_openai.chat_models.base import _convert_message_to_dict
 from langgraph.graph import END, START, MessagesState, StateGraph
 
 from assistants.state import PRIMARY_ASSISTANT, State
+from collector import loading_code, own_process
 from conversations.assistant import Decision, Thread, TravelAssistant
 from conversations.protocol import Answer, Conversations
 from conversations.records import Outcome, TurnEnd
@@ -383,8 +384,11 @@ def run_assistant(
     script = conversation(Resolver(db), turns)
     model = MeasuredModel(script=[])
     checkpoints = sqlite3.connect(folder / "checkpoints.sqlite", check_same_thread=False)
-    assistant = TravelAssistant.build(model, checkpointer(checkpoints), db=db)
-    assistant.prepare()  # as the terminal and the service do at start-up
+    # As the terminal and the service start: built with the collector paused, then what
+    # is alive frozen out of its way (``collector.loading_code``), the policy read.
+    with loading_code():
+        assistant = TravelAssistant.build(model, checkpointer(checkpoints), db=db)
+    assistant.prepare()
     for warm_up in range(warm_ups):
         play(
             assistant, model, script, Thread(f"warm-up {warm_up}", FIXTURE_PASSENGER_ID), Figures()
@@ -815,6 +819,7 @@ def main() -> int:
         return 0
     global VIA_PROTOCOL
     VIA_PROTOCOL = args.protocol
+    own_process()  # started as the program's own process is (``cli.py``)
     lengths = args.turns or [14, 30]
     with tempfile.TemporaryDirectory() as name:
         folder = Path(name)

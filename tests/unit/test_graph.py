@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import os
 import sqlite3
 from collections import Counter
@@ -22,6 +24,7 @@ from assistants.approvals import facts_of, was_executed
 from assistants.assistant import STEP_RESERVE
 from assistants.prompts import EMPTY_ANSWER_APOLOGY, STEP_LIMIT_APOLOGY
 from conversations.assistant import Decision, ModelProviderError, Thread, TravelAssistant
+from conversations.loop import turn_loop
 from db.clock import fixed_clock
 from db.engine import Database
 from db.fixtures import (
@@ -247,6 +250,36 @@ def test_graph_sensitive_call_stops_and_approval_changes_db(
     assert_every_call_answered_once(history(assistant))
 
 
+def test_a_turns_nodes_and_routers_run_on_the_loop_without_a_thread_hand_off(
+    assistant: TravelAssistant,
+    model: ScriptedChatModel,
+    travel_db: Database,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Every node and router of a turn (the bookings, the primary's tools, entering and
+    # leaving a specialist, its safe and sensitive tools) runs in place on the turn loop:
+    # the only work handed to a worker thread is the scripted model's own (one per call).
+    handed: list[str] = []
+    loop = turn_loop()
+    original = loop.run_in_executor
+
+    def recording(executor: Any, func: Any, *args: Any) -> Any:
+        inner = func.args[0] if isinstance(func, functools.partial) and func.args else func
+        handed.append(getattr(inner, "__qualname__", repr(inner)))
+        return original(executor, func, *args)
+
+    monkeypatch.setattr(loop, "run_in_executor", recording)
+    change = change_call(travel_db)
+    model.extend(say("", call("lookup_policy", {"query": "change a flight"})))
+    enter_flights(assistant, model, change)
+    model.extend(say("", call("CompleteOrEscalate", {"cancel": True, "reason": "No."})))
+    model.extend(say("Your booking stays as it is."))
+    run(assistant.resolve(THREAD, {change["id"]: Decision(False, "too expensive")}))
+    calls = len(model.received)
+    assert calls == 5 and assert_every_call_answered_once(history(assistant)) is None
+    assert handed == ["ScriptedChatModel._astream.<locals>.<lambda>"] * calls
+
+
 def test_graph_denial_keeps_db_and_tells_model_the_reason(
     assistant: TravelAssistant, model: ScriptedChatModel, travel_db: Database
 ) -> None:
@@ -437,6 +470,9 @@ def test_graph_offers_web_search_when_tavily_key_is_set(
             assert api_key == "tvly-test-key"
 
         def search(self, query: str, **kwargs: Any) -> dict[str, Any]:
+            # A search waits on the network: the turn loop goes on meanwhile (its node
+            # runs in LangGraph's executor, not in place on the loop).
+            asyncio.run_coroutine_threadsafe(asyncio.sleep(0), turn_loop()).result(timeout=5)
             searched.append(query)
             return {
                 "results": [{"title": "Basel weather", "url": "https://x.test", "content": "Sunny"}]
