@@ -13,12 +13,11 @@ import shlex
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager
 from functools import partial
 from typing import TYPE_CHECKING
 
 from conversations import words
-from conversations.events import Cancel, Thread
+from conversations.events import Thread
 from conversations.protocol import (
     DecisionsError,
     PendingPolicy,
@@ -49,7 +48,7 @@ from terminal.render import (
     show_record,
     turn_heading,
 )
-from terminal.signals import ctrl_c_cancels
+from terminal.signals import CtrlC
 from terminal.waiting import BUSY_DECISION_NOT_SENT, OthersInTheChat
 
 if TYPE_CHECKING:
@@ -126,6 +125,11 @@ class ChatSession(OthersInTheChat):
         self.checked = threading.Event()
         # A person asked for (``/agent``) at an approval: asked once it is decided.
         self.person_wanted: str | None = None
+        # Ctrl-C, from the first prompt to the last: a prompt's own, else a cancel.
+        self.ctrl_c = prompter.ctrl_c or CtrlC(
+            console.err, console.thinking.cancelling, self.resume_command
+        )
+        self.ctrl_c.resume = self.resume_command
 
     @property
     def thread(self) -> Thread:
@@ -139,6 +143,10 @@ class ChatSession(OthersInTheChat):
 
         ``announced``: the new conversation's first line is already on the screen.
         """
+        with self.ctrl_c.installed():
+            return self._run(resumed, announced=announced)
+
+    def _run(self, resumed: bool, *, announced: bool) -> int:
         try:
             if resumed:
                 self.open_saved()
@@ -344,12 +352,6 @@ class ChatSession(OthersInTheChat):
             self.console.error(f"{refused.failure.text} {not_sent}")
             return None
 
-    def ctrl_c_cancels(self, cancel: threading.Event) -> AbstractContextManager[None]:
-        """Return the block in which Ctrl-C sets ``cancel`` (a second one leaves)."""
-        return ctrl_c_cancels(
-            cancel, self.console.err, self.resume_command(), self.console.thinking.cancelling
-        )
-
     def play(
         self,
         outcomes: Callable[[threading.Event], Iterable[Outcome]],
@@ -357,12 +359,13 @@ class ChatSession(OthersInTheChat):
     ) -> TurnEnd | None:
         """Draw a turn's outcomes while Ctrl-C cancels it; return its end, if it got there.
 
-        ``cancel`` may have been set already (a Ctrl-C while the turn was being claimed).
+        ``cancel`` may have been set already (a Ctrl-C while the turn was being claimed);
+        without it, the turn's cancel is set if Ctrl-C came since the last line was entered.
         """
-        cancel = cancel if cancel is not None else Cancel()
+        cancel = cancel if cancel is not None else self.ctrl_c.arm()
         view = TurnView(self.console)
         ended: TurnEnd | None = None
-        with self.ctrl_c_cancels(cancel):
+        with self.ctrl_c.turn(cancel):
             try:
                 for outcome in outcomes(cancel):
                     view.show(outcome)
@@ -376,9 +379,9 @@ class ChatSession(OthersInTheChat):
     def send(self, text: str) -> TurnEnd | None:
         """Send a message; return the end of its turn, if it got there.
 
-        Ctrl-C cancels the turn from the moment the message is taken, also while the
-        conversation is being claimed (the message is then kept, and the turn closed as
-        cancelled at once).
+        Ctrl-C cancels the turn from the moment the message is entered (``CtrlC.arm``),
+        also while the conversation is being claimed (the message is then kept, and the
+        turn closed as cancelled at once).
         """
         if_pending: PendingPolicy = "refuse"
         checks = self.conversation.checks()
@@ -389,8 +392,8 @@ class ChatSession(OthersInTheChat):
                 self.console.status(f"Your message was not sent. {PRESS_UP}")
                 return None
             if_pending = "supersede"
-        cancel = Cancel()
-        with self.ctrl_c_cancels(cancel):
+        cancel = self.ctrl_c.arm()
+        with self.ctrl_c.turn(cancel):
             turn = self.claim(BUSY_MESSAGE_NOT_SENT)
             if turn is None:
                 return None

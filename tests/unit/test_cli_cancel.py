@@ -274,3 +274,60 @@ def test_cli_resume_after_a_process_died_mid_turn(
     assert "Sorry for the wait" in result.out
     sent = roles(model.received[-1])
     assert sent[-3:] == ["human", "ai", "human"]  # never two customer messages in a row
+
+
+def _sigint_once(original: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap ``original`` so that its first call is preceded by a SIGINT (a Ctrl-C)."""
+    sent = threading.Event()
+
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        if not sent.is_set():
+            sent.set()
+            signal.raise_signal(signal.SIGINT)  # handled in this, the main, thread
+        return original(*args, **kwargs)
+
+    return wrapped
+
+
+@pytest.mark.parametrize("moment", ["as-the-prompt-returns", "while-the-turn-is-claimed"])
+def test_cli_ctrl_c_right_after_enter_cancels_the_turn_not_the_program(
+    db_path: Path,
+    tmp_path: Path,
+    model: ScriptedChatModel,
+    monkeypatch: pytest.MonkeyPatch,
+    moment: str,
+) -> None:
+    # A Ctrl-C in the moments between Enter and the turn's start: the prompt has left
+    # raw mode (so the key is a signal), the turn has not taken it over yet. Python's
+    # default handler would raise KeyboardInterrupt there and end the program.
+    import conversations.protocol
+    import terminal.prompter
+
+    if moment == "as-the-prompt-returns":
+        target: Any = terminal.prompter
+        name = "ctrl_c_typed_ahead"
+    else:
+        target, name = conversations.protocol.Conversation, "claim"
+    monkeypatch.setattr(target, name, _sigint_once(getattr(target, name)))
+    model.extend(say("Here I am."))
+    result = chat(chat_args(db_path), ["hi", "are you there?", "exit"], model, tmp_path / "home")
+    assert result.code == 0, result.err
+    assert "Turn cancelled" in result.err
+    assert "Here I am." in result.out  # the chat went on
+    assert len(model.received) == 1  # the cancelled turn never called the model
+    assert "Resume it with" in result.err  # left by "exit", not by the Ctrl-C
+
+
+def test_cli_ctrl_c_typed_right_after_enter_cancels_the_turn(
+    db_path: Path, tmp_path: Path, model: ScriptedChatModel
+) -> None:
+    # Typed so soon after Enter that the prompt read it as a key (its type-ahead): the
+    # cancel of the turn, not a Ctrl-C at the next, empty, prompt (which would leave).
+    model.extend(say("Here I am."))
+    result = chat(
+        chat_args(db_path), ["are you there?", "exit"], model, tmp_path / "home", raw="hi\n\x03"
+    )
+    assert result.code == 0, result.err
+    assert "Turn cancelled" in result.err
+    assert "Here I am." in result.out
+    assert len(model.received) == 1
