@@ -202,15 +202,24 @@ def cmd_chat(
     args: argparse.Namespace, settings: Settings, console: Console, overrides: Overrides
 ) -> int:
     """Run ``travel-assistant chat``."""
-    given = args.passenger_id if args.passenger_id is not None else settings.passenger_id
+    given = args.passenger_id
+    if given is None and args.thread_id:
+        # ``--thread-id`` alone resumes the conversation for its own passenger: asked of
+        # the store now, with nothing slow imported (``_chat`` asks again if it cannot tell).
+        owner = saved_owner(settings.conversations_location, args.thread_id)
+        if owner == "":
+            raise _no_saved_session(args, settings, "")
+        given = owner
+    if given is None:
+        given = settings.passenger_id
     passenger_id = canonical_passenger_id(given or "")
-    if not passenger_id and (given is not None or not args.continue_latest):
+    if not passenger_id and (given is not None or not (args.continue_latest or args.thread_id)):
         # ``--continue`` alone takes the passenger of the latest conversation (``_chat``).
         raise CliError(
             "--passenger-id is empty. Pass your passenger id, e.g. '3442 587242'."
             if given is not None
             else "Pass --passenger-id ID (e.g. '3442 587242'), set TRAVEL_ASSISTANT_PASSENGER, "
-            "or resume your latest conversation with --continue.",
+            "resume a conversation with --thread-id ID, or your latest one with --continue.",
             EXIT_USAGE,
         )
     if _starts_early(args, settings, overrides, passenger_id):
@@ -270,17 +279,21 @@ def _check_saved_thread(
     ``owner`` is the passenger of the conversation, ``""`` when there is none.
     """
     if not owner:
-        raise CliError(
-            f"No saved session {args.thread_id!r}. List them with: "
-            + sessions_command(resume_options(settings), passenger_id),
-            EXIT_USAGE,
-        )
+        raise _no_saved_session(args, settings, passenger_id)
     if owner != passenger_id:
         raise CliError(
             f"Session {args.thread_id!r} belongs to another passenger; "
             "start a new one without --thread-id.",
             EXIT_USAGE,
         )
+
+
+def _no_saved_session(args: argparse.Namespace, settings: Settings, passenger_id: str) -> CliError:
+    return CliError(
+        f"No saved session {args.thread_id!r}. List them with: "
+        + sessions_command(resume_options(settings), passenger_id),
+        EXIT_USAGE,
+    )
 
 
 def _unknown_passenger(settings: Settings, passenger_id: str) -> CliError:
@@ -440,6 +453,11 @@ def _chat(
     from terminal.chat import ChatSession
 
     registry = store.registry
+    if not passenger_id and args.thread_id:  # --thread-id alone: the conversation's passenger
+        record = registry.get(args.thread_id)
+        if record is None:
+            raise _no_saved_session(args, settings, "")
+        passenger_id = record.passenger_id
     if not passenger_id:  # --continue alone: the passenger of this home's latest conversation
         latest = registry.list(None, limit=1)
         if not latest:
