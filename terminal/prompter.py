@@ -58,13 +58,14 @@ class PromptReads:
     The prompt leaves SIGINT to ``ctrl_c`` (``handle_sigint=False``), which is told how
     to end the read (``CtrlC.reading``): a SIGINT while the prompt reads ends it as its
     Ctrl-C key would; one after Enter (the prompt still drawing its end, the terminal
-    about to leave raw mode) is the cancel of what the line starts. A Ctrl-C typed so
-    soon after Enter that it was read as a key is found once the prompt returned
-    (``ctrl_c_typed_ahead``): at a ``terminal``, the bytes it holds are looked at too.
+    about to leave raw mode) is the cancel of what the line starts. At a ``terminal``, a
+    Ctrl-C typed so soon after Enter that it was read as a key is found once the prompt
+    returned (``ctrl_c_typed_ahead``); a script's keys (a pipe) are its lines in order,
+    so there a Ctrl-C after a line is one at the next prompt.
     """
 
     def __init__(self, session: Any, ctrl_c: CtrlC, *, terminal: bool) -> None:
-        """Read with ``session``; ``terminal``: its input is this process's terminal."""
+        """Read with ``session``; ``terminal``: its keys are typed by a person."""
         self.session = session
         self.ctrl_c = ctrl_c
         self.terminal = terminal
@@ -95,7 +96,7 @@ class PromptReads:
             line: str = self.session.prompt(
                 message, pre_run=on_start, handle_sigint=False, **options
             )
-        if ctrl_c_typed_ahead(self.session.input, terminal=self.terminal):
+        if self.terminal and ctrl_c_typed_ahead(self.session.input):
             self.ctrl_c.typed()
         return line
 
@@ -106,21 +107,20 @@ def _interrupt(app: Any) -> None:
         app.exit(exception=KeyboardInterrupt, style="class:aborting")
 
 
-def ctrl_c_typed_ahead(pt_input: Any, *, terminal: bool) -> bool:
+def ctrl_c_typed_ahead(pt_input: Any) -> bool:
     """Tell whether Ctrl-C was typed after a prompt's Enter, while it was still reading keys.
 
     Such a Ctrl-C is a key, not a signal: prompt_toolkit keeps the keys it read past
-    Enter (its type-ahead), and at a ``terminal`` the bytes that came before it left raw
-    mode wait in the terminal. Both are looked at. The keys after the last Ctrl-C are
-    kept for the next prompt; it and those before it are dropped (Ctrl-C would have
-    cleared them at a prompt).
+    Enter (its type-ahead), and when the standard input is a terminal the bytes that
+    came before the prompt left raw mode wait in it. Both are looked at. The keys after
+    the last Ctrl-C are kept for the next prompt; it and those before it are dropped
+    (Ctrl-C would have cleared them at a prompt).
     """
     from prompt_toolkit.input.typeahead import get_typeahead, store_typeahead
     from prompt_toolkit.keys import Keys
 
     keys = list(get_typeahead(pt_input))  # reading it empties it
-    if terminal:
-        keys += _keys_in_the_terminal()
+    keys += _keys_in_the_terminal()
     cuts = [index for index, key in enumerate(keys) if key.key == Keys.ControlC]
     if cuts:
         keys = keys[cuts[-1] + 1 :]
