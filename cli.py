@@ -55,8 +55,8 @@ def main(argv: Sequence[str] | None = None, overrides: Overrides | None = None) 
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     command = chosen_parser(parser, args)
-    if extra:  # said by the command's own parser, with its usage
-        command.error(f"unrecognized arguments: {' '.join(extra)}")
+    if extra:  # said by the command's own parser, with its usage and the nearest option
+        command.refuse(extra)
     # Imported after the arguments are parsed: their mistakes are said before pydantic loads.
     from settings import Settings, SettingsError, export_env_file
 

@@ -83,6 +83,7 @@ class _Parser(argparse.ArgumentParser):
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.options: list[str] = []  # the option strings, for the nearest to a mistyped one
         super().__init__(*args, **kwargs)
         self.name = ""  # the command's words after the program's: "sessions delete"
         self.commands: dict[str, _Parser] = {}
@@ -90,6 +91,25 @@ class _Parser(argparse.ArgumentParser):
         self._command_metavar = ""
         self._subparsers: Any = None  # what ``add_subparsers`` returned
         self._given: list[str] = []
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        """Add an argument as argparse does, keeping its option strings."""
+        action = super().add_argument(*args, **kwargs)
+        self.options.extend(action.option_strings)
+        return action
+
+    def add_mutually_exclusive_group(self, **kwargs: Any) -> Any:
+        """Add a group as argparse does; its options are kept as this parser's own."""
+        group = super().add_mutually_exclusive_group(**kwargs)
+        add = group.add_argument
+
+        def add_argument(*args: Any, **options: Any) -> argparse.Action:
+            action = add(*args, **options)
+            self.options.extend(action.option_strings)
+            return action
+
+        group.add_argument = add_argument  # type: ignore[method-assign]
+        return group
 
     def add_commands(self, dest: str, metavar: str) -> None:
         """Give this parser commands, chosen by the word ``metavar`` into ``dest``."""
@@ -115,6 +135,19 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         """Print the usage and the error, naming the nearest command to a mistyped one."""
         super().error(self._mistyped(message) or message)
+
+    def refuse(self, extra: Sequence[str]) -> NoReturn:
+        """Refuse the words ``extra`` this command does not take, naming the nearest option."""
+        for word in extra:
+            name = word.split("=", 1)[0]
+            if not name.startswith("-") or name in ("-", "--"):
+                continue
+            near = difflib.get_close_matches(name, self.options, n=1)
+            said = f"No option {name!r} for {self.prog.removeprefix('travel-assistant ')!r}."
+            if near:
+                self.error(f"{said} Did you mean {near[0]!r}?")
+            self.error(f"{said} See: {self.prog} --help")
+        self.error(f"unrecognized arguments: {' '.join(extra)}")
 
     def _mistyped(self, message: str) -> str | None:
         """Say the command word argparse refused in ``message``, and the nearest one."""
@@ -186,7 +219,7 @@ PAGES: dict[str, tuple[str, str]] = {
     ),
     "chat": (
         "Talk to the assistant about your bookings; every change asks for your approval.",
-        "travel-assistant chat --passenger-id '3442 587242' --continue",
+        "travel-assistant chat -p '3442 587242' -c",
     ),
     "sessions": (
         "List the saved conversations, most recently used first.",
@@ -195,6 +228,11 @@ PAGES: dict[str, tuple[str, str]] = {
     "sessions delete": (
         "Delete one saved conversation.",
         "travel-assistant sessions delete 771addfc-714a-47d8-96f1-09950d215d6a",
+    ),
+    "sessions show": (
+        "Print one saved conversation as the customer saw it: their messages, the replies, "
+        "what became of every action (approved, declined, and why) and the notes.",
+        "travel-assistant sessions show 771addfc-714a-47d8-96f1-09950d215d6a --json",
     ),
     "db": (
         "Manage the travel database.",
@@ -265,14 +303,20 @@ def build_parser() -> _Parser:
 
     chat = parser.add_command("chat", help="talk to the assistant (the main job)", **_page("chat"))
     chat.add_argument(
+        "-p",
         "--passenger-id",
         help='your passenger id, e.g. "3442 587242" (the space is optional; default: '
         "$TRAVEL_ASSISTANT_PASSENGER, or with --continue the passenger of the latest "
         "conversation)",
     )
     resume = chat.add_mutually_exclusive_group()
-    resume.add_argument("--thread-id", help="resume a saved conversation")
     resume.add_argument(
+        "-t",
+        "--thread-id",
+        help="resume a saved conversation (for its own passenger: --passenger-id may be left out)",
+    )
+    resume.add_argument(
+        "-c",
         "--continue",
         dest="continue_latest",
         action="store_true",
@@ -287,13 +331,22 @@ def build_parser() -> _Parser:
     )
 
     sessions = parser.add_command("sessions", help="list saved conversations", **_page("sessions"))
-    sessions.add_argument("--passenger-id", help="only this passenger's conversations")
+    sessions.add_argument("-p", "--passenger-id", help="only this passenger's conversations")
     sessions.add_commands("sessions_command", "ACTION")
     delete = sessions.add_command(
         "delete", help="delete a saved conversation", **_page("sessions delete")
     )
     delete.add_argument(
         "thread_id", metavar="ID", help="the session (see: travel-assistant sessions)"
+    )
+    show = sessions.add_command(
+        "show", help="print a saved conversation as the customer saw it", **_page("sessions show")
+    )
+    show.add_argument(
+        "thread_id", metavar="ID", help="the session (see: travel-assistant sessions)"
+    )
+    show.add_argument(
+        "--json", action="store_true", help="print it as JSON, one object, for scripts"
     )
 
     db = parser.add_command("db", help="manage the travel database", **_page("db"))
@@ -484,7 +537,7 @@ def _add_server_commands(parser: _Parser) -> None:
         **_page("token"),
     )
     who = token.add_mutually_exclusive_group(required=True)
-    who.add_argument("--passenger-id", help='e.g. "3442 587242"')
+    who.add_argument("-p", "--passenger-id", help='e.g. "3442 587242"')
     who.add_argument(
         "--agent",
         metavar="LOGIN",

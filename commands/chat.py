@@ -9,7 +9,6 @@ import shlex
 import sys
 import threading
 import uuid
-from contextlib import AbstractContextManager, nullcontext
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -33,11 +32,18 @@ from commands.common import (
 )
 from terminal import Console
 from terminal.live import Interrupter, above_prompt
-from terminal.prompter import Prompter, discard_typeahead, new_session_line, sessions_command
-from terminal.signals import ctrl_c_cancels
+from terminal.prompter import (
+    Prompter,
+    PromptReads,
+    discard_typeahead,
+    new_session_line,
+    sessions_command,
+)
+from terminal.signals import CtrlC
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from concurrent.futures import Future
 
     from conversations.protocol import Conversations
     from conversations.store import ConversationStore
@@ -63,7 +69,7 @@ def history_file(home: Path, passenger_id: str) -> Path:
     return path
 
 
-def _make_prompter(home: Path, passenger_id: str, overrides: Overrides) -> Prompter:
+def _make_prompter(home: Path, passenger_id: str, overrides: Overrides, ctrl_c: CtrlC) -> Prompter:
     from prompt_toolkit import PromptSession
     from prompt_toolkit.history import DummyHistory, FileHistory
     from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
@@ -72,13 +78,14 @@ def _make_prompter(home: Path, passenger_id: str, overrides: Overrides) -> Promp
     if overrides.pt_input is None and not sys.stdin.isatty():
         # Piped input: read plain lines, so scripts can drive the chat.
         def read_line(message: str) -> str:
-            raw = sys.stdin.buffer.readline()
+            with ctrl_c.reading(_leave):
+                raw = sys.stdin.buffer.readline()
             if not raw:
                 raise EOFError
             # Bytes that are not UTF-8 become "?" rather than an exception.
             return raw.decode("utf-8", "replace").rstrip("\r\n")
 
-        return Prompter(read_line, read_line, lambda: False, above_prompt(None))
+        return Prompter(read_line, read_line, lambda: False, above_prompt(None), ctrl_c=ctrl_c)
 
     keys = KeyBindings()
 
@@ -107,6 +114,9 @@ def _make_prompter(home: Path, passenger_id: str, overrides: Overrides) -> Promp
     answers: PromptSession[str] = PromptSession(
         history=DummyHistory(), input=overrides.pt_input, output=output
     )
+    at_terminal = overrides.pt_input is None
+    read_messages = PromptReads(messages, ctrl_c, terminal=at_terminal)
+    read_answers = PromptReads(answers, ctrl_c, terminal=at_terminal)
     # What must be answered at once (an action a person proposed) ends the message
     # prompt, which then starts again with what was being typed (``Interrupter``).
     interrupter = Interrupter()
@@ -114,7 +124,7 @@ def _make_prompter(home: Path, passenger_id: str, overrides: Overrides) -> Promp
     def read_message(text: str) -> str:
         kept, interrupter.kept = interrupter.kept, ""
         try:
-            return messages.prompt(text, default=kept, pre_run=interrupter.started)
+            return read_messages(text, default=kept, pre_run=interrupter.started)
         finally:
             interrupter.ended()
 
@@ -122,11 +132,17 @@ def _make_prompter(home: Path, passenger_id: str, overrides: Overrides) -> Promp
     # pipe) holds the answers in order, as piped standard input does.
     return Prompter(
         read_message,
-        lambda text: answers.prompt(text),
-        (lambda: discard_typeahead(answers.input)) if overrides.pt_input is None else bool,
+        read_answers,
+        (lambda: discard_typeahead(answers.input)) if at_terminal else bool,
         above_prompt(messages),
         interrupter,
+        ctrl_c,
     )
+
+
+def _leave() -> bool:
+    """End a piped read at Ctrl-C, as Python's default handler would."""
+    raise KeyboardInterrupt
 
 
 def check_db_file(settings: Settings, create_db: bool) -> None:
@@ -186,15 +202,24 @@ def cmd_chat(
     args: argparse.Namespace, settings: Settings, console: Console, overrides: Overrides
 ) -> int:
     """Run ``travel-assistant chat``."""
-    given = args.passenger_id if args.passenger_id is not None else settings.passenger_id
+    given = args.passenger_id
+    if given is None and args.thread_id:
+        # ``--thread-id`` alone resumes the conversation for its own passenger: asked of
+        # the store now, with nothing slow imported (``_chat`` asks again if it cannot tell).
+        owner = saved_owner(settings.conversations_location, args.thread_id)
+        if owner == "":
+            raise _no_saved_session(args, settings, "")
+        given = owner
+    if given is None:
+        given = settings.passenger_id
     passenger_id = canonical_passenger_id(given or "")
-    if not passenger_id and (given is not None or not args.continue_latest):
+    if not passenger_id and (given is not None or not (args.continue_latest or args.thread_id)):
         # ``--continue`` alone takes the passenger of the latest conversation (``_chat``).
         raise CliError(
             "--passenger-id is empty. Pass your passenger id, e.g. '3442 587242'."
             if given is not None
             else "Pass --passenger-id ID (e.g. '3442 587242'), set TRAVEL_ASSISTANT_PASSENGER, "
-            "or resume your latest conversation with --continue.",
+            "resume a conversation with --thread-id ID, or your latest one with --continue.",
             EXIT_USAGE,
         )
     if _starts_early(args, settings, overrides, passenger_id):
@@ -254,17 +279,21 @@ def _check_saved_thread(
     ``owner`` is the passenger of the conversation, ``""`` when there is none.
     """
     if not owner:
-        raise CliError(
-            f"No saved session {args.thread_id!r}. List them with: "
-            + sessions_command(resume_options(settings), passenger_id),
-            EXIT_USAGE,
-        )
+        raise _no_saved_session(args, settings, passenger_id)
     if owner != passenger_id:
         raise CliError(
             f"Session {args.thread_id!r} belongs to another passenger; "
             "start a new one without --thread-id.",
             EXIT_USAGE,
         )
+
+
+def _no_saved_session(args: argparse.Namespace, settings: Settings, passenger_id: str) -> CliError:
+    return CliError(
+        f"No saved session {args.thread_id!r}. List them with: "
+        + sessions_command(resume_options(settings), passenger_id),
+        EXIT_USAGE,
+    )
 
 
 def _unknown_passenger(settings: Settings, passenger_id: str) -> CliError:
@@ -333,26 +362,15 @@ def _chat_early(
 ) -> int:
     """Take the first line while the graph loads; start the chat when it is entered."""
     thread_id = str(uuid.uuid4())
-    prompter = _make_prompter(settings.home, passenger_id, overrides)
+    ctrl_c = _ctrl_c(console)
+    prompter = _make_prompter(settings.home, passenger_id, overrides, ctrl_c)
     closers: list[Callable[[], None]] = []
     loaded = loading(partial(_load, args, settings, console, overrides, passenger_id, closers))
     console.status(new_session_line(thread_id, passenger_id))
-    first = FirstLine(prompter.message, "you> ")
-    # Ctrl-C while the first message waits for the load takes it back: nothing was sent
-    # (the program was not ready for it yet), and it stays in the input history.
-    first_cancel = threading.Event()
-    try:
-        # From the moment the first message is entered until its turn takes Ctrl-C over,
-        # Ctrl-C takes the message back, also when the load was over before it came: a
-        # quick Ctrl-C right after Enter would otherwise end the program.
-        interrupts: AbstractContextManager[None] = nullcontext()
-        if first.message is not None:
-            if not loaded.done():
-                console.thinking.start()  # the turn's own spinner goes on from here
-            interrupts = ctrl_c_cancels(
-                first_cancel, console.err, "(nothing to resume yet)", console.thinking.cancelling
-            )
-        with interrupts:
+    # Ctrl-C is the chat's from before the first prompt: from Enter on, it cancels.
+    with ctrl_c.installed():
+        try:
+            first = _first_line(prompter, ctrl_c, loaded, console)
             conversations = loaded.result()  # a problem found by the load is raised here
             from conversations.events import Thread
             from terminal.chat import ChatSession
@@ -367,24 +385,58 @@ def _chat_early(
                     prompter.discard,
                     prompter.show,
                     prompter.interrupter,
+                    ctrl_c,
                 ),
                 resume_options=resume_options(settings),
             )
-        if first_cancel.is_set():
-            first.drop()
-            console.thinking.stop()
-            from conversations import words
-
-            console.status(words.FIRST_MESSAGE_TAKEN_BACK)
-        code = session.run(False, announced=True)
-    finally:
-        if loaded.done():
-            for close in reversed(closers):
-                close()
+            code = session.run(False, announced=True)
+        finally:
+            if loaded.done():
+                for close in reversed(closers):
+                    close()
     note = password_note(settings)
     if note and session.has_messages():
         console.status(note)
     return code
+
+
+def _wake(woken: threading.Event, _: object) -> None:
+    woken.set()
+
+
+def _ctrl_c(console: Console) -> CtrlC:
+    """Return the chat's Ctrl-C; the chat names the command that resumes it (``ChatSession``)."""
+    return CtrlC(console.err, console.thinking.cancelling, lambda: "(nothing to resume yet)")
+
+
+def _first_line(
+    prompter: Prompter, ctrl_c: CtrlC, loaded: Future[Conversations], console: Console
+) -> FirstLine:
+    """Read the first line while the chat loads; return it once the chat can take it.
+
+    A message entered before the load is over waits for it under the spinner; Ctrl-C
+    meanwhile takes it back, unsent (it stays in the input history), and the prompt
+    comes back at once, the load going on. A line that is not a message (a command,
+    ``exit``) is returned as it is.
+    """
+    while True:
+        first = FirstLine(prompter.message, "you> ")
+        if first.message is None or loaded.done():
+            return first  # a Ctrl-C from here on cancels the first turn (``ChatSession``)
+        console.thinking.start()  # the turn's own spinner goes on from here
+        cancel = ctrl_c.arm()
+        woken = threading.Event()
+        loaded.add_done_callback(partial(_wake, woken))
+        cancel.when_set(woken.set)
+        with ctrl_c.turn(cancel):
+            woken.wait()
+        if not cancel.is_set():
+            return first
+        first.drop()
+        console.thinking.stop()
+        from conversations import words
+
+        console.status(words.FIRST_MESSAGE_TAKEN_BACK)
 
 
 def _chat(
@@ -401,6 +453,11 @@ def _chat(
     from terminal.chat import ChatSession
 
     registry = store.registry
+    if not passenger_id and args.thread_id:  # --thread-id alone: the conversation's passenger
+        record = registry.get(args.thread_id)
+        if record is None:
+            raise _no_saved_session(args, settings, "")
+        passenger_id = record.passenger_id
     if not passenger_id:  # --continue alone: the passenger of this home's latest conversation
         latest = registry.list(None, limit=1)
         if not latest:
@@ -424,7 +481,7 @@ def _chat(
         if args.continue_latest:
             console.status("No saved conversation to continue: starting a new one.")
         thread = Thread(str(uuid.uuid4()), passenger_id)
-    prompter = _make_prompter(settings.home, passenger_id, overrides)
+    prompter = _make_prompter(settings.home, passenger_id, overrides, _ctrl_c(console))
     session = ChatSession(
         conversations,
         thread,

@@ -241,6 +241,33 @@ def check_endpoint(endpoint: ModelSettings) -> ToolSupport:
         raise CliError(str(error), EXIT_USAGE) from error
 
 
+def check_port(host: str, port: int) -> None:
+    """Refuse a port another program listens on, naming the fix, before anything loads.
+
+    Bound and let go at once, as the server binds it (``SO_REUSEADDR``), so a port left
+    in TIME_WAIT by a server just stopped is not refused.
+    """
+    import errno
+    import socket
+
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    except socket.gaierror as error:
+        raise CliError(f"Cannot listen on {host}: {error.strerror}.", EXIT_USAGE) from error
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as error:
+            if error.errno == errno.EADDRINUSE:
+                raise CliError(
+                    f"port {port} is in use: choose another with --port", EXIT_USAGE
+                ) from error
+            raise CliError(
+                f"Cannot listen on {host} port {port}: {error.strerror}.", EXIT_USAGE
+            ) from error
+
+
 def canonical_passenger_id(raw: str) -> str:
     """Return a passenger id as the database writes it: ``3442587242`` -> ``3442 587242``."""
     collapsed = " ".join(raw.split())

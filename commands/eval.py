@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import fnmatch
+import tomllib
 import traceback
+from collections.abc import Sequence
 from functools import partial
+from importlib.resources import files
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
@@ -103,6 +107,35 @@ def _open_records(path: Path | None) -> TextIO | None:
         raise CliError(f"Cannot write the trial records to {path}: {error}.", EXIT_USAGE) from error
 
 
+def _check_selection(names: Sequence[str], categories: Sequence[str]) -> None:
+    """Refuse a ``--scenario`` or ``--category`` that matches no scenario, at once.
+
+    Read from the scenario files' ``id`` and ``category`` alone, with the standard
+    library: the scenarios' own reader (``evaluation.select_scenarios``, which says the
+    same) loads the whole evaluation first, seconds before it could say it.
+    """
+    if not names and not categories:
+        return
+    folder = files("data") / "scenarios"
+    found: list[tuple[str, str]] = []
+    for entry in sorted(folder.iterdir(), key=lambda e: e.name):
+        if not entry.name.endswith(".toml"):
+            continue
+        try:
+            data = tomllib.loads(entry.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return  # the scenarios' reader says what is wrong with the file
+        stem = entry.name.removesuffix(".toml")
+        found.append((str(data.get("id", stem)), str(data.get("category", ""))))
+    unknown = [n for n in names if not any(fnmatch.fnmatchcase(i, n) for i, _ in found)]
+    if unknown:
+        raise CliError(f"No scenario named {sorted(unknown)}.", EXIT_USAGE)
+    known = sorted({category for _, category in found})
+    unknown = [c for c in categories if c not in known]
+    if unknown:
+        raise CliError(f"No category {sorted(unknown)}; the categories are {known}.", EXIT_USAGE)
+
+
 def cmd_eval(
     args: argparse.Namespace, settings: Settings, console: Console, overrides: Overrides
 ) -> int:
@@ -112,6 +145,9 @@ def cmd_eval(
     an error and the suite goes on. With ``--jsonl`` every trial is appended to a file
     as soon as it ends, so nothing is lost when the run is stopped.
     """
+    if args.trials < 1:
+        raise CliError("--trials must be at least 1.", EXIT_USAGE)
+    _check_selection(args.scenario or (), args.category or ())
     import statistics
     import tempfile
     from datetime import UTC, datetime
@@ -123,8 +159,6 @@ def cmd_eval(
     from evaluation.trials import build_template, run_trials, template_location
     from tools.policies import POLICY_FILE_NAME, PolicyIndex
 
-    if args.trials < 1:
-        raise CliError("--trials must be at least 1.", EXIT_USAGE)
     try:
         scenarios = evaluation.select_scenarios(
             evaluation.load_scenarios(), args.scenario or (), args.category or ()

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Literal
 
 from collector import loading_code
 from commands.chat import check_db_file, open_chat_db
+from commands.chat_start import known_passenger
 from commands.common import (
     EXIT_OK,
     EXIT_USAGE,
@@ -20,6 +21,7 @@ from commands.common import (
     canonical_passenger_id,
     check_endpoint,
     check_policy_file,
+    check_port,
     default_model_factory,
     open_store,
     open_travel_db,
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
 
     from fastapi import FastAPI
 
+    from locations import Location
     from server.auth import TokenSigner
     from server.limits import ServerLimits
     from server.service import ConversationService
@@ -70,6 +73,7 @@ def cmd_serve(
     started = time.monotonic()
     if not 1 <= args.port <= 65535:
         raise CliError("--port must be between 1 and 65535.", EXIT_USAGE)
+    check_port(args.host, args.port)  # a busy port is said before anything loads
     limits = ServerLimits(
         max_connections=args.max_connections,
         header_timeout=args.header_timeout,
@@ -250,6 +254,14 @@ def _staff_token(
     return EXIT_OK
 
 
+def _unknown_passenger(location: Location, passenger_id: str) -> CliError:
+    return CliError(
+        f"No passenger with id {passenger_id!r} in {location.shown()}. "
+        "Check the id on the ticket (it looks like '3442 587242').",
+        EXIT_USAGE,
+    )
+
+
 def cmd_token(
     args: argparse.Namespace, settings: Settings, console: Console, overrides: Overrides
 ) -> int:
@@ -274,8 +286,6 @@ def cmd_token(
     lifetime = _lifetime(args)
     # The secret next: a refusal must come before a database is opened, or built.
     signer = _signer(settings)
-    from db.passengers import passenger_exists  # SQLAlchemy: after the checks that need none
-
     location = settings.db_location
     # A database named by --db (or the environment) must exist, as for chat: a token for
     # a database built on the spot by a typo would name a passenger nobody booked.
@@ -286,6 +296,13 @@ def cmd_token(
             f"init --db {shlex.quote(location.for_command())}",
             EXIT_USAGE,
         )
+    # A SQLite file is asked with the standard library's driver first: an unknown
+    # passenger is said before SQLAlchemy loads.
+    path = location.path
+    if path is not None and path.exists() and known_passenger(path, passenger_id) is False:
+        raise _unknown_passenger(location, passenger_id)
+    from db.passengers import passenger_exists  # SQLAlchemy: after the checks that need none
+
     database = open_travel_db(
         location,
         console,
@@ -299,11 +316,7 @@ def cmd_token(
     finally:
         database.dispose()
     if not known:
-        raise CliError(
-            f"No passenger with id {passenger_id!r} in {location.shown()}. "
-            "Check the id on the ticket (it looks like '3442 587242').",
-            EXIT_USAGE,
-        )
+        raise _unknown_passenger(location, passenger_id)
     token = signer.issue(passenger_id, lifetime)
     console.say(token)
     console.status(

@@ -7,6 +7,9 @@ Prints the median and the slowest wall time, over several runs, of:
   OpenAI-compatible server on 127.0.0.1, with the travel database already built);
 - ``chat`` until it has said an input error and left: an unknown passenger, a missing
   ``--db``, a bad ``--max-tokens`` value;
+- the input errors of the other commands (``sessions delete`` of an id that is not
+  saved, ``audit``, ``token``, ``eval``, ``serve`` on a busy port, ``desk``), with a
+  conversations store in the home, as any home that has chatted has;
 - ``serve`` until ``GET /api/v1/health`` answers at all (a 503 "starting" counts: the
   service listens and answers while its assistant is built), and until it answers 200
   (the assistant is built and requests are served), asked every ``POLL`` seconds; and
@@ -86,16 +89,21 @@ def free_port() -> int:
         return port
 
 
-def figures(program: Program, env: dict[str, str]) -> dict[str, Callable[[], None]]:
-    """Return each figure's run: one start of the program, to the point measured."""
+def figures(program: Program, env: dict[str, str], busy_port: int) -> dict[str, Callable[[], None]]:
+    """Return each figure's run: one start of the program, to the point measured.
+
+    ``busy_port`` is a port something else listens on (``serve``'s busy-port error).
+    """
     command = program.command
 
-    def plain(*args: str, code: int) -> Callable[[], None]:
+    def plain(*args: str, code: int | None) -> Callable[[], None]:
+        """Run the program with ``args``; it must exit with ``code`` (``None``: any but 0)."""
+
         def run() -> None:
             done = subprocess.run(
                 [*command, *args], env=env, cwd=program.cwd, capture_output=True, check=False
             )
-            if done.returncode != code:
+            if done.returncode == 0 if code is None else done.returncode != code:
                 raise SystemExit(f"{args}: exit {done.returncode}: {done.stderr.decode()}")
 
         return run
@@ -151,6 +159,18 @@ def figures(program: Program, env: dict[str, str]) -> dict[str, Callable[[], Non
         "chat: bad --max-tokens": plain(
             "chat", "--passenger-id", PASSENGER, "--max-tokens", "x", code=2
         ),
+        # Input errors of the other commands (issue 49: each within about 0.4 s).
+        "error: sessions delete": plain("sessions", "delete", "no-such-session", code=2),
+        "error: audit --limit": plain("audit", "--limit", "0", code=2),
+        "audit: empty log": plain("audit", "--supervisor", "nobody", code=0),
+        "error: token passenger": plain("token", "--passenger-id", "1111 111111", code=2),
+        "error: token --hours": plain("token", "--passenger-id", PASSENGER, "--hours", "0", code=2),
+        "error: eval --trials": plain("eval", "--trials", "0", code=2),
+        "error: eval --scenario": plain("eval", "--scenario", "no_such_scenario", code=2),
+        # Any failure: uvicorn's own exit code before it was said first.
+        "error: serve busy port": plain("serve", "--port", str(busy_port), code=None),
+        "error: desk no --agent": plain("desk", code=2),
+        "error: desk second-appr.": plain("desk", "second-approval", "blah", code=2),
         "serve: health answers": serve(ready=False),
         "serve: ready (200)": serve(ready=True),
         "serve: the page (/)": serve(ready=True, path="/"),
@@ -192,10 +212,26 @@ def main() -> int:
             check=True,
             capture_output=True,
         )
+        # A conversations store, as any home that has chatted has: the errors of the
+        # commands that read it are measured with it there.
+        subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import sys; from conversations.store import ConversationStore; "
+                "ConversationStore.open(sys.argv[1]).close()",
+                str(Path(name) / "sessions.sqlite"),
+            ],
+            cwd=ROOT,
+            check=True,
+        )
+        busy = socket.socket()
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
         runs = {
             program.label: {
                 name: run
-                for name, run in figures(program, env).items()
+                for name, run in figures(program, env, busy.getsockname()[1]).items()
                 if name.startswith(args.only or "")
             }
             for program in programs

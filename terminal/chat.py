@@ -13,12 +13,11 @@ import shlex
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager
 from functools import partial
 from typing import TYPE_CHECKING
 
 from conversations import words
-from conversations.events import Cancel, Thread
+from conversations.events import Thread
 from conversations.protocol import (
     DecisionsError,
     PendingPolicy,
@@ -32,6 +31,7 @@ from conversations.records import (
     TurnFailure,
 )
 from conversations.words import MAX_MESSAGE_CHARS
+from locations import first_line
 from terminal.approvals import ask_answers
 from terminal.live import Interrupted, Watch
 from terminal.prompter import (
@@ -49,7 +49,7 @@ from terminal.render import (
     show_record,
     turn_heading,
 )
-from terminal.signals import ctrl_c_cancels
+from terminal.signals import CtrlC
 from terminal.waiting import BUSY_DECISION_NOT_SENT, OthersInTheChat
 
 if TYPE_CHECKING:
@@ -63,6 +63,10 @@ EXIT_OK = 0
 BUSY_WAIT_SECONDS = 2.0
 BUSY_MESSAGE_NOT_SENT = f"Your message was not sent. {PRESS_UP}"
 BUSY_ON_OPEN = "Nothing is asked here until it has answered; then send your message."
+DATABASE_FAULT = (
+    "The database stopped answering ({problem}). Nothing more was done; what was saved "
+    f"stays saved. Try again in a moment: {PRESS_UP}"
+)
 
 HELP_TEXT = """\
 Talk to the assistant in your own words. Ctrl-C while it works cancels that turn.
@@ -128,6 +132,11 @@ class ChatSession(OthersInTheChat):
         self.checked = threading.Event()
         # A person asked for (``/agent``) at an approval: asked once it is decided.
         self.person_wanted: str | None = None
+        # Ctrl-C, from the first prompt to the last: a prompt's own, else a cancel.
+        self.ctrl_c = prompter.ctrl_c or CtrlC(
+            console.err, console.thinking.cancelling, self.resume_command
+        )
+        self.ctrl_c.resume = self.resume_command
 
     @property
     def thread(self) -> Thread:
@@ -141,6 +150,10 @@ class ChatSession(OthersInTheChat):
 
         ``announced``: the new conversation's first line is already on the screen.
         """
+        with self.ctrl_c.installed():
+            return self._run(resumed, announced=announced)
+
+    def _run(self, resumed: bool, *, announced: bool) -> int:
         try:
             if resumed:
                 self.open_saved()
@@ -149,40 +162,61 @@ class ChatSession(OthersInTheChat):
                     new_session_line(self.thread.thread_id, self.thread.passenger_id)
                 )
             while True:
-                self.ask_what_arrived()
                 try:
+                    self.ask_what_arrived()
                     text = clean_input(self.prompter.message("you> "))
                 except Interrupted:  # a person proposed an action: asked at the loop's top
                     continue
                 except (EOFError, KeyboardInterrupt):
                     return self.leave()
-                if self.checked.is_set():
-                    self.checked.clear()
-                    self.ask_pending_approvals()
-                if not text:
+                except Exception as error:
+                    self.database_fault(error)
                     continue
-                if text.lower() in EXIT_WORDS:
-                    return self.leave()
-                if text.startswith("/"):
-                    if self.command(text):
-                        continue
-                    return self.leave()
-                if len(text) > MAX_MESSAGE_CHARS:
-                    self.console.error(
-                        f"Your message is {len(text)} characters long; "
-                        f"the limit is {MAX_MESSAGE_CHARS}. Please shorten it. {PRESS_UP}"
-                    )
-                    continue
-                ended = self.send(text)
-                self.watch_person()
-                if ended is not None or self.ask_first:
-                    self.ask_first = False
-                    self.ask_pending_approvals(ended.approvals if ended is not None else None)
+                try:
+                    if not self.take(text):
+                        return self.leave()
+                except Exception as error:
+                    self.database_fault(error)
         except KeyboardInterrupt:  # between two prompts: leave as at the prompt
             self.console.thinking.stop()
             return self.leave()
         finally:
             self.stop_watching()
+
+    def take(self, text: str) -> bool:
+        """Act on a line typed at ``you>``: a message, a command; ``False`` to leave."""
+        if self.checked.is_set():
+            self.checked.clear()
+            self.ask_pending_approvals()
+        if not text:
+            return True
+        if text.lower() in EXIT_WORDS:
+            return False
+        if text.startswith("/"):
+            return self.command(text)
+        if len(text) > MAX_MESSAGE_CHARS:
+            self.console.error(
+                f"Your message is {len(text)} characters long; "
+                f"the limit is {MAX_MESSAGE_CHARS}. Please shorten it. {PRESS_UP}"
+            )
+            return True
+        ended = self.send(text)
+        self.watch_person()
+        if ended is not None or self.ask_first:
+            self.ask_first = False
+            self.ask_pending_approvals(ended.approvals if ended is not None else None)
+        return True
+
+    def database_fault(self, error: Exception) -> None:
+        """Say a database that stopped answering in one line, and go on; re-raise the rest.
+
+        Whatever the turn saved stays saved; one cut short is closed by the next turn, as
+        after a crash. Anything else is a bug, said by the program's edge.
+        """
+        if not is_database_fault(error):
+            raise error
+        self.console.thinking.stop()
+        self.console.error(DATABASE_FAULT.format(problem=first_line(error)))
 
     def open_saved(self) -> None:
         """Show where a saved conversation stopped, close a cut turn, re-ask approvals.
@@ -364,12 +398,6 @@ class ChatSession(OthersInTheChat):
             self.console.error(f"{refused.failure.text} {not_sent}")
             return None
 
-    def ctrl_c_cancels(self, cancel: threading.Event) -> AbstractContextManager[None]:
-        """Return the block in which Ctrl-C sets ``cancel`` (a second one leaves)."""
-        return ctrl_c_cancels(
-            cancel, self.console.err, self.resume_command(), self.console.thinking.cancelling
-        )
-
     def play(
         self,
         outcomes: Callable[[threading.Event], Iterable[Outcome]],
@@ -377,12 +405,13 @@ class ChatSession(OthersInTheChat):
     ) -> TurnEnd | None:
         """Draw a turn's outcomes while Ctrl-C cancels it; return its end, if it got there.
 
-        ``cancel`` may have been set already (a Ctrl-C while the turn was being claimed).
+        ``cancel`` may have been set already (a Ctrl-C while the turn was being claimed);
+        without it, the turn's cancel is set if Ctrl-C came since the last line was entered.
         """
-        cancel = cancel if cancel is not None else Cancel()
+        cancel = cancel if cancel is not None else self.ctrl_c.arm()
         view = TurnView(self.console)
         ended: TurnEnd | None = None
-        with self.ctrl_c_cancels(cancel):
+        with self.ctrl_c.turn(cancel):
             try:
                 for outcome in outcomes(cancel):
                     view.show(outcome)
@@ -396,15 +425,15 @@ class ChatSession(OthersInTheChat):
     def send(self, text: str) -> TurnEnd | None:
         """Send a message; return the end of its turn, if it got there.
 
-        Ctrl-C cancels the turn from the moment the message is taken, also while the
-        conversation is being claimed (the message is then kept, and the turn closed as
-        cancelled at once).
+        Ctrl-C cancels the turn from the moment the message is entered (``CtrlC.arm``),
+        also while the conversation is being claimed (the message is then kept, and the
+        turn closed as cancelled at once).
         """
         # While staff check what the customer approved, the message is kept and the
         # action stays (``/withdraw`` drops it); one still theirs to decide comes first.
         if_pending: PendingPolicy = "refuse"
-        cancel = Cancel()
-        with self.ctrl_c_cancels(cancel):
+        cancel = self.ctrl_c.arm()
+        with self.ctrl_c.turn(cancel):
             turn = self.claim(BUSY_MESSAGE_NOT_SENT)
             if turn is None:
                 return None
@@ -474,6 +503,39 @@ class ChatSession(OthersInTheChat):
             if ended is None:
                 return
             approvals = ended.approvals
+
+
+def is_database_fault(error: BaseException) -> bool:
+    """Tell whether ``error`` (or what caused it) is a database that stopped answering.
+
+    A connection lost or refused, a pool with no connection to give, a SQLite file
+    locked too long: SQLAlchemy's ``OperationalError`` and ``InterfaceError``, and the
+    drivers' own (psycopg, its pool, sqlite3).
+    """
+    import sqlite3
+
+    import sqlalchemy.exc
+
+    kinds: list[type[BaseException]] = [
+        sqlalchemy.exc.OperationalError,
+        sqlalchemy.exc.InterfaceError,
+        sqlite3.OperationalError,
+    ]
+    try:
+        import psycopg
+        import psycopg_pool
+    except ImportError:  # no PostgreSQL driver installed
+        pass
+    else:
+        kinds += [psycopg.OperationalError, psycopg.InterfaceError, psycopg_pool.PoolTimeout]
+    seen: set[int] = set()
+    cause: BaseException | None = error
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, tuple(kinds)):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False
 
 
 def tool_calls_by_turn(steps: Iterable[Step]) -> list[tuple[str, list[ToolCallDetail]]]:

@@ -10,6 +10,7 @@ test against a slow server is ``tests/integration/test_terminal_chat.py``.
 
 from __future__ import annotations
 
+import io
 import signal
 import threading
 from collections.abc import Callable
@@ -274,3 +275,71 @@ def test_cli_resume_after_a_process_died_mid_turn(
     assert "Sorry for the wait" in result.out
     sent = roles(model.received[-1])
     assert sent[-3:] == ["human", "ai", "human"]  # never two customer messages in a row
+
+
+def _sigint_once(original: Callable[..., Any], *, after: bool = False) -> Callable[..., Any]:
+    """Wrap ``original`` so that its first call is preceded (or followed) by a SIGINT."""
+    sent = threading.Event()
+
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        first = not sent.is_set()
+        sent.set()
+        if first and not after:
+            signal.raise_signal(signal.SIGINT)  # handled in this, the main, thread
+        result = original(*args, **kwargs)
+        if first and after:
+            signal.raise_signal(signal.SIGINT)
+        return result
+
+    return wrapped
+
+
+@pytest.mark.parametrize("moment", ["as-the-prompt-returns", "while-the-turn-is-claimed"])
+def test_cli_ctrl_c_right_after_enter_cancels_the_turn_not_the_program(
+    db_path: Path,
+    tmp_path: Path,
+    model: ScriptedChatModel,
+    monkeypatch: pytest.MonkeyPatch,
+    moment: str,
+) -> None:
+    # A Ctrl-C in the moments between Enter and the turn's start: the prompt has left
+    # raw mode (so the key is a signal), the turn has not taken it over yet. Python's
+    # default handler would raise KeyboardInterrupt there and end the program.
+    import conversations.protocol
+    from terminal.prompter import PromptReads
+
+    if moment == "as-the-prompt-returns":
+        monkeypatch.setattr(PromptReads, "__call__", _sigint_once(PromptReads.__call__, after=True))
+    else:
+        claim = conversations.protocol.Conversation.claim
+        monkeypatch.setattr(conversations.protocol.Conversation, "claim", _sigint_once(claim))
+    model.extend(say("Here I am."))
+    result = chat(chat_args(db_path), ["hi", "are you there?", "exit"], model, tmp_path / "home")
+    assert result.code == 0, result.err
+    assert "Turn cancelled" in result.err
+    assert "Here I am." in result.out  # the chat went on
+    assert len(model.received) == 1  # the cancelled turn never called the model
+    assert "Resume it with" in result.err  # left by "exit", not by the Ctrl-C
+
+
+def test_ctrl_c_typed_at_a_terminal_right_after_enter_is_the_cancel_of_the_line() -> None:
+    # Typed so soon after Enter that the prompt read it as a key (its type-ahead): the
+    # cancel of what the line starts, not a Ctrl-C at the next, empty, prompt (which
+    # would leave). The keys after it are kept for the next prompt.
+    from prompt_toolkit import PromptSession
+    from prompt_toolkit.input import create_pipe_input
+    from prompt_toolkit.output import DummyOutput
+
+    from terminal.prompter import PromptReads
+    from terminal.signals import CtrlC
+
+    ctrl_c = CtrlC(io.StringIO(), lambda: None, lambda: "")
+    with create_pipe_input() as keys:
+        session: PromptSession[str] = PromptSession(input=keys, output=DummyOutput())
+        reads = PromptReads(session, ctrl_c, terminal=True)
+        keys.send_text("hi\r\x03more\r")
+        with ctrl_c.installed():
+            assert reads("you> ") == "hi"
+            assert ctrl_c.arm().is_set()
+            assert reads("you> ") == "more"
+            assert not ctrl_c.arm().is_set()

@@ -259,3 +259,114 @@ def test_cli_without_a_passenger_says_the_three_ways_to_give_one(
     empty_home = chat(["chat", "--db", str(db_path), "--continue"], [], model, home)
     assert empty_home.code == 2
     assert "No saved conversation to continue here" in empty_home.err
+
+
+def test_cli_short_flags_resume_and_continue(
+    db_path: Path, home: Path, model: ScriptedChatModel
+) -> None:
+    model.extend(say("Hello."), say("Still here."), say("And again."))
+    first = chat(["chat", "-p", "3442587242", "--db", str(db_path)], ["hello"], model, home)
+    assert first.code == 0, first.err
+    assert f"for passenger {FIXTURE_PASSENGER_ID}" in first.err
+    thread_id = thread_of(first.err)
+    by_id = chat(
+        ["chat", "-p", FIXTURE_PASSENGER_ID, "-t", thread_id, "--db", str(db_path)],
+        ["more"],
+        model,
+        home,
+    )
+    assert by_id.code == 0, by_id.err
+    assert f"Resuming session {thread_id}" in by_id.err
+    latest = chat(["chat", "-c", "--db", str(db_path)], ["again"], model, home)
+    assert latest.code == 0, latest.err
+    assert f"Resuming session {thread_id}" in latest.err
+    listed = run(["--home", str(home), "sessions", "-p", FIXTURE_PASSENGER_ID])
+    assert thread_id in listed.out
+
+
+def test_cli_thread_id_alone_resumes_for_the_conversations_own_passenger(
+    db_path: Path, home: Path, model: ScriptedChatModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model.extend(say("Hello."), say("Welcome back."))
+    first = chat(chat_args(db_path), ["hello"], model, home)
+    thread_id = thread_of(first.err)
+    # A default passenger from the environment does not stand in the way.
+    monkeypatch.setenv("TRAVEL_ASSISTANT_PASSENGER", FLOWN_PASSENGER_ID)
+    resumed = chat(["chat", "--thread-id", thread_id, "--db", str(db_path)], ["more"], model, home)
+    assert resumed.code == 0, resumed.err
+    assert f"Resuming session {thread_id}" in resumed.err
+    assert "Welcome back." in resumed.out
+    assert customer_messages(model) == ["hello", "more"]
+    assert f"--passenger-id '{FIXTURE_PASSENGER_ID}'" in resume_line(resumed.err)
+    unknown = chat(["chat", "-t", "no-such-id", "--db", str(db_path)], [], model, home)
+    assert unknown.code == 2
+    assert "No saved session 'no-such-id'" in unknown.err
+    # Given with another passenger, it is still refused.
+    theirs = chat(chat_args(db_path, FLOWN_PASSENGER_ID, "-t", thread_id), [], model, home)
+    assert theirs.code == 2 and "belongs to another passenger" in theirs.err
+
+
+def test_cli_sessions_show_prints_the_conversation_as_the_customer_saw_it(
+    db_path: Path, home: Path, model: ScriptedChatModel, fixed_db: Database
+) -> None:
+    thread_id = leave_pending_approval(home, fixed_db, "move my flight")
+    model.extend(say("Fine, I have not changed it."))
+    declined = chat(
+        chat_args(db_path, FIXTURE_PASSENGER_ID, "--thread-id", thread_id),
+        ["n", "too early", "exit"],
+        model,
+        home,
+    )
+    assert declined.code == 0, declined.err
+    shown = run(["--home", str(home), "sessions", "show", thread_id])
+    assert shown.code == 0, shown.err
+    assert "you> move my flight" in shown.out
+    assert "Fine, I have not changed it." in shown.out
+    assert "too early" in shown.out  # the action, declined, with the reason
+    assert shown.out.index("move my flight") < shown.out.index("Fine, I have not")
+
+    import json
+
+    as_json = run(["--home", str(home), "sessions", "show", thread_id, "--json"])
+    assert as_json.code == 0, as_json.err
+    data = json.loads(as_json.out)
+    assert data["thread_id"] == thread_id and data["passenger_id"] == FIXTURE_PASSENGER_ID
+    types = [record["type"] for record in data["records"]]
+    assert types[0] == "customer" and "action" in types and types[-1] == "assistant"
+    action = next(r for r in data["records"] if r["type"] == "action")
+    assert action["outcome"] == "declined" and action["reason"] == "too early"
+
+    for argv, said in (
+        (["sessions", "show", "no-such-id"], "No saved session 'no-such-id'"),
+        (
+            ["sessions", "-p", FLOWN_PASSENGER_ID, "show", thread_id],
+            "nothing was shown",
+        ),
+    ):
+        refused = run(["--home", str(home), *argv])
+        assert refused.code == 2 and said in refused.err, refused.err
+        assert refused.out == ""
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (
+            ["chat", "--pasenger-id", "x"],
+            "No option '--pasenger-id' for 'chat'. Did you mean '--passenger-id'?",
+        ),
+        (["chat", "--contineu"], "Did you mean '--continue'?"),
+        (["sessions", "delete", "x", "--hoem", "y"], "Did you mean '--home'?"),
+        (["audit", "--limt", "3"], "No option '--limt' for 'audit'. Did you mean '--limit'?"),
+        (["chat", "--zzz"], "No option '--zzz' for 'chat'. See: travel-assistant chat --help"),
+    ],
+)
+def test_cli_mistyped_option_names_the_nearest_one(
+    argv: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from cli import main
+
+    with pytest.raises(SystemExit) as stopped:
+        main(argv)
+    assert stopped.value.code == 2
+    assert said in capsys.readouterr().err
