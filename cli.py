@@ -11,6 +11,7 @@ Commands::
     travel-assistant token (--passenger-id ID | --agent LOGIN | --supervisor LOGIN) [--name NAME]
                            [--hours N]
     travel-assistant audit [--supervisor NAME] [--conversation ID] [--limit N]
+    travel-assistant report [--since DAY] [--until DAY] [--format table|json|csv]
     travel-assistant desk --agent NAME
     travel-assistant desk queue
 
@@ -40,6 +41,7 @@ from commands.db import cmd_db_init
 from commands.desk import cmd_desk
 from commands.eval import cmd_eval
 from commands.graph import cmd_graph
+from commands.report import cmd_report
 from commands.serve import cmd_serve, cmd_token
 from commands.sessions import cmd_sessions
 from terminal import Console
@@ -96,6 +98,8 @@ def main(argv: Sequence[str] | None = None, overrides: Overrides | None = None) 
             return cmd_token(args, settings, console, overrides)
         if args.command == "audit":
             return cmd_audit(args, settings, console)
+        if args.command == "report":
+            return cmd_report(args, settings, console)
         if args.command == "desk":
             return cmd_desk(args, settings, console, overrides)
         parser.print_help(sys.stderr)

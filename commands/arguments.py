@@ -264,6 +264,11 @@ PAGES: dict[str, tuple[str, str]] = {
         "Show which supervisor looked at which conversation, and when.",
         "travel-assistant audit --supervisor ana@example.com --limit 20",
     ),
+    "report": (
+        "Print the day's figures: conversations, resolved by the assistant alone, handed to a "
+        "person and their wait, actions and money, staff checks, model errors, tokens and cost.",
+        "travel-assistant report --since 2026-11-01 --until 2026-11-30 --format csv",
+    ),
     "desk": (
         "The staff's desk: take conversations handed to a person, write to the customer, "
         "hand them back to the assistant.",
@@ -570,6 +575,20 @@ def _add_server_commands(parser: _Parser) -> None:
     audit.add_argument("--supervisor", metavar="NAME", help="only this supervisor's looks")
     audit.add_argument("--conversation", metavar="ID", help="only the looks at this conversation")
     audit.add_argument("--limit", type=int, default=100, help="the newest N entries (default 100)")
+    report = parser.add_command(
+        "report", help="the day's figures of the contact center, per day", **_page("report")
+    )
+    report.add_argument("--since", metavar="YYYY-MM-DD", help="first day (default: 6 days ago)")
+    report.add_argument("--until", metavar="YYYY-MM-DD", help="last day (default: today, UTC)")
+    report.add_argument(
+        "--format", choices=("table", "json", "csv"), default="table", help="how to print it"
+    )
+    report.add_argument(
+        "--price-in", type=float, metavar="PRICE", help="price per million input tokens"
+    )
+    report.add_argument(
+        "--price-out", type=float, metavar="PRICE", help="price per million output tokens"
+    )
     desk = parser.add_command(
         "desk", help="the staff's desk for conversations handed to a person", **_page("desk")
     )

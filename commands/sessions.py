@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from settings import Settings
 
 
-def _session_reader(store: ConversationStore) -> Conversations:
+def session_reader(store: ConversationStore) -> Conversations:
     """Return the conversations of ``store``, to read only."""
     from conversations.assistant import TravelAssistant
     from conversations.protocol import Conversations
@@ -56,7 +56,7 @@ def cmd_sessions(args: argparse.Namespace, settings: Settings, console: Console)
         from terminal.render import session_table
 
         headers, rows, wrap = session_table(
-            _session_reader(store),
+            session_reader(store),
             records,
             numbered=False,
             passenger_column=passenger_id is None,
@@ -86,7 +86,7 @@ def cmd_sessions_show(args: argparse.Namespace, settings: Settings, console: Con
         record = store.registry.get(args.thread_id)
         owner = record.passenger_id if record else ""
         _check_owner(args.thread_id, owner, passenger_id, missing, "nothing was shown")
-        history = _session_reader(store).get(Thread(args.thread_id, owner)).history()
+        history = session_reader(store).get(Thread(args.thread_id, owner)).history()
     if args.json:
         import json
         from dataclasses import asdict
