@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
@@ -525,6 +525,42 @@ _PROBLEMS: dict[int | str, dict[str, Any]] = {
 }
 
 
+class DayOut(BaseModel):
+    """One day's figures (UTC), as docs/operations.md defines them."""
+
+    day: date
+    conversations: int = Field(description="Conversations started that day.")
+    messages: int = Field(description="What the customers wrote in them.")
+    resolved_by_assistant: int = Field(
+        description="Handled by the assistant alone: no person, no staff check, nothing "
+        "pending, and the customer did not come back within a day."
+    )
+    handed_to_person: int = Field(description="Requests for a person made that day.")
+    wait_minutes_median: float | None = Field(description="Until a person took them.")
+    wait_minutes_p90: float | None
+    actions_approved: int
+    actions_failed: int
+    actions_declined: int
+    actions_refused: int
+    actions_not_done: int
+    charged_cents: int
+    refunded_cents: int
+    checks_approved: int
+    checks_refused: int
+    checks_withdrawn: int
+    checks_waiting: int
+    model_errors: int = Field(description="Turns the model server failed or timed out.")
+    tokens_in: int
+    tokens_out: int
+    cost: float | None = Field(description="Always null here: prices are the report's.")
+
+
+class ReportOut(BaseModel):
+    """The figures of each day asked for, oldest first."""
+
+    days: list[DayOut]
+
+
 def router() -> APIRouter:
     """Return the supervisor's routes: all ``GET``, all audited but the audit log itself."""
     routes = APIRouter(prefix=PREFIX, tags=["supervisor"], responses=_PROBLEMS)
@@ -585,5 +621,26 @@ def router() -> APIRouter:
             supervisor=supervisor_name, conversation_id=conversation_id, limit=limit
         )
         return AuditList(entries=[audit_out(e) for e in entries])
+
+    @routes.get(
+        "/report",
+        summary="The day's figures: conversations, hand-offs and waits, actions, checks",
+        description="Computed from what the store keeps, as `travel-assistant report` "
+        "prints them (docs/operations.md defines each). Days are UTC, both ends included; "
+        "by default the last 7 days, at most the 366 up to `until`; an end before the "
+        "start gives no day.",
+    )
+    def report(
+        desk: DeskDep,
+        claims: Supervisor,
+        since: Annotated[date | None, Query()] = None,
+        until: Annotated[date | None, Query()] = None,
+    ) -> ReportOut:
+        from conversations.day_figures import day_figures
+
+        last = until or datetime.now(UTC).date()
+        first = max(since or last - timedelta(days=6), last - timedelta(days=365))
+        days = day_figures(desk.service.conversations, first, last)
+        return ReportOut(days=[DayOut.model_validate(d.as_row()) for d in days])
 
     return routes

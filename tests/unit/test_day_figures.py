@@ -15,6 +15,7 @@ import json
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -172,3 +173,44 @@ def test_report_prints_the_figures_as_a_table_json_and_csv(
 def test_report_refuses_a_bad_span_or_price_in_one_line(argv: list[str], said: str) -> None:
     refused = run(["report", *argv])
     assert refused.code == 2 and said in refused.err and "Traceback" not in refused.err
+
+
+def test_the_supervisors_report_gives_the_same_figures_and_only_to_a_supervisor(
+    make_assistant: Callable[..., TravelAssistant],
+    model: ScriptedChatModel,
+    travel_db: Database,
+) -> None:
+    from fastapi.testclient import TestClient
+
+    from server.auth import AGENT, SUPERVISOR
+    from server.service import ConversationService
+    from tests.support.web import build_app
+
+    store = ConversationStore.in_memory()
+    service = ConversationService.over_store(make_assistant(checkpointer=store.saver), store)
+    app, signer = build_app(service)
+    charged = scripted_day(service.conversations, model, travel_db)
+    query = {"since": DAY.isoformat(), "until": (DAY + timedelta(days=1)).isoformat()}
+    with TestClient(app) as client:
+
+        def read(token: str) -> Any:
+            headers = {"Authorization": f"Bearer {token}"}
+            return client.get("/api/v1/supervisor/report", params=query, headers=headers)
+
+        shown = read(signer.issue("bruno@example.com", role=SUPERVISOR))
+        assert shown.status_code == 200, shown.text
+        day, after = shown.json()["days"]
+        assert (day["day"], day["conversations"], after["conversations"]) == (
+            DAY.isoformat(),
+            4,
+            1,
+        )
+        assert (day["handed_to_person"], day["wait_minutes_median"]) == (1, 12.0)
+        assert (day["charged_cents"], day["checks_refused"]) == (charged, 1)
+        assert read(signer.issue("ana@example.com", role=AGENT)).status_code == 403
+        assert read(signer.issue(FIXTURE_PASSENGER_ID)).status_code == 403
+        supervisor = {"Authorization": f"Bearer {signer.issue('b', role=SUPERVISOR)}"}
+        for span, days in (({"since": "2026-05-05", "until": "2026-05-01"}, 0), ({}, 7)):
+            got = client.get("/api/v1/supervisor/report", params=span, headers=supervisor)
+            assert got.status_code == 200 and len(got.json()["days"]) == days
+    store.close()

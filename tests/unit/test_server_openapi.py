@@ -80,6 +80,7 @@ def test_server_openapi_document_is_served(client: TestClient) -> None:
         "/api/v1/supervisor/conversations",
         "/api/v1/supervisor/conversations/{conversation_id}",
         "/api/v1/supervisor/audit",
+        "/api/v1/supervisor/report",
         "/api/v1/conversations/{conversation_id}/person",
         "/api/v1/supervisor/desk/queue",
         "/api/v1/supervisor/desk/{conversation_id}/take",
@@ -244,7 +245,7 @@ def conform(
 def test_server_conforms_to_its_openapi_document(
     app_and_signer: tuple[FastAPI, TokenSigner], headers: dict[str, str], client: TestClient
 ) -> None:
-    assert conform(app_and_signer[0], headers) == 30
+    assert conform(app_and_signer[0], headers) == 31
 
 
 def test_server_conforms_to_its_openapi_document_for_a_supervisor(
@@ -253,7 +254,7 @@ def test_server_conforms_to_its_openapi_document_for_a_supervisor(
     # The supervisor's endpoints answer what they document, and the passengers' a 403.
     app, signer = app_and_signer
     supervisor = {"Authorization": f"Bearer {signer.issue('ana', role=SUPERVISOR)}"}
-    assert conform(app, supervisor) == 30
+    assert conform(app, supervisor) == 31
     assert conform(app, supervisor, conversation, acts=False) == 17
 
 
