@@ -2,8 +2,9 @@
 
 Commands::
 
-    travel-assistant chat --passenger-id ID [--thread-id ID | --continue] [--model NAME]
-    travel-assistant sessions [--passenger-id ID]
+    travel-assistant chat -p/--passenger-id ID [-t/--thread-id ID | -c/--continue] [--model NAME]
+    travel-assistant sessions [-p/--passenger-id ID]
+    travel-assistant sessions show ID [--json]
     travel-assistant sessions delete ID
     travel-assistant db init [--scale N] [--seed N] [--force]
     travel-assistant graph
