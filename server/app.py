@@ -24,10 +24,10 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from importlib.resources import files
 from pathlib import Path
-from typing import Any, cast
+from typing import Annotated, Any, cast
 
 import anyio
-from fastapi import FastAPI, Request, Response
+from fastapi import Depends, FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
@@ -36,12 +36,15 @@ from pydantic import TypeAdapter
 
 from assistants.models import close_http_clients
 from conversations.loop import use_turn_loop
-from server.auth import TokenSigner
+from server.access import supervisor
+from server.auth import Claims, TokenSigner
 from server.customer_api import ConversationId, NoTurn
 from server.customer_api import router as customer_router
 from server.errors import ServiceError
 from server.handoff import staff_router
 from server.limits import BODY_TIMEOUT, BUSY_RETRY_AFTER
+from server.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from server.metrics import ServiceMetrics
 from server.middleware import PAGE_HEADERS, ASGIApp, BodyLimit, DatabaseFaults, SecurityHeaders
 from server.schemas import STREAM_EVENT_NAMES, StreamEvent
 from server.service import ConversationService
@@ -71,6 +74,9 @@ class _Api(FastAPI):
 
     def build_middleware_stack(self) -> ASGIApp:  # type: ignore[override]
         inner = cast(ASGIApp, super().build_middleware_stack())
+        metrics: ServiceMetrics | None = getattr(self.state, "metrics", None)
+        if metrics is not None:  # every answer counted, the outer layers' refusals too
+            inner = cast(ASGIApp, metrics.middleware(cast(Any, inner)))
         return SecurityHeaders(BodyLimit(inner, timeout=self.body_timeout))
 
     def openapi(self) -> dict[str, Any]:
@@ -208,6 +214,8 @@ def create_app(
     app.add_middleware(DatabaseFaults)
     if service is not None:
         app.state.service = service
+    # One worker's metrics: the service's own, or the one the service built later uses.
+    app.state.metrics = service.metrics if service is not None else ServiceMetrics()
     app.state.signer = signer
 
     @app.exception_handler(ServiceError)
@@ -246,6 +254,12 @@ def create_app(
     def health(request: Request) -> dict[str, str]:
         # What the start adds (``commands.serve``): whether the model server honours tools.
         return {"status": "ok", **getattr(request.app.state, "health", {})}
+
+    @app.get("/metrics", include_in_schema=False)
+    def metrics(request: Request, claims: Annotated[Claims, Depends(supervisor)]) -> Response:
+        # Prometheus sends the supervisor's token as a bearer token (docs/operations.md).
+        exposition = cast(ServiceMetrics, request.app.state.metrics).exposition()
+        return Response(exposition, media_type=METRICS_CONTENT_TYPE)
 
     app.include_router(customer_router())
     app.include_router(supervisor_router())

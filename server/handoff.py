@@ -255,6 +255,7 @@ class PersonDesk:
                 staff, check_id, approved=approved, reason=reason.strip(BLANKS)
             )
         self._record(staff, conversation, "approved" if approved else "refused")
+        self.service.metrics.checks.labels("approved" if approved else "refused").inc()
         return staff_check_out(decided, lines, conversation.proposer(found.tool_call_id), staff)
 
     async def go_on(self, check_id: int) -> None:

@@ -26,6 +26,7 @@ import concurrent.futures
 import logging
 import secrets
 import threading
+import time
 import uuid
 from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
@@ -41,9 +42,10 @@ from conversations.audit import AuditLog
 from conversations.events import Thread
 from conversations.loop import turn_loop
 from conversations.protocol import Answer, Conversations, DecisionsError, TurnRefusedError
-from conversations.records import Outcome, TurnFailure
+from conversations.records import ActionRecord, Outcome, TurnEnd, TurnFailure
 from conversations.sessions import SessionRecord, SessionRegistry
 from server.errors import ConflictError, ForbiddenError, NotFoundError, UnavailableError
+from server.metrics import ServiceMetrics
 from server.records_out import (
     UNEXPECTED_ERROR,
     approval_out,
@@ -143,6 +145,8 @@ class ConversationService:
         self.conversations = Conversations(
             assistant, self.sessions, locks, desk, check_above=check_above
         )
+        self.metrics = ServiceMetrics()
+        self.metrics.watch_desk(self.conversations.desk)
         self.runner = runner or TurnRunner()
         self.audit: AuditLog = audit if audit is not None else AuditLog.in_memory()
         self.failures = RecentFailures()
@@ -374,9 +378,12 @@ class ConversationService:
         async def work() -> AsyncIterator[StreamEvent]:
             for event in first:
                 yield event
+            started = time.perf_counter()
+            ended = "unexpected"
             try:
                 async with aclosing(run()) as outcomes:
                     async for outcome in outcomes:
+                        ended = _counted(self.metrics, outcome, ended)
                         if isinstance(outcome, TurnFailure):
                             stopped = self.runner.stopped(thread_id)
                             if not (outcome.kind == "cancelled" and stopped):  # Stop: no error
@@ -390,10 +397,14 @@ class ConversationService:
                             for event in stream_events(outcome):
                                 yield event
             except Exception as error:
+                ended = "unexpected"
                 reference = secrets.token_hex(4)
                 log.exception("A turn of %s failed [reference %s]", thread_id, reference)
                 self.failures.add(thread_id, "unexpected", UNEXPECTED_ERROR, repr(error))
                 yield unexpected_event(reference)
+            finally:
+                self.metrics.turns.labels(ended).inc()
+                self.metrics.turn_seconds.observe(time.perf_counter() - started)
 
         return self.runner.start(thread_id, work)
 
@@ -420,6 +431,11 @@ class ConversationService:
         if self.conversations.get(thread).busy():
             raise ConflictError(words.STOP_ELSEWHERE)
         raise ConflictError(words.NOTHING_RUNNING)
+
+    def use_metrics(self, metrics: ServiceMetrics) -> None:
+        """Count into ``metrics`` (the application's, built before this service) from now on."""
+        metrics.watch_desk(self.conversations.desk)
+        self.metrics = metrics
 
     def withdraw(self, thread: Thread) -> WithdrawOut:
         """Withdraw the pending actions of ``thread`` at the customer's word (off the loop).
@@ -479,3 +495,14 @@ class ConversationService:
         if self._sweeper is not None:
             self._sweeper.cancel()
         self.runner.close(finish_by)
+
+
+def _counted(metrics: ServiceMetrics, outcome: Outcome, ended: str) -> str:
+    """Count an action's end in ``metrics``; return how the turn stands after ``outcome``."""
+    if isinstance(outcome, ActionRecord):
+        metrics.actions.labels(outcome.outcome).inc()
+    if isinstance(outcome, TurnFailure):
+        return outcome.kind
+    if isinstance(outcome, TurnEnd):
+        return "done"
+    return ended

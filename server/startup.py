@@ -157,6 +157,7 @@ class Startup:
             self._finished = True
             closing = self._closing
             if not closing:
+                service.use_metrics(app.state.metrics)  # the ones /metrics shows
                 app.state.service = service  # what the routes read (``server.app``)
                 self.service = service
                 service.start_background()
