@@ -525,6 +525,12 @@ def _add_server_commands(parser: _Parser) -> None:
         f"all are in use, before its 503 (default {POOL_TIMEOUT:g})",
     )
     serve.add_argument(
+        "--log-format",
+        choices=("text", "json"),
+        default="text",
+        help="the console's lines: text, or one JSON object each (default text)",
+    )
+    serve.add_argument(
         "--header-timeout",
         type=_positive_float,
         default=HEADER_TIMEOUT,

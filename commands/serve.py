@@ -104,7 +104,8 @@ def cmd_serve(
         "token --supervisor LOGIN --name NAME)"
     )
     try:
-        serve(StartupApp(startup, graceful=limits.graceful_timeout), args.host, args.port, limits)
+        app = StartupApp(startup, graceful=limits.graceful_timeout)
+        serve(app, args.host, args.port, limits, log_format=args.log_format)
     finally:
         startup.close()
     return startup.error.code if startup.error is not None else EXIT_OK

@@ -43,6 +43,7 @@ from server.customer_api import router as customer_router
 from server.errors import ServiceError
 from server.handoff import staff_router
 from server.limits import BODY_TIMEOUT, BUSY_RETRY_AFTER
+from server.logs import logged_requests
 from server.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from server.metrics import ServiceMetrics
 from server.middleware import PAGE_HEADERS, ASGIApp, BodyLimit, DatabaseFaults, SecurityHeaders
@@ -77,6 +78,7 @@ class _Api(FastAPI):
         metrics: ServiceMetrics | None = getattr(self.state, "metrics", None)
         if metrics is not None:  # every answer counted, the outer layers' refusals too
             inner = cast(ASGIApp, metrics.middleware(cast(Any, inner)))
+        inner = cast(ASGIApp, logged_requests(cast(Any, inner)))  # a line each, with its id
         return SecurityHeaders(BodyLimit(inner, timeout=self.body_timeout))
 
     def openapi(self) -> dict[str, Any]:

@@ -403,8 +403,15 @@ class ConversationService:
                 self.failures.add(thread_id, "unexpected", UNEXPECTED_ERROR, repr(error))
                 yield unexpected_event(reference)
             finally:
+                seconds = time.perf_counter() - started
                 self.metrics.turns.labels(ended).inc()
-                self.metrics.turn_seconds.observe(time.perf_counter() - started)
+                self.metrics.turn_seconds.observe(seconds)
+                facts = {
+                    "outcome": ended,
+                    "conversation_id": thread_id,
+                    "seconds": round(seconds, 3),
+                }
+                log.info("turn ended: %s", ended, extra=facts)
 
         return self.runner.start(thread_id, work)
 

@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from fastapi import FastAPI
 
     from server.limits import ServerLimits
+    from server.logs import LogFormat
     from server.service import ConversationService
 
 log = logging.getLogger(__name__)
@@ -304,7 +305,13 @@ async def _json(
     await send({"type": "http.response.body", "body": body})
 
 
-def serve(app: Any, host: str, port: int, limits: ServerLimits | None = None) -> None:
+def serve(
+    app: Any,
+    host: str,
+    port: int,
+    limits: ServerLimits | None = None,
+    log_format: LogFormat = "text",
+) -> None:
     """Run ``app`` with uvicorn under ``limits`` until interrupted (Ctrl-C stops it gracefully).
 
     A stop (SIGTERM, Ctrl-C) takes no new connection, gives the requests and turns in
@@ -313,6 +320,7 @@ def serve(app: Any, host: str, port: int, limits: ServerLimits | None = None) ->
     import uvicorn
 
     from server.limits import ServerLimits, uvicorn_options
+    from server.logs import log_config
 
     # uvicorn.run, not Server.run: it turns the Ctrl-C it re-raises after a graceful stop
     # into a clean exit. A SIGTERM (a rolling deploy) is re-raised the same way: as a
@@ -325,6 +333,8 @@ def serve(app: Any, host: str, port: int, limits: ServerLimits | None = None) ->
             host=host,
             port=port,
             log_level="info",
+            log_config=log_config(log_format),
+            access_log=False,  # each request is a line of server.logs, with its id
             **uvicorn_options(limits or ServerLimits()),
         )
     finally:
