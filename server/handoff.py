@@ -17,6 +17,11 @@ Staff act under their token's login (``sub``), which the desk compares (who hold
 conversation, who proposed an action) and the audit log records; the customer is told
 only their name (the token's ``name``, or the login of a token without one).
 
+The supervisor page's forms are here too (``_page_routes``): the actions staff can
+propose with their argument schemas, a proposal's preview (the customer's card, nothing
+changed), the customer's bookings searched by name to fill an id, and Agent Inbox's edit
+and respond at a check (``Conversation.edit_checked``, ``respond_to_check``).
+
 Every staff action is recorded in the audit log, as a supervisor's looks are.
 """
 
