@@ -102,6 +102,7 @@ NotRun = Literal[
     "handed_back_checked",
     "asked_for_person",
     "withdrawn",
+    "edited",
     "step_limit",
     "cancelled",
     "refused",

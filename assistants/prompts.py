@@ -101,6 +101,10 @@ HANDED_BACK_CHECKED_MESSAGE = """\
 Not run: the customer approved this action, but the person from customer service handed \
 the conversation back before our staff's check, so it was withdrawn."""
 
+EDITED_MESSAGE = """\
+Not run: a member of staff changed this action's details before its check, so it was \
+put to the customer again with the new details, as a new action."""
+
 WITHDRAWN_MESSAGE = """\
 Not run: the customer withdrew this action before it was done. Do not propose it again \
 unless they ask."""

@@ -48,6 +48,7 @@ from assistants.calls import cancelling
 from assistants.decisions import NO_DECISION
 from assistants.prompts import (
     ASKED_FOR_PERSON_MESSAGE,
+    EDITED_MESSAGE,
     HANDED_BACK_CHECKED_MESSAGE,
     HANDED_BACK_MESSAGE,
     WITHDRAWN_MESSAGE,
@@ -103,9 +104,10 @@ _DROPPED_MESSAGES = {
     "handed_back_checked": HANDED_BACK_CHECKED_MESSAGE,
     "asked_for_person": ASKED_FOR_PERSON_MESSAGE,
     "withdrawn": WITHDRAWN_MESSAGE,
+    "edited": EDITED_MESSAGE,
 }
 # Why an action is dropped outside a turn (``TravelAssistant.append``).
-DropCause = Literal["handed_back", "handed_back_checked", "asked_for_person", "withdrawn"]
+DropCause = Literal["handed_back", "handed_back_checked", "asked_for_person", "withdrawn", "edited"]
 
 
 class TravelAssistant:

@@ -32,6 +32,8 @@ Looked = Literal[
     "approved",
     "refused",
     "proposed",
+    "edited",
+    "responded",
 ]
 # One entry per supervisor and thing looked at within this time.
 COALESCE = timedelta(minutes=5)

@@ -594,18 +594,7 @@ class Conversation:
             TurnRefusedError: A turn of it is running.
         """
         staff = self._held_by(agent)
-        crew = self.assistant.crew
-        if name not in crew.sensitive_names:
-            actions = ", ".join(sorted(crew.sensitive_names))
-            raise DeskError(f"{name} is not an action the customer can approve; one of: {actions}.")
-        _check_arguments(crew, name, args)
-        if self.assistant.pending_actions(self.thread):
-            raise DeskError("An action already waits for the customer's decision.")
-        preview = describe_action(
-            self.assistant.db, self.thread.passenger_id, name, args, crew.previews
-        )
-        if preview.error:  # staff read the rule's own words, which name what is wrong
-            raise DeskError(f"Not possible: {preview.error}")
+        preview = self._proposable(name, args)
         message = AIMessage(
             content=words.person_proposes(preview.title),
             response_metadata={PERSON_KEY: staff.name, PERSON_LOGIN_KEY: staff.login},
@@ -615,6 +604,148 @@ class Conversation:
         self.owner.desk.bump(self.thread_id)
         (approval,) = self.approvals()
         return approval
+
+    def preview_proposal(
+        self, agent: str | Staff, name: str, args: Mapping[str, Any]
+    ) -> ActionPreview:
+        """Return what proposing ``name`` with ``args`` would show the customer, doing nothing.
+
+        The same checks as ``person_proposes`` (who holds it, the action, its arguments
+        strictly, nothing else waiting, the preview's refusal), so what staff see before
+        sending is what sending does.
+
+        Raises:
+            DeskError: As ``person_proposes`` would.
+        """
+        self._held_by(agent)
+        return self._proposable(name, args)
+
+    def _proposable(self, name: str, args: Mapping[str, Any]) -> ActionPreview:
+        """Return the preview of a new proposal ``name(args)``, if one can be made now.
+
+        Raises:
+            DeskError: As ``_possible``, or an action already waits for the customer.
+        """
+        self._valid(name, args)
+        if self.assistant.pending_actions(self.thread):
+            raise DeskError("An action already waits for the customer's decision.")
+        return self._possible(name, args)
+
+    def _valid(self, name: str, args: Mapping[str, Any]) -> None:
+        """Refuse ``name(args)`` unless it is an action with its arguments, strictly.
+
+        Raises:
+            DeskError: ``name`` is not an action, or an argument is wrong (strictly, as
+                the model's are: no ``true`` for an id).
+        """
+        crew = self.assistant.crew
+        if name not in crew.sensitive_names:
+            actions = ", ".join(sorted(crew.sensitive_names))
+            raise DeskError(f"{name} is not an action the customer can approve; one of: {actions}.")
+        _check_arguments(crew, name, args)
+
+    def _possible(self, name: str, args: Mapping[str, Any]) -> ActionPreview:
+        """Return the preview of a member of staff's ``name(args)``, if it can be done.
+
+        Raises:
+            DeskError: ``name`` is not an action, an argument is wrong (strictly, as the
+                model's are), or the preview says it cannot be done.
+        """
+        crew = self.assistant.crew
+        self._valid(name, args)
+        preview = describe_action(
+            self.assistant.db, self.thread.passenger_id, name, args, crew.previews
+        )
+        if preview.error:  # staff read the rule's own words, which name what is wrong
+            raise DeskError(f"Not possible: {preview.error}")
+        return preview
+
+    def edit_checked(
+        self, staff: str | Staff, check_id: int, name: str, args: Mapping[str, Any]
+    ) -> Approval:
+        """Replace the arguments of a checked action and ask the customer again.
+
+        Agent Inbox's "edit" on a staff check. The customer's yes was for the old
+        arguments, so the edit approves nothing: the action as it was ends as not done
+        (``edited``), its check is withdrawn, and the edited call is put to the customer
+        as ``staff``'s proposal, with its new preview, for a fresh yes (and a fresh
+        check, when its amount needs one: another member of staff decides it). Only the
+        arguments change: ``name`` must be the pending action's own tool.
+
+        Four eyes: the member of staff who proposed the action does not edit it.
+
+        Raises:
+            DeskError: No such check here, it was decided or its action dropped, ``name``
+                is another action, the arguments are wrong or not possible, several
+                actions wait together, or ``staff`` proposed it.
+            TurnRefusedError: A turn of the conversation is running.
+        """
+        editor = staff_of(staff)
+        found = self.owner.desk.check(check_id)
+        if found is None or found.thread_id != self.thread_id:
+            raise DeskError(f"There is no check {check_id} in conversation {self.thread_id}.")
+        with self.claim(5.0):
+            pending = self.assistant.pending_actions(self.thread)
+            action = next((a for a in pending if a.tool_call_id == found.tool_call_id), None)
+            if action is None:
+                raise DeskError(
+                    f"Check {check_id} is not waiting any more: the action was dropped."
+                )
+            if found.decided or found.status != "waiting":
+                raise DeskError(f"Check {check_id} is not waiting any more ({found.status}).")
+            if name != action.name:
+                raise DeskError(
+                    f"An edit changes the arguments of {action.name}, the action checked; "
+                    f"{name} is another action: refuse this one and propose it instead."
+                )
+            if len(pending) > 1:
+                raise DeskError(
+                    f"{len(pending)} actions wait together here: approve or refuse them; an "
+                    "edit replaces one action alone."
+                )
+            proposer = _proposer_login(self.assistant.messages(self.thread), found.tool_call_id)
+            if proposer and proposer == editor.login:
+                raise DeskError(words.own_proposal(found.title, found.amount, found.passenger_id))
+            preview = self._possible(name, args)
+            # Claims the check first (a conditional update: an approval given meanwhile
+            # elsewhere wins and this edit is refused), then withdraws it with the action.
+            self.owner.desk.decide_check(
+                check_id, editor, self.owner.now(), approved=False, reason=words.EDITED_CHECK
+            )
+            message = AIMessage(
+                content=words.person_edits(preview.title),
+                response_metadata={PERSON_KEY: editor.name, PERSON_LOGIN_KEY: editor.login},
+            )
+            self.assistant.append(self.thread, [], drop_pending="edited")
+            self.owner.desk.end_checks(self.thread_id, "withdrawn")
+            self.assistant.propose(self.thread, name, args, message)
+        self.owner.desk.bump(self.thread_id)
+        (approval,) = self.approvals()
+        return approval
+
+    def respond_to_check(self, staff: str | Staff, check_id: int, text: str) -> None:
+        """Write ``staff``'s message to the customer about a check, leaving it waiting.
+
+        Agent Inbox's "respond", where the action stays: the customer reads it with the
+        name of the member of staff (and the assistant reads it with the history), the
+        action stays approved by the customer and waiting for its check. A refusal with
+        its reason is ``decide_check``. Whoever may decide the check writes, also while
+        another person holds the conversation (the customer reads who wrote).
+
+        Raises:
+            DeskError: No such check here, or it is not waiting.
+            TurnRefusedError: A turn of the conversation is running.
+        """
+        writer = staff_of(staff)
+        found = self.owner.desk.check(check_id)
+        if found is None or found.thread_id != self.thread_id:
+            raise DeskError(f"There is no check {check_id} in conversation {self.thread_id}.")
+        if found.status != "waiting":
+            raise DeskError(f"Check {check_id} is not waiting any more ({found.status}).")
+        reply = AIMessage(content=text, response_metadata={PERSON_KEY: writer.name})
+        with self.claim(5.0):
+            self.assistant.append(self.thread, [reply])
+        self.owner.desk.bump(self.thread_id)
 
     def _held_by(self, agent: str | Staff) -> Staff:
         """Return ``agent`` as the desk keeps them, if they hold the conversation (by login).

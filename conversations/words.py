@@ -48,6 +48,7 @@ NOT_DONE_WORDS = {
         "you approved; withdrawn when customer service handed back, before the check"
     ),
     "withdrawn": "you withdrew it",
+    "edited": "you approved; customer service changed its details, so you were asked again",
     "step_limit": "the assistant ran out of steps",
     "cancelled": "the turn was cancelled",
     # A call left by a turn cut short for another reason than a cancel (``cut_reason``).
@@ -381,6 +382,17 @@ def person_proposes(title: str) -> str:
     """Return what the customer reads with an action a person proposes for their approval."""
     return f"I propose this for you: {title}. Please check it and answer yes or no."
 
+
+def person_edits(title: str) -> str:
+    """Return what the customer reads with an action a member of staff changed at its check."""
+    return (
+        f"Our team changed the details of {title} before approving it. Please check the new "
+        "details and answer yes or no."
+    )
+
+
+# The reason kept on a check its edit withdrew (never shown to the customer as a refusal).
+EDITED_CHECK = "Edited at the check: the customer is asked again with the new details."
 
 PERSON_PROPOSED = "An action waits for your decision. Press Enter to see it and answer."
 

@@ -105,6 +105,7 @@ _PROCEDURAL_NOT_RUN = frozenset(
         "handed_back_checked",
         "asked_for_person",
         "withdrawn",
+        "edited",
     }
 )
 

@@ -17,6 +17,11 @@ Staff act under their token's login (``sub``), which the desk compares (who hold
 conversation, who proposed an action) and the audit log records; the customer is told
 only their name (the token's ``name``, or the login of a token without one).
 
+The supervisor page's forms are here too (``_page_routes``): the actions staff can
+propose with their argument schemas, a proposal's preview (the customer's card, nothing
+changed), the customer's bookings searched by name to fill an id, and Agent Inbox's edit
+and respond at a check (``Conversation.edit_checked``, ``respond_to_check``).
+
 Every staff action is recorded in the audit log, as a supervisor's looks are.
 """
 
@@ -27,9 +32,11 @@ from contextlib import contextmanager
 from typing import Annotated, Any, cast
 
 import anyio
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi import Path as PathParam
+from pydantic import BaseModel
 
+from assistants.approvals import PendingAction
 from conversations import words
 from conversations.audit import Looked, record_action
 from conversations.desk import Check, DeskError
@@ -37,12 +44,21 @@ from conversations.desk_rows import Staff
 from conversations.events import Thread
 from conversations.locks import ConversationStoreError
 from conversations.protocol import Conversation, TurnRefusedError
-from server.access import staff, supervisor
+from conversations.records import approval_of
+from db.domains import RESERVATION_KINDS
+from db.passengers import passenger_summary
+from server.access import agent_may_read, staff, supervisor
 from server.auth import Claims
 from server.errors import ConflictError, NotFoundError, UnavailableError
 from server.handoff_models import (
+    ActionList,
+    ActionOut,
+    BookingList,
+    BookingOut,
     CheckDecisionIn,
+    CheckEditIn,
     CheckList,
+    CheckRespondIn,
     HandBackIn,
     HandoffOut,
     PersonOut,
@@ -58,6 +74,7 @@ from server.schemas import (
     BLANKS,
     CONVERSATION_ID_PATTERN,
     PendingActionOut,
+    PreviewOut,
     Problem,
 )
 from server.service import ConversationService
@@ -207,9 +224,11 @@ class PersonDesk:
         """
         waiting = self.desk.checks_waiting()
         previews: dict[str, dict[str, tuple[str, ...]]] = {}
+        calls: dict[str, dict[str, PendingAction]] = {}
         for check in waiting:  # one reading of the actions per conversation
             if check.thread_id not in previews:
                 previews[check.thread_id] = self._previews(check)
+                calls[check.thread_id] = self._calls(check)
         return CheckList(
             checks=[
                 staff_check_out(
@@ -217,10 +236,17 @@ class PersonDesk:
                     previews[c.thread_id].get(c.tool_call_id, ()),
                     self._proposer(c),
                     viewer,
+                    calls[c.thread_id].get(c.tool_call_id),
                 )
                 for c in waiting
             ]
         )
+
+    def _calls(self, check: Check) -> dict[str, PendingAction]:
+        """Return the calls waiting in ``check``'s conversation, by id: what an edit changes."""
+        thread = Thread(check.thread_id, check.passenger_id)
+        pending = self.conversations.assistant.pending_actions(thread)
+        return {a.tool_call_id: a for a in pending}
 
     def _proposer(self, check: Check) -> Staff | None:
         conversation = self.conversations.get(Thread(check.thread_id, check.passenger_id))
@@ -299,6 +325,124 @@ class PersonDesk:
         self._record(agent, conversation, "closed" if close else "handed back")
         return handoff_out(handoff)
 
+    # The supervisor page's forms ----------------------------------------------------------
+
+    def actions(self) -> ActionList:
+        """Return every action staff can propose, each with its arguments' JSON schema."""
+        crew = self.conversations.assistant.crew
+        found: list[ActionOut] = []
+        for member in crew.members:
+            for tool in member.tools.sensitive:
+                schema = tool.tool_call_schema
+                if not (isinstance(schema, type) and issubclass(schema, BaseModel)):
+                    continue  # every sensitive tool is a model's: not one without a form
+                arguments = schema.model_json_schema()
+                found.append(
+                    ActionOut(
+                        name=tool.name,
+                        title=crew.previews[tool.name].title,
+                        assistant_label=crew.label(member.name),
+                        description=tool.description,
+                        arguments=arguments,
+                    )
+                )
+        return ActionList(actions=found)
+
+    def preview_proposal(
+        self, agent: Staff, conversation_id: str, action: str, args: dict[str, Any]
+    ) -> PreviewOut:
+        """Return what proposing ``action(args)`` would show the customer; change nothing.
+
+        Raises:
+            NotFoundError: It was never handed to a person.
+            ConflictError: What proposing it would refuse (not held, not an action, an
+                argument, another action waiting, not possible).
+        """
+        conversation = self._handed(conversation_id)
+        with _refusals():
+            preview = conversation.preview_proposal(agent, action, args)
+        shown = approval_of(preview, "", "", "")
+        return PreviewOut(
+            title=shown.title,
+            lines=list(shown.lines),
+            amount=shown.amount,
+            amount_kind=shown.amount_kind,
+            error=shown.refusal,
+        )
+
+    def bookings(self, claims: Claims, conversation_id: str, words_: str) -> BookingList:
+        """Return the customer's tickets and reservations matching ``words_`` (every word).
+
+        What ``fetch_user_flight_information`` reads (``db.passengers.passenger_summary``),
+        each with the argument it fills and the actions that take it.
+
+        Raises:
+            NotFoundError: No such conversation.
+            HTTPException: 403, an agent's token on a conversation neither waiting nor theirs.
+        """
+        record = self.conversations.registry.get(conversation_id)
+        if record is None:
+            raise NotFoundError(f"There is no conversation {conversation_id}.")
+        conversation = self.conversations.get(Thread(record.thread_id, record.passenger_id))
+        agent_may_read(claims, conversation.handoff())
+        db = self.conversations.assistant.db
+        with db.rows() as rows:
+            summary = passenger_summary(rows, record.passenger_id, db.clock())
+        found = _bookings_of(summary, self._taking())
+        wanted = words_.casefold().split()
+        return BookingList(
+            bookings=[b for b in found if all(w in b.label.casefold() for w in wanted)]
+        )
+
+    def _taking(self) -> dict[str, list[str]]:
+        """Return, by booking kind, the actions whose arguments take one of its ids."""
+        taking: dict[str, list[str]] = {}
+        for action in self.actions().actions:
+            takes = action.arguments.get("properties", {})
+            if "ticket_no" in takes:
+                taking.setdefault("ticket", []).append(action.name)
+            elif "booking_id" in takes:
+                kind = next((k.kind for k in RESERVATION_KINDS if action.name.endswith(k.kind)), "")
+                taking.setdefault(kind, []).append(action.name)
+        return taking
+
+    def edit_check(
+        self, staff: Staff, check_id: int, action: str, args: dict[str, Any]
+    ) -> PendingActionOut:
+        """Change a checked action's arguments: the customer is asked again, with its preview.
+
+        Raises:
+            NotFoundError: No such check.
+            ConflictError: As ``Conversation.edit_checked`` refuses it.
+        """
+        conversation = self._checked(check_id)
+        with _refusals():
+            approval = conversation.edit_checked(staff, check_id, action, args)
+        self._record(staff, conversation, "edited")
+        return approval_out(approval)
+
+    def respond_to_check(self, staff: Staff, check_id: int, text: str) -> StaffCheckOut:
+        """Write ``staff``'s message to the customer about a check, which stays waiting.
+
+        Raises:
+            NotFoundError: No such check.
+            ConflictError: It is not waiting, or a turn of the conversation is running.
+        """
+        conversation = self._checked(check_id)
+        with _refusals():
+            conversation.respond_to_check(staff, check_id, text)
+        self._record(staff, conversation, "responded")
+        found = self.desk.check(check_id)
+        assert found is not None  # checks are never deleted with their conversation live
+        lines = self._previews(found).get(found.tool_call_id, ())
+        return staff_check_out(found, lines, conversation.proposer(found.tool_call_id), staff)
+
+    def _checked(self, check_id: int) -> Conversation:
+        found = self.desk.check(check_id)
+        if found is None:
+            raise NotFoundError(f"There is no check {check_id}.")
+        return self.conversations.get(Thread(found.thread_id, found.passenger_id))
+
 
 @contextmanager
 def _refusals() -> Iterator[None]:
@@ -317,6 +461,46 @@ def _refusals() -> Iterator[None]:
         raise ConflictError(error.failure.text) from error
     except ConversationStoreError as error:
         raise UnavailableError(str(error)) from error
+
+
+def _bookings_of(summary: dict[str, Any], taking: dict[str, list[str]]) -> list[BookingOut]:
+    """Return a passenger's tickets and reservations as the page picks them."""
+    found = []
+    for ticket in summary["tickets"]:
+        flights = ", ".join(
+            f"{s['flight_no']} {s['route']} {s['departure']}" for s in ticket["segments"]
+        )
+        found.append(
+            BookingOut(
+                kind="ticket",
+                argument="ticket_no",
+                value=ticket["ticket_no"],
+                label=f"Ticket {ticket['ticket_no']}: {flights} ({ticket['status']})",
+                status=ticket["status"],
+                actions=taking.get("ticket", []),
+            )
+        )
+    for kind in RESERVATION_KINDS:
+        for booking in summary[kind.summary_key]:
+            units = f"{kind.period.unit}s"  # "3 nights", not a bare 3
+            shown = [
+                f"{v} {k}" if k == units else str(v)
+                for k, v in booking.items()
+                if k not in ("booking_id", kind.catalogue_key, "status", "total_cents")
+                and v not in (None, "")
+            ]
+            found.append(
+                BookingOut(
+                    kind=kind.kind,
+                    argument="booking_id",
+                    value=booking["booking_id"],
+                    label=f"{kind.noun.capitalize()} booking {booking['booking_id']}: "
+                    f"{', '.join(shown)} ({booking['status']})",
+                    status=str(booking["status"]),
+                    actions=taking.get(kind.kind, []),
+                )
+            )
+    return found
 
 
 # --- the routes -----------------------------------------------------------------------------
@@ -468,7 +652,102 @@ def staff_router() -> APIRouter:
         await people.go_on(check_id)
         return decided
 
+    _page_routes(routes)
     return routes
+
+
+def _page_routes(routes: APIRouter) -> None:
+    """Add the supervisor page's forms: actions, a proposal's preview, bookings, edit, respond."""
+
+    @routes.get("/actions", summary="The actions you can propose, each with its arguments' schema")
+    def actions(people: People, claims: Working) -> ActionList:
+        return people.actions()
+
+    @routes.post(
+        "/{conversation_id}/proposals/preview",
+        summary="What proposing an action would show the customer (nothing is changed)",
+        description="The same checks as proposing it, and the same preview the customer "
+        "would see: a 409 here is what sending it would answer.",
+        responses={**_NOT_HANDED, **_NOT_YOURS},
+    )
+    def preview_proposal(
+        people: People, claims: Working, conversation_id: HandedId, body: ProposalIn
+    ) -> PreviewOut:
+        return people.preview_proposal(member(claims), conversation_id, body.action, body.args)
+
+    @routes.get(
+        "/{conversation_id}/bookings",
+        summary="The customer's tickets and reservations, searched by words (to fill an id)",
+        responses={
+            403: {
+                "model": Problem,
+                "description": "An agent's token on a conversation neither waiting nor theirs.",
+            },
+            404: {"model": Problem, "description": "No such conversation."},
+        },
+    )
+    def bookings(
+        people: People,
+        claims: Working,
+        conversation_id: HandedId,
+        q: Annotated[
+            str,
+            Query(max_length=200, description="Words each booking shown contains (any case)."),
+        ] = "",
+    ) -> BookingList:
+        return people.bookings(claims, conversation_id, q)
+
+    _check_problems: dict[int | str, dict[str, Any]] = {
+        **_ONLY_SUPERVISORS,
+        404: {"model": Problem, "description": "No such check."},
+    }
+
+    @routes.post(
+        "/checks/{check_id}/edit",
+        summary="Change a checked action's arguments: the customer is asked again",
+        description="Agent Inbox's edit. The customer's yes was for the old arguments, so "
+        "nothing is approved: the action as it was ends as not done, its check is "
+        "withdrawn, and the same action with your arguments is put to the customer as your "
+        "proposal, with its new preview (above the second-approval amount, another "
+        "supervisor checks it after their yes).",
+        responses={
+            **_check_problems,
+            409: {
+                "model": Problem,
+                "description": "Not waiting, another action named, arguments wrong or not "
+                "possible, several actions waiting together, or you proposed it.",
+            },
+        },
+    )
+    def edit_check(
+        people: People,
+        claims: Deciding,
+        check_id: Annotated[int, PathParam(ge=1, le=2**62)],
+        body: CheckEditIn,
+    ) -> PendingActionOut:
+        return people.edit_check(member(claims), check_id, body.action, body.args)
+
+    @routes.post(
+        "/checks/{check_id}/respond",
+        summary="Write to the customer about a check, which stays waiting",
+        description="Agent Inbox's respond: your message, with your name, for the customer "
+        "and the assistant; the action stays approved by the customer and waiting for its "
+        "check. To refuse it with a reason, decide the check.",
+        responses={
+            **_check_problems,
+            409: {
+                "model": Problem,
+                "description": "It is not waiting, or a turn of the conversation is running.",
+            },
+        },
+    )
+    def respond_to_check(
+        people: People,
+        claims: Deciding,
+        check_id: Annotated[int, PathParam(ge=1, le=2**62)],
+        body: CheckRespondIn,
+    ) -> StaffCheckOut:
+        return people.respond_to_check(member(claims), check_id, body.text)
 
 
 __all__ = [

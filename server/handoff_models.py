@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, StrictBool, field_validator
 
+from assistants.approvals import PendingAction
 from conversations.desk import NOTE_CHARS, REASON_CHARS, Check, Handoff
 from conversations.desk_rows import Staff
 from server.schemas import (
@@ -116,6 +117,15 @@ class StaffCheckOut(BaseModel):
         description="You proposed it: another supervisor decides (four eyes), so it is shown "
         "as waiting for another supervisor and not offered to you.",
     )
+    tool: str | None = Field(
+        default=None,
+        examples=["book_hotel"],
+        description="The action (its tool), while it waits: what an edit keeps.",
+    )
+    args: dict[str, Any] | None = Field(
+        default=None,
+        description="Its arguments, while it waits: what an edit changes.",
+    )
     status: Literal["waiting", "approved", "refused", "used", "withdrawn"]
     staff: str = Field(description="Who decided it, by the name the customer is told.")
     staff_login: str = Field(
@@ -184,10 +194,12 @@ def staff_check_out(
     lines: Sequence[str] = (),
     proposer: Staff | None = None,
     viewer: Staff | None = None,
+    call: PendingAction | None = None,
 ) -> StaffCheckOut:
     """Return a check as ``viewer`` sees it, with the ``lines`` of its action's preview.
 
     ``proposer``: the member of staff who proposed the action (``None``: the assistant).
+    ``call``: the pending call it checks, whose tool and arguments it shows.
     """
     return StaffCheckOut(
         check_id=check.id,
@@ -200,6 +212,8 @@ def staff_check_out(
         proposed_by=proposer.name if proposer is not None else None,
         proposed_by_login=proposer.login if proposer is not None else None,
         yours=proposer is not None and viewer is not None and proposer.login == viewer.login,
+        tool=call.name if call is not None else None,
+        args=dict(call.args) if call is not None else None,
         status=check.status,
         staff=check.staff,
         staff_login=check.staff_login,
@@ -263,3 +277,55 @@ def handoff_out(handoff: Handoff, place: int | None = None) -> HandoffOut:
 
 
 # --- what the routes do ---------------------------------------------------------------------
+
+
+# --- the supervisor page's forms: actions, a proposal's preview, bookings, a check's edit -----
+
+
+class ActionOut(BaseModel):
+    """An action staff can put to a customer: a sensitive tool, and the arguments it takes."""
+
+    name: str = Field(examples=["cancel_hotel"])
+    title: str = Field(examples=["Cancel hotel"], description="What the customer's card says.")
+    assistant_label: str = Field(description="The specialist whose action it is.")
+    description: str = Field(description="The tool's own description, as the model reads it.")
+    arguments: dict[str, Any] = Field(
+        description="The JSON schema of its arguments (the tool's ``tool_call_schema``, "
+        "without what is injected): a client builds its form from it. Arguments are checked "
+        "strictly, as the model's are (no true for an id)."
+    )
+
+
+class ActionList(BaseModel):
+    """Every action staff can propose, by name."""
+
+    actions: list[ActionOut]
+
+
+class BookingOut(BaseModel):
+    """One of the customer's tickets or reservations, to fill an action's id with."""
+
+    kind: str = Field(examples=["hotel"], description="ticket, or the reservation's kind.")
+    argument: Literal["ticket_no", "booking_id"] = Field(
+        description="The argument it fills: a ticket's number or a reservation's id."
+    )
+    value: str | int = Field(examples=[3], description="What goes into that argument.")
+    label: str = Field(
+        examples=["Hotel booking 3: Hilton Basel, Basel, 2026-04-23 -> 2026-04-26, EUR 1,240.00"]
+    )
+    status: str
+    actions: list[str] = Field(description="The actions that take it (by name).")
+
+
+class BookingList(BaseModel):
+    """The customer's bookings whose description contains the words searched for."""
+
+    bookings: list[BookingOut]
+
+
+class CheckEditIn(ProposalIn):
+    """Agent Inbox's "edit": the checked action with new arguments (the same action)."""
+
+
+class CheckRespondIn(MessageIn):
+    """Agent Inbox's "respond": a message to the customer; the check stays waiting."""

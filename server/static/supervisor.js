@@ -1,8 +1,11 @@
 // The supervisor's view: every passenger's conversations, refreshed every two seconds
 // (the open one follows live: read again whenever the list says it moved), and the desk:
-// the customers waiting for a person, taken, written to and handed back to
-// the assistant, and the large actions waiting for a staff check, each with what the
-// customer said yes to and a way to open its conversation (the only requests that change
+// the customers waiting for a person, taken, written to, proposed an action (a form from
+// the tool's own argument schema, the customer's preview before sending, the customer's
+// bookings searched by name to fill an id) and handed back to the assistant, and the
+// large actions waiting for a staff check, each with what the
+// customer said yes to, a way to open its conversation, Approve, Refuse, Edit (the
+// customer is asked again) and Respond (a message; the check waits) (the only requests that change
 // anything, under /supervisor/desk). The queue and the checks follow what other people do
 // (taken, decided elsewhere) on the same refresh. Plain JavaScript, no build step. Text
 // from the API is only ever set as textContent.
@@ -27,6 +30,11 @@ const state = {
   queueText: "",
   checksText: "",
   handoffs: new Map(), // conversation id -> its open hand-off (waiting, or held by me)
+  actions: null, // the actions staff can propose, each with its arguments' JSON schema
+  proposeFor: null, // the conversation the propose form was built for
+  proposal: null, // the form's arguments read at its last field change
+  previewed: null, // {action, args} as last previewed: what Send sends
+  editing: new Set(), // ids of the checks whose Edit form is open
 };
 
 const $ = (id) => document.getElementById(id);
@@ -98,7 +106,10 @@ async function signIn(token) {
   $("sign-in").hidden = true;
   $("desk").hidden = false;
   const wanted = new URLSearchParams(location.search).get("conversation");
-  if (wanted) state.selected = wanted;
+  if (wanted) {
+    state.selected = wanted;
+    $("desk").dataset.view = "detail"; // a link to a conversation opens it, on a phone too
+  }
   await refresh();
   $("desk").focus();
   return true;
@@ -115,6 +126,10 @@ function signOut(message = "") {
   state.queueText = "";
   state.checksText = "";
   state.handoffs = new Map();
+  state.actions = null;
+  state.proposeFor = null;
+  state.previewed = null;
+  state.editing = new Set();
   sessionStorage.removeItem(TOKEN_KEY);
   $("who").hidden = true;
   $("desk").hidden = true;
@@ -432,6 +447,7 @@ async function loadQueue() {
     state.role === "agent" ? null : api("/desk/checks"),
   ]);
   if (!response.ok) throw new Error(await readProblem(response));
+  await loadActions();
   if (checks && checks.ok) drawChecks(await checks.text());
   const text = await response.text();
   if (text === state.queueText) return;
@@ -502,8 +518,277 @@ function checkEntry(check) {
     decideCheck(check, false, reason.value.trim());
   });
   buttons.append(approve, refuse);
-  item.append(buttons);
+  const action = (state.actions || []).find((a) => a.name === check.tool);
+  if (action && check.args) {
+    const edit = el("button", { type: "button", class: "secondary", "aria-expanded": "false", "aria-label": `Edit ${label}` }, "Edit");
+    buttons.append(edit);
+    item.append(buttons, editForm(check, action, edit));
+  } else {
+    item.append(buttons);
+  }
+  item.append(respondForm(check, label));
   return item;
+}
+
+// Agent Inbox's edit: the same action with other arguments. The customer's yes was for
+// the old ones, so it is put to them again with its new preview (nothing is approved).
+function editForm(check, action, toggle) {
+  const form = el("form", { class: "edit", novalidate: "" });
+  const fields = argumentForm(action, check.conversation_id, `edit-${check.check_id}`, check.args);
+  const send = el("button", { type: "submit" }, "Ask the customer again with these details");
+  form.append(
+    el("p", { class: "muted" }, "The customer approved the old details: they are asked again, with the new preview."),
+    fields.box,
+    send,
+  );
+  const open = (shown) => {
+    form.hidden = !shown;
+    toggle.setAttribute("aria-expanded", String(shown));
+    if (shown) state.editing.add(check.check_id);
+    else state.editing.delete(check.check_id);
+  };
+  open(state.editing.has(check.check_id));
+  toggle.addEventListener("click", () => {
+    open(form.hidden);
+    if (!form.hidden) fields.box.querySelector("input").focus();
+  });
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const answer = await checkRequest(`${check.check_id}/edit`, { action: check.tool, args: fields.read() });
+    if (!answer) return;
+    state.editing.delete(check.check_id);
+    const lines = answer.preview.lines.join("; ");
+    $("checks-status").textContent = `${answer.preview.title}: the customer is asked again with the new details (${lines}).`;
+    await afterCheck();
+  });
+  return form;
+}
+
+// Agent Inbox's respond: a message for the customer (and the assistant); the check waits.
+function respondForm(check, label) {
+  const form = el("form", { class: "respond", novalidate: "" });
+  const id = `check-respond-${check.check_id}`;
+  const text = el("input", { id, type: "text", maxlength: "4000", autocomplete: "off" });
+  const send = el("button", { type: "submit", class: "secondary", "aria-label": `Respond about ${label}` }, "Respond");
+  const row = el("div", { class: "search-row" });
+  row.append(text, send);
+  form.append(el("label", { for: id }, "Message to the customer (shown with your name; the check stays waiting)"), row);
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    if (!text.value.trim()) {
+      $("checks-error").textContent = "Write the message first.";
+      text.focus();
+      return;
+    }
+    if (await checkRequest(`${check.check_id}/respond`, { text: text.value.trim() })) {
+      text.value = "";
+      $("checks-status").textContent = "Sent to the customer; the check still waits.";
+      await afterCheck();
+    }
+  });
+  return form;
+}
+
+async function checkRequest(path, body) {
+  $("checks-error").textContent = "";
+  $("checks-status").textContent = "";
+  let response;
+  try {
+    response = await api(`/desk/checks/${path}`, { method: "POST", body: JSON.stringify(body) });
+  } catch (error) {
+    if (!(error instanceof SignedOut)) $("checks-error").textContent = "Cannot reach the service; try again.";
+    return null;
+  }
+  if (!response.ok) {
+    $("checks-error").textContent = await readProblem(response);
+    return null;
+  }
+  return response.json();
+}
+
+async function afterCheck() {
+  state.checksText = "";
+  state.detailText = "";
+  state.stale = true;
+  await refresh();
+}
+
+// --- proposing an action: a form from the tool's own argument schema -----------------------
+
+async function loadActions() {
+  if (state.actions) return;
+  const response = await api("/desk/actions");
+  if (!response.ok) throw new Error(await readProblem(response));
+  state.actions = (await response.json()).actions;
+}
+
+function kindOf(property) {
+  if (property.type) return property.type;
+  const kinds = (property.anyOf || []).map((t) => t.type).filter((t) => t && t !== "null");
+  return kinds[0] || "string";
+}
+
+// Arguments that name one of the customer's bookings: searched for by name, not typed.
+const BOOKING_ARGUMENTS = new Set(["ticket_no", "booking_id"]);
+
+// The fields of an action's arguments, from its JSON schema (`values` filled in). `read()`
+// returns the arguments: a whole number for an integer field that is one, otherwise the
+// text as typed, which the service refuses naming the argument (it checks strictly).
+function argumentForm(action, conversationId, prefix, values = {}) {
+  const box = el("div", { class: "fields" });
+  const required = new Set(action.arguments.required || []);
+  const inputs = [];
+  for (const [name, property] of Object.entries(action.arguments.properties || {})) {
+    const id = `${prefix}-${name}`;
+    const kind = kindOf(property);
+    const field = el("div", { class: "field" });
+    const shown = name.replaceAll("_", " ");
+    field.append(el("label", { for: id }, required.has(name) ? shown : `${shown} (optional)`));
+    const input = el("input", { id, name, type: "text", autocomplete: "off", spellcheck: "false" });
+    if (kind === "integer") input.setAttribute("inputmode", "numeric");
+    if (values[name] !== undefined && values[name] !== null) input.value = String(values[name]);
+    field.append(input);
+    if (property.description) {
+      const hint = el("p", { class: "hint", id: `${id}-hint` }, property.description);
+      input.setAttribute("aria-describedby", hint.id);
+      field.append(hint);
+    }
+    if (BOOKING_ARGUMENTS.has(name)) field.append(bookingSearch(action, conversationId, id, input));
+    inputs.push({ name, kind, input });
+    box.append(field);
+  }
+  const read = () => {
+    const args = {};
+    for (const { name, kind, input } of inputs) {
+      const text = input.value.trim();
+      if (!text) continue;
+      args[name] = kind === "integer" && /^-?\d+$/.test(text) ? Number(text) : text;
+    }
+    return args;
+  };
+  return { box, read };
+}
+
+// Search the customer's tickets and reservations by name; choosing one fills `target`.
+function bookingSearch(action, conversationId, fieldId, target) {
+  const box = el("div", { class: "booking-search" });
+  const searchId = `${fieldId}-search`;
+  box.append(el("label", { for: searchId }, "Find the customer's booking by name"));
+  const row = el("div", { class: "search-row" });
+  const query = el("input", { id: searchId, type: "search", autocomplete: "off", spellcheck: "false" });
+  const go = el("button", { type: "button", class: "secondary", "aria-label": `Search the customer's bookings for ${fieldId.split("-").pop().replaceAll("_", " ")}` }, "Search");
+  row.append(query, go);
+  const results = el("ul", { class: "bookings" });
+  const note = el("p", { class: "muted", role: "status" });
+  box.append(row, results, note);
+  const search = async () => {
+    note.textContent = "";
+    let response;
+    try {
+      response = await api(`/desk/${encodeURIComponent(conversationId)}/bookings?q=${encodeURIComponent(query.value.trim())}`);
+    } catch (error) {
+      if (!(error instanceof SignedOut)) note.textContent = "Cannot reach the service; try again.";
+      return;
+    }
+    if (!response.ok) {
+      note.textContent = await readProblem(response);
+      return;
+    }
+    const fitting = (await response.json()).bookings.filter((b) => b.actions.includes(action.name));
+    results.replaceChildren(
+      ...fitting.map((booking) => {
+        const use = el("button", { type: "button", class: "secondary booking" }, booking.label);
+        use.addEventListener("click", () => {
+          target.value = String(booking.value);
+          target.dispatchEvent(new Event("input", { bubbles: true }));
+          results.replaceChildren();
+          note.textContent = `Chosen: ${booking.label}`;
+          target.focus();
+        });
+        const item = el("li");
+        item.append(use);
+        return item;
+      }),
+    );
+    note.textContent = fitting.length ? `${fitting.length} found: choose one.` : "None of their bookings matches.";
+  };
+  go.addEventListener("click", search);
+  query.addEventListener("keydown", (event) => {
+    if (event.key === "Enter") {
+      event.preventDefault();
+      search();
+    }
+  });
+  return box;
+}
+
+function buildProposeForm() {
+  state.proposeFor = state.selected;
+  const select = $("propose-action");
+  if (!select.options.length) {
+    select.append(...(state.actions || []).map((a) => el("option", { value: a.name }, `${a.title} (${a.assistant_label || a.name})`)));
+  }
+  drawProposeFields();
+}
+
+function drawProposeFields() {
+  const action = (state.actions || []).find((a) => a.name === $("propose-action").value);
+  $("propose-error").textContent = "";
+  hidePreview();
+  if (!action) return;
+  state.proposal = argumentForm(action, state.selected, "propose");
+  $("propose-fields").replaceChildren(state.proposal.box);
+}
+
+function hidePreview() {
+  state.previewed = null;
+  $("propose-shown").hidden = true;
+}
+
+async function previewProposal() {
+  const action = $("propose-action").value;
+  const args = state.proposal.read();
+  $("propose-error").textContent = "";
+  hidePreview();
+  const answer = await proposalRequest("proposals/preview", { action, args });
+  if (!answer) return;
+  state.previewed = { action, args };
+  $("propose-title").textContent = answer.title;
+  const shown = [previewLines(answer.lines, answer.amount)];
+  if (answer.amount) shown.push(amountLine(answer.amount, answer.amount_kind));
+  $("propose-lines").replaceChildren(...shown);
+  $("propose-shown").hidden = false;
+  $("propose-send").focus();
+}
+
+async function sendProposal() {
+  if (!state.previewed) return;
+  const answer = await proposalRequest("proposals", state.previewed);
+  if (!answer) return;
+  drawProposeFields();
+  $("propose-error").textContent = "";
+  state.detailText = "";
+  state.stale = true;
+  await refresh();
+  $("propose-action").focus();
+}
+
+async function proposalRequest(path, body) {
+  let response;
+  try {
+    response = await api(`/desk/${encodeURIComponent(state.selected)}/${path}`, {
+      method: "POST",
+      body: JSON.stringify(body),
+    });
+  } catch (error) {
+    if (!(error instanceof SignedOut)) $("propose-error").textContent = "Cannot reach the service; try again.";
+    return null;
+  }
+  if (!response.ok) {
+    $("propose-error").textContent = await readProblem(response);
+    return null;
+  }
+  return response.json();
 }
 
 async function decideCheck(check, approved, reason) {
@@ -549,6 +834,7 @@ function drawPerson() {
     $("person-state").textContent = `${read.answers_text}: only they write to the customer or hand it back.`;
     $("take").hidden = true;
     $("person-form").hidden = true;
+    $("propose-form").hidden = true;
     $("hand-back-form").hidden = true;
     return;
   }
@@ -560,7 +846,9 @@ function drawPerson() {
     : `Waiting for a person since ${timeOf(handoff.requested_at)}: ${handoff.reason || "no reason given"}.${summary}`;
   $("take").hidden = mine;
   $("person-form").hidden = !mine;
+  $("propose-form").hidden = !mine;
   $("hand-back-form").hidden = !mine;
+  if (mine && state.proposeFor !== state.selected) buildProposeForm();
 }
 
 // A hand-back (or close) over a pending action says first what it would end: the service
@@ -626,6 +914,13 @@ document.addEventListener("DOMContentLoaded", () => {
     if (!text) return;
     if (await deskAction("messages", { text })) $("person-message").value = "";
   });
+  $("propose-action").addEventListener("change", drawProposeFields);
+  $("propose-fields").addEventListener("input", hidePreview); // Send sends what was previewed
+  $("propose-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    previewProposal();
+  });
+  $("propose-send").addEventListener("click", sendProposal);
   $("hand-back-form").addEventListener("submit", (event) => {
     event.preventDefault();
     handBack(false, false);

@@ -648,3 +648,150 @@ def test_supervisor_page_follows_an_open_conversation_live(
         expect(timeline).to_contain_text("I would like to talk to a person")
         page.close()
     assert watch.problems == []
+
+
+def test_supervisor_page_proposes_from_a_form_with_the_customers_preview(
+    browser: Any, travel_db: Database, tmp_path: Path
+) -> None:
+    # Issue 48: after Take, an action is proposed from a form built from its own argument
+    # schema; the id comes from the customer's bookings, searched by name; the preview
+    # the customer will see is shown before Send, and Send puts exactly that to them.
+    from playwright.sync_api import expect
+
+    model = ScriptedChatModel(script=[])
+    with supervisor_site(travel_db, model, tmp_path) as (url, customer, _store, signer):
+        conversation = customer.post("/api/v1/conversations").json()["conversation_id"]
+        base = f"/api/v1/conversations/{conversation}"
+        customer.post(f"{base}/person", json={"reason": "cancel my hotel"})
+        token = signer.issue(SUPERVISOR_NAME, role=SUPERVISOR)
+
+        page = browser.new_page(viewport=DESKTOP)
+        page.goto(f"{url}/supervisor?conversation={conversation}#token={token}")
+        page.get_by_role("button", name="Take this conversation").click()
+        form = page.locator("#propose-form")
+        expect(form).to_be_visible()
+        page.get_by_label("Action", exact=True).select_option("cancel_hotel")
+        booking = form.get_by_label("booking id", exact=True)
+        expect(booking).to_have_value("")
+        # The id from the customer's bookings, by words of the hotel's name.
+        form.get_by_label("Find the customer's booking by name").fill("spalentor")
+        form.get_by_role("button", name=re.compile("^Search the customer's bookings")).click()
+        found = form.get_by_role("button", name=re.compile("^Hotel booking 1: Hotel Spalentor"))
+        expect(found).to_have_count(1)
+        expect(form.get_by_role("button", name=re.compile("^Car rental booking"))).to_have_count(0)
+        found.click()
+        expect(booking).to_have_value("1")
+        expect(booking).to_be_focused()
+
+        page.get_by_role("button", name="Preview what the customer will see").click()
+        shown = page.locator("#propose-shown")
+        expect(shown).to_contain_text("Cancel hotel")
+        expect(shown).to_contain_text("Hotel reservation 1: Hotel Spalentor Garden, Basel")
+        expect(shown.locator(".amount")).to_contain_text("Refund: EUR")
+        assert customer.get(f"{base}/pending").json()["actions"] == []  # nothing sent yet
+        check(page, "desk-propose-preview")
+
+        # Legible on a phone: the same form, the same preview.
+        phone = browser.new_page(viewport=PHONE)
+        phone.goto(f"{url}/supervisor?conversation={conversation}#token={token}")
+        phone.get_by_label("Action", exact=True).select_option("cancel_hotel")
+        phone.locator("#propose-form").get_by_label("booking id", exact=True).fill("1")
+        phone.get_by_role("button", name="Preview what the customer will see").click()
+        expect(phone.locator("#propose-shown")).to_contain_text("Refund: EUR")
+        check(phone, "desk-propose-preview-phone")
+        phone.close()
+
+        # A field changed after the preview hides it: Send sends only what was shown.
+        booking.fill("2")
+        expect(shown).to_be_hidden()
+        booking.fill("1")
+        page.get_by_role("button", name="Preview what the customer will see").click()
+        lines = shown.locator(".preview-lines li").all_inner_texts()
+        amount = shown.locator(".amount").inner_text()
+        page.get_by_role("button", name="Send to the customer for their yes or no").click()
+        expect(shown).to_be_hidden()
+        (pending,) = customer.get(f"{base}/pending").json()["actions"]
+        assert pending["tool"] == "cancel_hotel"
+        assert pending["proposed_by"] == SUPERVISOR_NAME
+        assert (pending["preview"]["lines"][:-1], pending["preview"]["amount"]) == (lines, amount)
+        expect(page.locator("#pending-section")).to_contain_text("Cancel hotel")
+
+        # Strict arguments: what the service refuses is said on the form, nothing sent.
+        page.get_by_label("Action", exact=True).select_option("cancel_car_rental")
+        form.get_by_label("booking id", exact=True).fill("one")
+        page.get_by_role("button", name="Preview what the customer will see").click()
+        expect(page.locator("#propose-error")).to_contain_text("booking_id")
+        page.close()
+
+
+def test_supervisor_page_edits_a_check_and_responds(
+    browser: Any, travel_db: Database, tmp_path: Path
+) -> None:
+    # Agent Inbox's edit and respond at a check. Respond: a message to the customer, the
+    # check waits. Edit: the same action, other arguments; the customer's yes was for the
+    # old ones, so they are asked again with the new preview and the check is withdrawn.
+    from playwright.sync_api import expect
+
+    trip = plan_trip(travel_db)
+    with (
+        supervisor_site(travel_db, ScriptedChatModel(script=[]), tmp_path, check_above=1) as (
+            url,
+            customer,
+            _store,
+            signer,
+        ),
+        staff_client(url, signer, SUPERVISOR_NAME) as ana,
+    ):
+        conversation = customer.post("/api/v1/conversations").json()["conversation_id"]
+        base = f"/api/v1/conversations/{conversation}"
+        customer.post(f"{base}/person", json={"reason": "a hotel in Basel"})
+        desk = f"/api/v1/supervisor/desk/{conversation}"
+        assert ana.post(f"{desk}/take").status_code == 200
+        stay = {
+            "hotel_id": trip.hotel_id,
+            "checkin_date": trip.checkin.isoformat(),
+            "checkout_date": trip.checkout.isoformat(),
+        }
+        proposed = ana.post(f"{desk}/proposals", json={"action": "book_hotel", "args": stay})
+        assert proposed.status_code == 200, proposed.text
+        (old,) = customer.get(f"{base}/pending").json()["actions"]
+        decision = {"tool_call_id": old["tool_call_id"], "approved": True}
+        stream(customer, f"{base}/decisions", {"decisions": [decision]})
+
+        page = browser.new_page(viewport=DESKTOP)
+        page.goto(f"{url}/supervisor#token={signer.issue(OTHER_SUPERVISOR, role=SUPERVISOR)}")
+        entry = page.locator("#checks li.check")
+        expect(entry).to_contain_text("Book hotel")
+
+        text = "I am checking the rate with the hotel; back in ten minutes."
+        entry.get_by_label(re.compile("^Message to the customer")).fill(text)
+        entry.get_by_role("button", name=re.compile("^Respond about Book hotel")).click()
+        expect(page.locator("#checks-status")).to_contain_text("the check still waits")
+        said = customer.get(f"{base}/messages").json()["items"]
+        assert [i["person"] for i in said if i["text"] == text] == [OTHER_SUPERVISOR]
+        (waiting,) = customer.get(f"{base}/pending").json()["actions"]
+        assert waiting["check"]["status"] == "waiting"  # the action still waits its check
+        expect(entry).to_have_count(1)
+
+        entry.get_by_role("button", name=re.compile("^Edit Book hotel")).click()
+        checkout = entry.get_by_label("checkout date", exact=True)
+        expect(checkout).to_have_value(trip.checkout.isoformat())
+        expect(entry.get_by_label("hotel id", exact=True)).to_have_value(str(trip.hotel_id))
+        later = (trip.checkout + (trip.checkout - trip.checkin)).isoformat()
+        checkout.fill(later)
+        check(page, "desk-check-edit")
+        page.set_viewport_size(PHONE)
+        check(page, "desk-check-edit-phone")
+        page.set_viewport_size(DESKTOP)
+        entry.get_by_role("button", name="Ask the customer again with these details").click()
+        expect(page.locator("#checks-status")).to_contain_text("the customer is asked again")
+        expect(page.locator("#checks li")).to_have_count(0)
+
+        (new,) = customer.get(f"{base}/pending").json()["actions"]
+        assert new["tool"] == "book_hotel" and new["check"] is None
+        assert new["proposed_by"] == OTHER_SUPERVISOR
+        assert any(later in line for line in new["preview"]["lines"]), new
+        assert new["preview"]["amount"] != old["preview"]["amount"]
+        items = customer.get(f"{base}/messages").json()["items"]
+        assert any("customer service changed its details" in i["text"] for i in items)
+        page.close()

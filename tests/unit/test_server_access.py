@@ -95,6 +95,8 @@ def body_for(operation: dict[str, Any], call_id: str) -> dict[str, Any] | None:
         "HandBackIn": {"note": "handed back by someone else", "close": False},
         "CheckDecisionIn": {"approved": True},
         "ProposalIn": {"action": "cancel_hotel", "args": {"hotel_id": 1}},
+        "CheckEditIn": {"action": "cancel_hotel", "args": {"booking_id": 1}},
+        "CheckRespondIn": {"text": "written by someone else"},
     }
     name = ref.rsplit("/", 1)[-1]
     assert name in bodies, f"no test body for {name}: add one"
@@ -284,6 +286,11 @@ AGENT_ANSWERS = {
     ("post", "/api/v1/supervisor/desk/{conversation_id}/proposals"): 404,
     ("get", "/api/v1/supervisor/desk/checks"): 403,
     ("post", "/api/v1/supervisor/desk/checks/{check_id}"): 403,
+    ("get", "/api/v1/supervisor/desk/actions"): 200,
+    ("post", "/api/v1/supervisor/desk/{conversation_id}/proposals/preview"): 404,
+    ("get", "/api/v1/supervisor/desk/{conversation_id}/bookings"): 403,  # neither
+    ("post", "/api/v1/supervisor/desk/checks/{check_id}/edit"): 403,
+    ("post", "/api/v1/supervisor/desk/checks/{check_id}/respond"): 403,
 }
 
 

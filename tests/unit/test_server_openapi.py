@@ -90,6 +90,11 @@ def test_server_openapi_document_is_served(client: TestClient) -> None:
         "/api/v1/supervisor/desk/checks",
         "/api/v1/supervisor/desk/checks/{check_id}",
         "/api/v1/supervisor/desk/{conversation_id}/proposals",
+        "/api/v1/supervisor/desk/actions",
+        "/api/v1/supervisor/desk/{conversation_id}/proposals/preview",
+        "/api/v1/supervisor/desk/{conversation_id}/bookings",
+        "/api/v1/supervisor/desk/checks/{check_id}/edit",
+        "/api/v1/supervisor/desk/checks/{check_id}/respond",
     }
     conversation = paths["/api/v1/conversations/{conversation_id}"]
     assert {"get", "patch", "delete"} <= set(conversation)
@@ -245,7 +250,7 @@ def conform(
 def test_server_conforms_to_its_openapi_document(
     app_and_signer: tuple[FastAPI, TokenSigner], headers: dict[str, str], client: TestClient
 ) -> None:
-    assert conform(app_and_signer[0], headers) == 31
+    assert conform(app_and_signer[0], headers) == 36
 
 
 def test_server_conforms_to_its_openapi_document_for_a_supervisor(
@@ -254,8 +259,8 @@ def test_server_conforms_to_its_openapi_document_for_a_supervisor(
     # The supervisor's endpoints answer what they document, and the passengers' a 403.
     app, signer = app_and_signer
     supervisor = {"Authorization": f"Bearer {signer.issue('ana', role=SUPERVISOR)}"}
-    assert conform(app, supervisor) == 31
-    assert conform(app, supervisor, conversation, acts=False) == 17
+    assert conform(app, supervisor) == 36
+    assert conform(app, supervisor, conversation, acts=False) == 19
 
 
 def test_server_conforms_on_a_real_conversation(
@@ -263,7 +268,7 @@ def test_server_conforms_on_a_real_conversation(
 ) -> None:
     # Generated ids name no conversation (404); this runs the operations on a real one,
     # so turns really stream and are checked event by event.
-    assert conform(app_and_signer[0], headers, conversation) == 17
+    assert conform(app_and_signer[0], headers, conversation) == 19
 
 
 def repeat_the_first_decision(case: Any) -> Any:
