@@ -279,6 +279,7 @@ AGENT_ANSWERS = {
     ("get", "/api/v1/supervisor/conversations"): 200,  # only the queue and theirs
     ("get", "/api/v1/supervisor/conversations/{conversation_id}"): 403,  # neither
     ("get", "/api/v1/supervisor/audit"): 403,
+    ("get", "/api/v1/supervisor/report"): 403,
     ("get", "/api/v1/supervisor/desk/queue"): 200,
     ("post", "/api/v1/supervisor/desk/{conversation_id}/take"): 404,
     ("post", "/api/v1/supervisor/desk/{conversation_id}/messages"): 404,
