@@ -29,6 +29,7 @@ from typing import Annotated, Any, cast
 import anyio
 from fastapi import APIRouter, Depends, Request
 from fastapi import Path as PathParam
+from pydantic import BaseModel, Field, field_validator
 
 from conversations import words
 from conversations.audit import Looked, record_action
@@ -37,6 +38,9 @@ from conversations.desk_rows import Staff
 from conversations.events import Thread
 from conversations.locks import ConversationStoreError
 from conversations.protocol import Conversation, TurnRefusedError
+from db.models import CURRENCY
+from db.rules import parse_money
+from db.values import fmt_money
 from server.access import staff, supervisor
 from server.auth import Claims
 from server.errors import ConflictError, NotFoundError, UnavailableError
@@ -59,6 +63,7 @@ from server.schemas import (
     CONVERSATION_ID_PATTERN,
     PendingActionOut,
     Problem,
+    _Body,
 )
 from server.service import ConversationService
 
@@ -66,6 +71,63 @@ STAFF_PREFIX = "/api/v1/supervisor/desk"
 # How long a person's message waits for a running turn (the assistant finishing the
 # answer it was writing when the conversation was handed over) before a 409.
 WRITE_WAIT = 5.0
+
+
+class ActionOut(BaseModel):
+    """An action a person may put to the customer, with its arguments."""
+
+    name: str = Field(examples=["cancel_hotel"])
+    arguments: dict[str, Any] = Field(
+        description="Its arguments' JSON schemas, by name, as the assistant is given them."
+    )
+
+
+class ActionList(BaseModel):
+    """The actions a person may propose (``POST .../proposals``)."""
+
+    actions: list[ActionOut]
+
+
+class SecondApprovalOut(BaseModel):
+    """The amount above which an action needs a staff check after the customer's yes."""
+
+    amount: str | None = Field(
+        description='The amount ("EUR 1,000.00"), or null: no second approval.'
+    )
+    cents: int | None
+
+
+# What ``db.rules.parse_money`` reads (an amount in EUR, "EUR " before it or not), or off.
+AMOUNT_PATTERN = r"^ *(?:(?:[Ee][Uu][Rr] +)?[0-9,]*[0-9][0-9,]*(?:\.[0-9]{0,2})?|[Oo][Ff][Ff])? *$"
+
+
+class SecondApprovalIn(_Body):
+    """A new second-approval amount."""
+
+    amount: str | None = Field(
+        max_length=40,
+        pattern=AMOUNT_PATTERN,
+        examples=["EUR 1000", "off"],
+        description='An amount in EUR ("EUR 1000", "1000.50"), or "off" (or null): none.',
+    )
+
+    @field_validator("amount")
+    @classmethod
+    def _an_amount(cls, value: str | None) -> str | None:
+        """Refuse what is not an amount (422, as every malformed body)."""
+        if value is None or value.strip(BLANKS).lower() in ("", "off"):
+            return None
+        parse_money(value, CURRENCY)  # its ValueError says what is wanted
+        return value.strip(BLANKS)
+
+    def cents(self) -> int | None:
+        """Return the amount in cents (``None``: no second approval)."""
+        return parse_money(self.amount, CURRENCY) if self.amount is not None else None
+
+
+def second_approval_out(cents: int | None) -> SecondApprovalOut:
+    """Return the second-approval amount as the API shows it."""
+    return SecondApprovalOut(amount=fmt_money(cents) if cents is not None else None, cents=cents)
 
 
 class PersonDesk:
@@ -243,6 +305,29 @@ class PersonDesk:
         self._record(staff, conversation, "approved" if approved else "refused")
         return staff_check_out(decided, lines)
 
+    def actions(self) -> ActionList:
+        """Return the actions a person may propose, with their arguments, by name."""
+        crew = self.conversations.assistant.crew
+        tools = {t.name: t for t in crew.all_tools() if t.name in crew.sensitive_names}
+        return ActionList(
+            actions=[ActionOut(name=n, arguments=dict(tools[n].args)) for n in sorted(tools)]
+        )
+
+    def second_approval(self) -> SecondApprovalOut:
+        """Return the second-approval amount kept with the conversations."""
+        with _refusals():
+            return second_approval_out(self.desk.agree_check_above(None))
+
+    def set_second_approval(self, staff: Staff, cents: int | None) -> SecondApprovalOut:
+        """Keep ``cents`` as the second-approval amount (``None``: none), as ``staff`` asked.
+
+        This worker uses it at once; it is kept with the conversations for every process.
+        """
+        with _refusals():
+            self.desk.set_check_above(cents)
+        self.conversations.check_above = cents
+        return second_approval_out(cents)
+
     async def go_on(self, check_id: int) -> None:
         """Run the actions of ``check_id``'s conversation once staff decided every check.
 
@@ -298,8 +383,8 @@ async def _person_desk(request: Request) -> PersonDesk:
 
 
 def member(claims: Claims) -> Staff:
-    """Return the member of staff a token names: their login, and the name customers see."""
-    return Staff(claims.subject, claims.shown_name)
+    """Return the member of staff a token names: their canonical login, and their name."""
+    return Staff(claims.login, claims.shown_name)
 
 
 People = Annotated[PersonDesk, Depends(_person_desk)]
@@ -397,6 +482,31 @@ def staff_router() -> APIRouter:
         people: People, claims: Working, conversation_id: HandedId, body: ProposalIn
     ) -> PendingActionOut:
         return people.propose(member(claims), conversation_id, body.action, body.args)
+
+    @routes.get(
+        "/actions",
+        summary="The actions a person may propose, with their arguments' schemas",
+    )
+    def actions(people: People, claims: Working) -> ActionList:
+        return people.actions()
+
+    @routes.get(
+        "/second-approval",
+        summary="The amount above which an approved action waits for a staff check",
+    )
+    def second_approval(people: People, claims: Working) -> SecondApprovalOut:
+        return people.second_approval()
+
+    @routes.put(
+        "/second-approval",
+        summary="Change the second-approval amount (supervisors)",
+        description="Kept with the conversations; this worker uses it at once.",
+        responses=_ONLY_SUPERVISORS,
+    )
+    def set_second_approval(
+        people: People, claims: Deciding, body: SecondApprovalIn
+    ) -> SecondApprovalOut:
+        return people.set_second_approval(member(claims), body.cents())
 
     @routes.get(
         "/checks",

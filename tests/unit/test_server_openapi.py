@@ -88,6 +88,8 @@ def test_server_openapi_document_is_served(client: TestClient) -> None:
         "/api/v1/supervisor/desk/checks",
         "/api/v1/supervisor/desk/checks/{check_id}",
         "/api/v1/supervisor/desk/{conversation_id}/proposals",
+        "/api/v1/supervisor/desk/actions",
+        "/api/v1/supervisor/desk/second-approval",
     }
     conversation = paths["/api/v1/conversations/{conversation_id}"]
     assert {"get", "patch", "delete"} <= set(conversation)
@@ -243,7 +245,7 @@ def conform(
 def test_server_conforms_to_its_openapi_document(
     app_and_signer: tuple[FastAPI, TokenSigner], headers: dict[str, str], client: TestClient
 ) -> None:
-    assert conform(app_and_signer[0], headers) == 29
+    assert conform(app_and_signer[0], headers) == 32
 
 
 def test_server_conforms_to_its_openapi_document_for_a_supervisor(
@@ -252,7 +254,7 @@ def test_server_conforms_to_its_openapi_document_for_a_supervisor(
     # The supervisor's endpoints answer what they document, and the passengers' a 403.
     app, signer = app_and_signer
     supervisor = {"Authorization": f"Bearer {signer.issue('ana', role=SUPERVISOR)}"}
-    assert conform(app, supervisor) == 29
+    assert conform(app, supervisor) == 32
     assert conform(app, supervisor, conversation, acts=False) == 16
 
 
