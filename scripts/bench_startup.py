@@ -6,7 +6,8 @@ Prints the median and the slowest wall time, over several runs, of:
 - ``chat`` until its first prompt is drawn (in a pseudo-terminal, against the scripted
   OpenAI-compatible server on 127.0.0.1, with the travel database already built);
 - ``chat`` until it has said an input error and left: an unknown passenger, a missing
-  ``--db``, a bad ``--max-tokens`` value;
+  ``--db``, a bad ``--max-tokens`` value; and ``desk second-approval`` with a mistyped
+  amount;
 - ``serve`` until ``GET /api/v1/health`` answers at all (a 503 "starting" counts: the
   service listens and answers while its assistant is built), and until it answers 200
   (the assistant is built and requests are served), asked every ``POLL`` seconds; and
@@ -150,6 +151,9 @@ def figures(program: Program, env: dict[str, str]) -> dict[str, Callable[[], Non
         ),
         "chat: bad --max-tokens": plain(
             "chat", "--passenger-id", PASSENGER, "--max-tokens", "x", code=2
+        ),
+        "desk second-approval: a mistyped amount": plain(
+            "desk", "second-approval", "a lot", code=2
         ),
         "serve: health answers": serve(ready=False),
         "serve: ready (200)": serve(ready=True),
