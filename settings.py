@@ -137,7 +137,19 @@ class Settings(BaseSettings):
     tavily_api_key: str | None = Field(None, alias="TAVILY_API_KEY")
     secret: str | None = Field(None, alias="TRAVEL_ASSISTANT_SECRET")
     passenger_id: str | None = Field(None, alias="TRAVEL_ASSISTANT_PASSENGER")
-    agent: str | None = Field(None, alias="TRAVEL_ASSISTANT_AGENT")
+    # The terminal desk is a client of the service: its address and a staff token.
+    server: str | None = Field(None, alias="TRAVEL_ASSISTANT_SERVER")
+    token: str | None = Field(None, alias="TRAVEL_ASSISTANT_TOKEN")
+    # Staff signing in with the company's identity provider (OpenID Connect): see
+    # docs/configuration.md. Off unless an issuer is set.
+    oidc_issuer: str | None = Field(None, alias="TRAVEL_ASSISTANT_OIDC_ISSUER")
+    oidc_audience: str | None = Field(None, alias="TRAVEL_ASSISTANT_OIDC_AUDIENCE")
+    oidc_jwks_url: str | None = Field(None, alias="TRAVEL_ASSISTANT_OIDC_JWKS_URL")
+    oidc_login_claim: str = Field("email", alias="TRAVEL_ASSISTANT_OIDC_LOGIN_CLAIM")
+    oidc_name_claim: str = Field("name", alias="TRAVEL_ASSISTANT_OIDC_NAME_CLAIM")
+    oidc_role_claim: str = Field("roles", alias="TRAVEL_ASSISTANT_OIDC_ROLE_CLAIM")
+    oidc_agent_role: str = Field("agent", alias="TRAVEL_ASSISTANT_OIDC_AGENT_ROLE")
+    oidc_supervisor_role: str = Field("supervisor", alias="TRAVEL_ASSISTANT_OIDC_SUPERVISOR_ROLE")
     second_approval_above: str | None = Field(None, alias="TRAVEL_ASSISTANT_SECOND_APPROVAL_ABOVE")
     no_color: Annotated[bool, BeforeValidator(bool)] = Field(False, alias="NO_COLOR")
     term: str = Field("", alias="TERM")

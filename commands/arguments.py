@@ -271,8 +271,9 @@ PAGES: dict[str, tuple[str, str]] = {
     ),
     "desk": (
         "The staff's desk: take conversations handed to a person, write to the customer, "
-        "hand them back to the assistant.",
-        "travel-assistant desk --agent 'Ana Lima'",
+        "hand them back to the assistant, decide second approvals; a client of the running "
+        "service, signed in with your staff token.",
+        'travel-assistant desk --server http://127.0.0.1:8000 --token "$TOKEN"',
     ),
     "desk queue": (
         "Print the conversations waiting for a person, one a line: id, passenger, minutes "
@@ -280,10 +281,9 @@ PAGES: dict[str, tuple[str, str]] = {
         "travel-assistant desk queue",
     ),
     "desk second-approval": (
-        "Show, or set for every process on these conversations, the amount above which a "
-        "member of staff checks an action the customer approved (off: no check). A "
-        "process started with another amount refuses to start; those running keep theirs "
-        "until they are started again.",
+        "Show, or set (a supervisor's token), the amount above which a member of staff "
+        "checks an action the customer approved (off: no check), on the service the "
+        "desk signs in to.",
         "travel-assistant desk second-approval 'EUR 1000'",
     ),
 }
@@ -542,6 +542,32 @@ def _add_server_commands(parser: _Parser) -> None:
         default=BODY_TIMEOUT,
         help=f"seconds for a request's body to arrive (default {BODY_TIMEOUT:g})",
     )
+    oidc = serve.add_argument_group(
+        "staff sign-in with the company's identity provider (OpenID Connect; docs/configuration.md)"
+    )
+    oidc.add_argument(
+        "--oidc-issuer",
+        metavar="URL",
+        help="accept staff tokens this issuer signed ($TRAVEL_ASSISTANT_OIDC_ISSUER)",
+    )
+    oidc.add_argument(
+        "--oidc-audience",
+        metavar="AUDIENCE",
+        help="the audience they must name ($TRAVEL_ASSISTANT_OIDC_AUDIENCE)",
+    )
+    oidc.add_argument(
+        "--oidc-jwks-url",
+        metavar="URL",
+        help="its keys (default: the jwks_uri of the issuer's discovery document)",
+    )
+    oidc.add_argument(
+        "--oidc-login-claim", metavar="CLAIM", help="the claim of the login (default: email)"
+    )
+    oidc.add_argument(
+        "--oidc-role-claim",
+        metavar="CLAIM",
+        help="the claim of the roles, a dotted path such as realm_access.roles (default: roles)",
+    )
     token = parser.add_command(
         "token",
         help="issue a passenger's (or an agent's, or a supervisor's) access token for the service",
@@ -598,20 +624,56 @@ def _add_server_commands(parser: _Parser) -> None:
     desk = parser.add_command(
         "desk", help="the staff's desk for conversations handed to a person", **_page("desk")
     )
-    desk.add_argument(
-        "--agent",
-        metavar="NAME",
-        help="your name as customers see it (default: $TRAVEL_ASSISTANT_AGENT)",
-    )
+    _add_desk_options(desk, top=True)
+    # Gone: the desk acts as the login its token proves. Said so when given.
+    desk.add_argument("--agent", help=argparse.SUPPRESS)
     desk.add_commands("desk_command", "DESK_COMMAND")
-    desk.add_command(
+    queue = desk.add_command(
         "queue", help="print the waiting conversations, one a line", **_page("desk queue")
     )
+    _add_desk_options(queue, top=False)
     second = desk.add_command(
         "second-approval",
         help="show or set the amount above which staff check an approved action",
         **_page("desk second-approval"),
     )
+    _add_desk_options(second, top=False)
     second.add_argument(
-        "amount", nargs="?", metavar="AMOUNT", help="an amount such as 'EUR 1000', or off"
+        "amount",
+        nargs="?",
+        metavar="AMOUNT",
+        type=_amount,
+        help="an amount such as 'EUR 1000', or off",
+    )
+
+
+def _amount(text: str) -> str:
+    """Check a second-approval amount as the arguments are parsed: a mistake is said at once."""
+    if text.strip().lower() == "off":
+        return "off"
+    from db.rules import parse_money  # light: no database, no pydantic
+
+    try:
+        parse_money(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return text.strip()
+
+
+def _add_desk_options(parser: _Parser, *, top: bool) -> None:
+    """Add ``--server`` and ``--token``, accepted before or after a desk command."""
+    default = None if top else argparse.SUPPRESS
+    parser.add_argument(
+        "--server",
+        metavar="URL",
+        default=default,
+        help="the service's address, e.g. http://127.0.0.1:8000 (default: "
+        "$TRAVEL_ASSISTANT_SERVER)",
+    )
+    parser.add_argument(
+        "--token",
+        metavar="TOKEN",
+        default=default,
+        help="your staff token: travel-assistant token --agent LOGIN (or --supervisor "
+        "LOGIN), or your company's sign-in (default: $TRAVEL_ASSISTANT_TOKEN)",
     )

@@ -1,151 +1,124 @@
-"""``travel-assistant desk``: the staff's side of a hand-off to a person.
+"""``travel-assistant desk``: the staff's side of a hand-off to a person, as a client.
 
-``desk queue`` prints the conversations waiting for a person, one a line, for scripts;
-``desk --agent NAME`` is the interactive desk (``terminal.desk``). It is run by staff on
-the server itself, with the store's own access, so it works as a supervisor does
-(second approvals included, never one it proposed). NAME is both the login the desk
-compares and the audit log records, and the name customers see: a conversation taken
-with a token whose login is NAME is the same person's.
+``desk --server URL --token TOKEN`` (or ``TRAVEL_ASSISTANT_SERVER`` and
+``TRAVEL_ASSISTANT_TOKEN``) is the interactive desk (``terminal.desk``); ``desk queue``
+prints the conversations waiting for a person, one a line, for scripts; ``desk
+second-approval [AMOUNT]`` shows or (with a supervisor's token) sets the amount above
+which staff check an approved action. Every one of them is a request to the running
+service with a member of staff's token (``terminal.desk_api``), as ``gh`` is to GitHub:
+the service alone decides who may do what, under the login the token proves. No desk
+acts under a typed name, and none opens the store itself.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from functools import partial
 from typing import TYPE_CHECKING
 
-from commands.common import (
-    EXIT_OK,
-    EXIT_USAGE,
-    CliError,
-    Overrides,
-    agreed_check_above,
-    default_model_factory,
-    open_existing_store,
-    open_store,
-)
+from commands.common import EXIT_OK, EXIT_USAGE, CliError, Overrides
 from terminal import Console
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-
-    from langchain_core.language_models import BaseChatModel
-
     from settings import Settings
+    from terminal.desk_api import DeskApi
     from terminal.prompter import Prompter
+
+SERVER_ENV = "TRAVEL_ASSISTANT_SERVER"
+TOKEN_ENV = "TRAVEL_ASSISTANT_TOKEN"
+# Exit code when the service refuses the token or cannot be reached.
+EXIT_REFUSED = 1
+
+AGENT_GONE = (
+    "desk --agent is gone: the desk acts as the login your token proves, never a typed name. "
+    "Sign in with --token TOKEN (travel-assistant token --agent LOGIN --name NAME, or your "
+    "company's sign-in) and --server URL."
+)
 
 
 def cmd_desk(
     args: argparse.Namespace, settings: Settings, console: Console, overrides: Overrides
 ) -> int:
-    """Run ``desk queue`` or the interactive desk."""
-    if getattr(args, "desk_command", None) == "queue":
-        return cmd_desk_queue(settings, console)
-    if getattr(args, "desk_command", None) == "second-approval":
-        return cmd_desk_second_approval(args, settings, console)
-    agent = " ".join((args.agent or settings.agent or "").split())
-    if not agent:
-        raise CliError(
-            "Say who you are: --agent NAME (or TRAVEL_ASSISTANT_AGENT); customers see this name.",
-            EXIT_USAGE,
-        )
-    from server.auth import MAX_SUBJECT_CHARS, subject_problem
+    """Run ``desk queue``, ``desk second-approval`` or the interactive desk."""
+    if getattr(args, "agent", None) is not None:
+        raise CliError(AGENT_GONE, EXIT_USAGE)
+    command = getattr(args, "desk_command", None)
+    # The amount was checked as the arguments were parsed (``commands.arguments``).
+    amount = getattr(args, "amount", None)
+    if amount == "off":
+        amount = None
+    from terminal.desk_api import DeskApiError
 
-    # Checked as a token's login and name are: what the desk stores is what was given.
-    if subject_problem(agent) is not None:
-        raise CliError(
-            f"--agent takes the name customers see and the audit log records (printable, at "
-            f"most {MAX_SUBJECT_CHARS} characters), e.g. --agent 'Ana Lima'.",
-            EXIT_USAGE,
-        )
-    # Opened (made, if need be) as a chat opens it: a desk started before the first
-    # customer waits for them.
-    with open_store(settings.conversations_location) as store:
-        from commands.chat import open_chat_db
-        from conversations.assistant import TravelAssistant
-        from conversations.protocol import Conversations
-        from graph import drawing_model
+    api = _connect(args, settings)
+    try:
+        if command == "queue":
+            return _queue(api, console)
+        if command == "second-approval":
+            return _second_approval(api, console, amount, given=args.amount is not None)
         from terminal.desk import DeskSession
 
-        database = open_chat_db(settings, console, overrides, create_db=False)
-        try:
-            # The model answers only when a check decided here lets the customer's turn
-            # go on; without one configured, the customer's side goes on with it.
-            models = _models(settings, overrides)
-            assistant = TravelAssistant.build(
-                models if models is not None else drawing_model(), store.saver, db=database
-            )
-            conversations = Conversations(
-                assistant,
-                store.registry,
-                store.locks,
-                store.desk,
-                check_above=agreed_check_above(settings, store),
-            )
-            session = DeskSession(
-                conversations,
-                agent,
-                console,
-                _prompter(overrides),
-                audit=store.audit,
-                applies=models is not None,
-            )
-            return session.run()
-        finally:
-            database.dispose()
+        me = api.me()
+        if me.get("role") not in ("agent", "supervisor"):
+            raise CliError("The desk takes a member of staff's token.", EXIT_USAGE)
+        return DeskSession(api, me, console, _prompter(overrides)).run()
+    except DeskApiError as error:
+        raise CliError(str(error), EXIT_REFUSED) from None
+    finally:
+        api.close()
 
 
-def _models(
-    settings: Settings, overrides: Overrides
-) -> Mapping[str, BaseChatModel] | BaseChatModel | None:
-    """Return the chat models the chat would use, or ``None`` when none is configured."""
+def _connect(args: argparse.Namespace, settings: Settings) -> DeskApi:
+    """Return a client of the service the flags (or the environment) name.
+
+    Raises:
+        CliError: No server or no token, or an address that is not one.
+    """
+    from terminal.desk_api import DeskApi, DeskApiError
+
+    server = (getattr(args, "server", None) or settings.server or "").strip()
+    token = (getattr(args, "token", None) or settings.token or "").strip()
+    if not server:
+        raise CliError(
+            f"Say which service: --server URL (or {SERVER_ENV}), e.g. "
+            "--server http://127.0.0.1:8000.",
+            EXIT_USAGE,
+        )
+    if not token:
+        raise CliError(
+            f"Sign in: --token TOKEN (or {TOKEN_ENV}), a member of staff's token from "
+            "travel-assistant token --agent LOGIN (or --supervisor LOGIN).",
+            EXIT_USAGE,
+        )
     try:
-        return (overrides.model_factory or partial(default_model_factory, settings))(None)
-    except CliError:
-        return None
+        return DeskApi.connect(server, token)
+    except DeskApiError as error:
+        raise CliError(str(error), EXIT_USAGE) from None
 
 
-def cmd_desk_second_approval(args: argparse.Namespace, settings: Settings, console: Console) -> int:
-    """Show the second approval's amount kept with the conversations, or set it."""
-    from db.models import CURRENCY
-    from db.rules import parse_money
-    from db.values import fmt_money
-
-    with open_store(settings.conversations_location) as store:
-        if args.amount is None:
-            kept = store.desk.agree_check_above(None)
-            console.say(fmt_money(kept) if kept is not None else "off")
-            return EXIT_OK
-        if args.amount.strip().lower() == "off":
-            cents = None
-        else:
-            try:
-                cents = parse_money(args.amount, CURRENCY)
-            except ValueError as error:
-                raise CliError(str(error), EXIT_USAGE) from None
-        store.desk.set_check_above(cents)
+def _second_approval(api: DeskApi, console: Console, amount: str | None, *, given: bool) -> int:
+    """Show the second approval's amount, or set it (a supervisor's token)."""
+    if not given:
+        kept = api.second_approval()
+        console.say(kept["amount"] or "off")
+        return EXIT_OK
+    now = api.set_second_approval(amount)
     console.status(
-        f"Staff check approved actions above {fmt_money(cents)} from now on"
-        if cents is not None
+        f"Staff check approved actions above {now['amount']} from now on"
+        if now["amount"] is not None
         else "No second approval from now on"
     )
     console.status("Processes already running use it from their next decision on.")
     return EXIT_OK
 
 
-def cmd_desk_queue(settings: Settings, console: Console) -> int:
+def _queue(api: DeskApi, console: Console) -> int:
     """Print the waiting conversations, one a line: id, passenger, minutes, by, reason."""
-    store = open_existing_store(settings)
-    if store is None:
-        return EXIT_OK
-    with store:
-        from datetime import UTC, datetime
+    from datetime import UTC, datetime
 
-        from conversations.desk import describe_queue
+    from terminal.desk import tab_lines
 
-        for line in describe_queue(store.desk.queue(), datetime.now(UTC)):
-            console.say(line)
+    for line in tab_lines(api.queue()["waiting"], datetime.now(UTC)):
+        console.say(line)
     return EXIT_OK
 
 

@@ -38,20 +38,61 @@ if TYPE_CHECKING:
     from fastapi import FastAPI
 
     from locations import Location
-    from server.auth import TokenSigner
+    from server.auth import OidcVerifier, TokenSigner
     from server.limits import ServerLimits
     from server.service import ConversationService
     from settings import Settings
 
 
-def _signer(settings: Settings) -> TokenSigner:
+def _signer(settings: Settings, args: argparse.Namespace | None = None) -> TokenSigner:
     from server.auth import SECRET_ENV, SecretError, TokenSigner, load_secret
 
     given = {SECRET_ENV: settings.secret} if settings.secret is not None else {}
     try:
-        return TokenSigner(load_secret(settings.home, given))
+        oidc = _oidc(settings, args) if args is not None else None  # serve's, not token's
+        return TokenSigner(load_secret(settings.home, given), oidc)
     except SecretError as error:
         raise CliError(str(error), EXIT_USAGE) from error
+
+
+def _oidc(settings: Settings, args: argparse.Namespace | None) -> OidcVerifier | None:
+    """Return the verifier of the company's identity provider's staff tokens, if one is set.
+
+    A flag of ``serve`` wins over its variable.
+
+    Raises:
+        CliError: An issuer without an audience, or a keys address that is not http(s).
+    """
+    from server.auth import OidcConfig, OidcVerifier
+
+    def given(name: str) -> str | None:
+        value = getattr(args, f"oidc_{name}", None) or getattr(settings, f"oidc_{name}")
+        return value.strip() if isinstance(value, str) else None
+
+    issuer = given("issuer")
+    if not issuer:
+        return None
+    audience = given("audience")
+    if not audience:
+        raise CliError(
+            "--oidc-issuer needs --oidc-audience (TRAVEL_ASSISTANT_OIDC_AUDIENCE): the "
+            "audience the identity provider's tokens name for this service.",
+            EXIT_USAGE,
+        )
+    config = OidcConfig(
+        issuer=issuer,
+        audience=audience,
+        jwks_url=given("jwks_url") or "",
+        login_claim=given("login_claim") or "email",
+        name_claim=settings.oidc_name_claim,
+        role_claim=given("role_claim") or "roles",
+        agent_role=settings.oidc_agent_role,
+        supervisor_role=settings.oidc_supervisor_role,
+    )
+    try:
+        return OidcVerifier(config)
+    except ValueError as error:
+        raise CliError(str(error), EXIT_USAGE) from None
 
 
 def cmd_serve(
@@ -81,7 +122,7 @@ def cmd_serve(
         queue_timeout=args.queue_timeout,
         graceful_timeout=args.graceful_timeout,
     )
-    signer = _signer(settings)
+    signer = _signer(settings, args)
     settings.second_approval_cents()  # a bad amount is a usage error, said now
     check_db_file(settings, args.create_db)
     check_policy_file(settings)

@@ -8,11 +8,16 @@ whenever they are created, so an existing database keeps working.
 
 A member of staff (``Staff``) has a login, which everything that compares who holds a
 conversation, who proposed an action or who decided a check goes by, and the audit log
-records; and a name, the only one customers ever read.
+records; and a name, the only one customers ever read. A login is one identity however
+it is spelled: ``canonical_login`` is the one form every comparison and record uses
+(``ANA@example.com`` and ``ana@example.com`` are one person), where tokens are verified
+(``server.auth``) and where the desk keeps and compares logins (``staff_of``,
+``login_of``). The name keeps its spelling.
 """
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, cast
@@ -46,14 +51,28 @@ def agent_name(agent: str) -> str:
     return name
 
 
+def canonical_login(login: str) -> str:
+    """Return the one form of a member of staff's login that the desk compares and records.
+
+    Unicode NFKC-normalised, case-folded and normalised again (what Unicode calls a
+    compatibility caseless match: ``ＡＮＡ@Example.com``, ``ANA@example.com`` and
+    ``ana@example.com`` are one login), its blanks collapsed to one space and stripped.
+    The same function is used where a token is verified and wherever the desk keeps or
+    compares a login, so no two spellings of one login are ever two people.
+    """
+    folded = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", login).casefold())
+    return " ".join(folded.split())
+
+
 @dataclass(frozen=True)
 class Staff:
     """A member of staff at the desk: the login the desk compares, and the name customers see.
 
     Who holds a conversation, who proposed an action, who decided a check, and the audit
     log go by ``login`` (which may be an e-mail address); customers only ever read
-    ``name``. A plain string given where a member of staff is expected is both (the
-    terminal desk's ``--agent NAME``, a token issued before names existed).
+    ``name``. A plain string given where a member of staff is expected is both (a
+    token issued before names existed): its canonical form the login, its spelling the
+    name.
     """
 
     login: str
@@ -61,25 +80,37 @@ class Staff:
 
     def __str__(self) -> str:
         """Return how staff read one another in the desk's refusals: the name, and the login."""
-        return self.name if self.name == self.login else f"{self.name} ({self.login})"
+        same = canonical_login(self.name) == self.login
+        return self.name if same else f"{self.name} ({self.login})"
 
 
 def staff_of(who: str | Staff) -> Staff:
     """Return ``who`` as the desk keeps a member of staff: each part in one line and short.
 
+    The login is kept in its canonical form (``canonical_login``), the name as spelled.
+
     Raises:
-        DeskError: No login, or no name, to keep.
+        DeskError: No login, or no name, to keep; or a login longer than the desk keeps
+            once canonical (folding can lengthen it: ``ß`` is ``ss``).
     """
     if isinstance(who, str):
         name = agent_name(who)
-        return Staff(name, name)
-    login = agent_name(who.login)
-    return Staff(login, agent_name(who.name) if who.name.strip() else login)
+        return Staff(_kept_login(name), name)
+    spelled = agent_name(who.login)
+    login = _kept_login(spelled)
+    return Staff(login, agent_name(who.name) if who.name.strip() else spelled)
+
+
+def _kept_login(login: str) -> str:
+    canonical = canonical_login(login)
+    if len(canonical) > AGENT_CHARS:
+        raise DeskError(f"A login is at most {AGENT_CHARS} characters long.")
+    return canonical
 
 
 def login_of(who: str | Staff) -> str:
-    """Return the login the desk compares for ``who`` (empty for a blank one)."""
-    return " ".join((who if isinstance(who, str) else who.login).split())[:AGENT_CHARS]
+    """Return the login the desk compares for ``who``: canonical (empty for a blank one)."""
+    return canonical_login(who if isinstance(who, str) else who.login)[:AGENT_CHARS]
 
 
 def add_missing_columns(connection: sa.Connection, tables: Iterable[sa.Table]) -> None:

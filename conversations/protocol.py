@@ -33,7 +33,7 @@ from assistants.approvals import (
 from conversations import words
 from conversations.assistant import DropCause, Thread, TravelAssistant
 from conversations.desk import Check, Desk, DeskError, Handoff, RequestedBy
-from conversations.desk_rows import Staff, staff_of
+from conversations.desk_rows import Staff, login_of, staff_of
 from conversations.events import (
     ASKED_FOR_PERSON_KEY,
     PERSON_KEY,
@@ -338,7 +338,7 @@ class Conversation:
             raise DeskError(f"Check {check_id} is not waiting any more: the action was dropped.")
         decider = staff_of(staff)
         proposer = _proposer_login(self.assistant.messages(self.thread), found.tool_call_id)
-        if proposer and proposer == decider.login:
+        if proposer and login_of(proposer) == decider.login:
             raise DeskError(words.own_proposal(found.title, found.amount, found.passenger_id))
         decided = self.owner.desk.decide_check(
             check_id, decider, self.owner.now(), approved=approved, reason=reason
@@ -757,7 +757,7 @@ class Conversation:
         handoff = self.handoff()
         if handoff is None or handoff.status != "held":
             raise DeskError(f"Nobody holds conversation {self.thread_id}: take it first.")
-        if handoff.agent_login != staff.login:
+        if login_of(handoff.agent_login) != staff.login:
             raise DeskError(f"{handoff.holder} holds conversation {self.thread_id}, not {staff}.")
         return staff
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from conversations.audit import AuditLog, Looked, record_action
 from conversations.desk import DeskError
-from conversations.desk_rows import agent_name
+from conversations.desk_rows import login_of
 from conversations.turns import DecisionsError, TurnRefusedError
 from evaluation.judge import DeskStepResult, Transcript
 from evaluation.scenarios import DeskStep, StaffCheck
@@ -109,7 +109,7 @@ def _do(
 def _record(audit: AuditLog, staff: str, what: Looked, conversation: Conversation) -> None:
     """Record in the audit log what ``staff`` did to ``conversation``, as the desk does."""
     thread = conversation.thread
-    record_action(audit, agent_name(staff), what, thread.thread_id, thread.passenger_id)
+    record_action(audit, login_of(staff), what, thread.thread_id, thread.passenger_id)
 
 
 def record_staff_check(

@@ -8,8 +8,9 @@ Prints the median and the slowest wall time, over several runs, of:
 - ``chat`` until it has said an input error and left: an unknown passenger, a missing
   ``--db``, a bad ``--max-tokens`` value;
 - the input errors of the other commands (``sessions delete`` of an id that is not
-  saved, ``audit``, ``token``, ``eval``, ``serve`` on a busy port, ``desk``), with a
-  conversations store in the home, as any home that has chatted has;
+  saved, ``audit``, ``token``, ``eval``, ``serve`` on a busy port, ``desk``, ``desk
+  second-approval`` with a mistyped amount), with a conversations store in the home, as
+  any home that has chatted has;
 - ``serve`` until ``GET /api/v1/health`` answers at all (a 503 "starting" counts: the
   service listens and answers while its assistant is built), and until it answers 200
   (the assistant is built and requests are served), asked every ``POLL`` seconds; and
@@ -170,7 +171,9 @@ def figures(program: Program, env: dict[str, str], busy_port: int) -> dict[str, 
         # Any failure: uvicorn's own exit code before it was said first.
         "error: serve busy port": plain("serve", "--port", str(busy_port), code=None),
         "error: desk no --agent": plain("desk", code=2),
-        "error: desk second-appr.": plain("desk", "second-approval", "blah", code=2),
+        "desk second-approval: a mistyped amount": plain(
+            "desk", "second-approval", "a lot", code=2
+        ),
         "serve: health answers": serve(ready=False),
         "serve: ready (200)": serve(ready=True),
         "serve: the page (/)": serve(ready=True, path="/"),

@@ -19,11 +19,21 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated, cast
 
+import anyio
 from fastapi import Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from conversations.desk_rows import login_of
-from server.auth import CUSTOMER, STAFF_ROLES, SUPERVISOR, AuthError, Claims, TokenSigner
+from server.auth import (
+    CUSTOMER,
+    STAFF_ROLES,
+    SUPERVISOR,
+    AuthError,
+    Claims,
+    NotStaffError,
+    SignInUnavailableError,
+    TokenSigner,
+)
 
 if TYPE_CHECKING:
     from conversations.desk import Handoff
@@ -67,7 +77,10 @@ async def bearer_claims(
     """Return what the request's bearer token says, or answer 401.
 
     ``async`` like the other dependencies that do no I/O: FastAPI runs a plain ``def``
-    in a worker thread, a hand-over that costs more than checking the signature.
+    in a worker thread, a hand-over that costs more than checking the signature. A token
+    of the company's identity provider may need its keys fetched: that one is checked in
+    a worker thread. Its holder without a staff role answers 403; its keys out of reach,
+    503.
     """
     if credentials is None:
         raise HTTPException(
@@ -77,8 +90,15 @@ async def bearer_claims(
             headers={"WWW-Authenticate": "Bearer"},
         )
     signer = cast(TokenSigner, request.app.state.signer)
+    token = credentials.credentials
     try:
-        return signer.verify(credentials.credentials)
+        if signer.from_identity_provider(token):
+            return await anyio.to_thread.run_sync(signer.verify, token)
+        return signer.verify(token)
+    except NotStaffError as error:
+        raise HTTPException(403, str(error)) from error
+    except SignInUnavailableError as error:
+        raise HTTPException(503, str(error), headers={"Retry-After": "5"}) from error
     except AuthError as error:
         raise HTTPException(
             401, str(error), headers={"WWW-Authenticate": 'Bearer error="invalid_token"'}
@@ -118,7 +138,7 @@ def agent_may_read(claims: Claims, handoff: Handoff | None) -> None:
     if claims.role == SUPERVISOR:
         return
     if handoff is not None and (
-        handoff.status == "waiting" or handoff.agent_login == login_of(claims.subject)
+        handoff.status == "waiting" or login_of(handoff.agent_login) == claims.login
     ):
         return
     raise HTTPException(403, AGENT_CANNOT_READ)

@@ -34,7 +34,7 @@ from typing import Annotated, Any, cast
 import anyio
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi import Path as PathParam
-from pydantic import BaseModel
+from pydantic import BaseModel, Field, field_validator
 
 from assistants.approvals import PendingAction
 from conversations import words
@@ -46,7 +46,10 @@ from conversations.locks import ConversationStoreError
 from conversations.protocol import Conversation, TurnRefusedError
 from conversations.records import approval_of
 from db.domains import RESERVATION_KINDS
+from db.models import CURRENCY
 from db.passengers import passenger_summary
+from db.rules import parse_money
+from db.values import fmt_money
 from server.access import agent_may_read, staff, supervisor
 from server.auth import Claims
 from server.errors import ConflictError, NotFoundError, UnavailableError
@@ -76,6 +79,7 @@ from server.schemas import (
     PendingActionOut,
     PreviewOut,
     Problem,
+    _Body,
 )
 from server.service import ConversationService
 
@@ -83,6 +87,48 @@ STAFF_PREFIX = "/api/v1/supervisor/desk"
 # How long a person's message waits for a running turn (the assistant finishing the
 # answer it was writing when the conversation was handed over) before a 409.
 WRITE_WAIT = 5.0
+
+
+class SecondApprovalOut(BaseModel):
+    """The amount above which an action needs a staff check after the customer's yes."""
+
+    amount: str | None = Field(
+        description='The amount ("EUR 1,000.00"), or null: no second approval.'
+    )
+    cents: int | None
+
+
+# What ``db.rules.parse_money`` reads (an amount in EUR, "EUR " before it or not), or off.
+AMOUNT_PATTERN = r"^ *(?:(?:[Ee][Uu][Rr] +)?[0-9,]*[0-9][0-9,]*(?:\.[0-9]{0,2})?|[Oo][Ff][Ff])? *$"
+
+
+class SecondApprovalIn(_Body):
+    """A new second-approval amount."""
+
+    amount: str | None = Field(
+        max_length=40,
+        pattern=AMOUNT_PATTERN,
+        examples=["EUR 1000", "off"],
+        description='An amount in EUR ("EUR 1000", "1000.50"), or "off" (or null): none.',
+    )
+
+    @field_validator("amount")
+    @classmethod
+    def _an_amount(cls, value: str | None) -> str | None:
+        """Refuse what is not an amount (422, as every malformed body)."""
+        if value is None or value.strip(BLANKS).lower() in ("", "off"):
+            return None
+        parse_money(value, CURRENCY)  # its ValueError says what is wanted
+        return value.strip(BLANKS)
+
+    def cents(self) -> int | None:
+        """Return the amount in cents (``None``: no second approval)."""
+        return parse_money(self.amount, CURRENCY) if self.amount is not None else None
+
+
+def second_approval_out(cents: int | None) -> SecondApprovalOut:
+    """Return the second-approval amount as the API shows it."""
+    return SecondApprovalOut(amount=fmt_money(cents) if cents is not None else None, cents=cents)
 
 
 class PersonDesk:
@@ -283,6 +329,21 @@ class PersonDesk:
         self._record(staff, conversation, "approved" if approved else "refused")
         self.service.metrics.checks.labels("approved" if approved else "refused").inc()
         return staff_check_out(decided, lines, conversation.proposer(found.tool_call_id), staff)
+
+    def second_approval(self) -> SecondApprovalOut:
+        """Return the second-approval amount kept with the conversations."""
+        with _refusals():
+            return second_approval_out(self.desk.agree_check_above(None))
+
+    def set_second_approval(self, staff: Staff, cents: int | None) -> SecondApprovalOut:
+        """Keep ``cents`` as the second-approval amount (``None``: none), as ``staff`` asked.
+
+        This worker uses it at once; it is kept with the conversations for every process.
+        """
+        with _refusals():
+            self.desk.set_check_above(cents)
+        self.conversations.check_above = cents
+        return second_approval_out(cents)
 
     async def go_on(self, check_id: int) -> None:
         """Run the actions of ``check_id``'s conversation once staff decided every check.
@@ -511,8 +572,8 @@ async def _person_desk(request: Request) -> PersonDesk:
 
 
 def member(claims: Claims) -> Staff:
-    """Return the member of staff a token names: their login, and the name customers see."""
-    return Staff(claims.subject, claims.shown_name)
+    """Return the member of staff a token names: their canonical login, and their name."""
+    return Staff(claims.login, claims.shown_name)
 
 
 People = Annotated[PersonDesk, Depends(_person_desk)]
@@ -612,6 +673,24 @@ def staff_router() -> APIRouter:
         people: People, claims: Working, conversation_id: HandedId, body: ProposalIn
     ) -> PendingActionOut:
         return people.propose(member(claims), conversation_id, body.action, body.args)
+
+    @routes.get(
+        "/second-approval",
+        summary="The amount above which an approved action waits for a staff check",
+    )
+    def second_approval(people: People, claims: Working) -> SecondApprovalOut:
+        return people.second_approval()
+
+    @routes.put(
+        "/second-approval",
+        summary="Change the second-approval amount (supervisors)",
+        description="Kept with the conversations; this worker uses it at once.",
+        responses=_ONLY_SUPERVISORS,
+    )
+    def set_second_approval(
+        people: People, claims: Deciding, body: SecondApprovalIn
+    ) -> SecondApprovalOut:
+        return people.set_second_approval(member(claims), body.cents())
 
     @routes.get(
         "/checks",

@@ -91,6 +91,7 @@ class StaffCheckOut(BaseModel):
     check_id: int
     conversation_id: str
     passenger_id: str
+    tool_call_id: str = Field(default="", description="The action's id (a pending action's).")
     title: str = Field(examples=["Book hotel"])
     amount: str = Field(examples=["To pay: EUR 1,240.00"])
     lines: list[str] = Field(
@@ -205,6 +206,7 @@ def staff_check_out(
         check_id=check.id,
         conversation_id=check.thread_id,
         passenger_id=check.passenger_id,
+        tool_call_id=check.tool_call_id,
         title=check.title,
         amount=check.amount,
         lines=list(lines),

@@ -34,6 +34,7 @@ from fastapi import Path as PathParam
 from pydantic import BaseModel, Field
 
 from conversations.audit import AuditEntry, Looked
+from conversations.desk_rows import canonical_login
 from conversations.events import Thread
 from conversations.protocol import ActionStep, HandOverStep, Step, ToolCallDetail
 from conversations.records import PRIMARY, AssistantLine, CustomerLine, Notice
@@ -571,7 +572,7 @@ def router() -> APIRouter:
             "supervisor" if claims.role == "supervisor" else "agent"
         )
         return SupervisorMe(
-            name=claims.shown_name, login=claims.subject, role=role, expires_at=claims.expires_at
+            name=claims.shown_name, login=claims.login, role=role, expires_at=claims.expires_at
         )
 
     @routes.get(
@@ -587,7 +588,7 @@ def router() -> APIRouter:
         limit: Annotated[int, Query(ge=1, le=LIST_LIMIT)] = LIST_LIMIT,
     ) -> SupervisedList:
         agent = claims.role != "supervisor"
-        listed = desk.conversations(claims.subject, passenger_id, limit, agent=agent)
+        listed = desk.conversations(claims.login, passenger_id, limit, agent=agent)
         return SupervisedList(conversations=listed)
 
     @routes.get(
@@ -605,7 +606,7 @@ def router() -> APIRouter:
         conversation_id: Annotated[str, PathParam(pattern=CONVERSATION_ID_PATTERN, max_length=100)],
     ) -> SupervisedDetail:
         agent_may_read(claims, desk.service.conversations.desk.current(conversation_id))
-        return desk.detail(claims.subject, conversation_id)
+        return desk.detail(claims.login, conversation_id)
 
     @routes.get("/audit", summary="Read the audit log: who looked at what, when")
     def audit(
@@ -618,7 +619,10 @@ def router() -> APIRouter:
         limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     ) -> AuditList:
         entries = desk.service.audit.entries(
-            supervisor=supervisor_name, conversation_id=conversation_id, limit=limit
+            # Recorded by canonical login: any spelling of one finds its entries.
+            supervisor=canonical_login(supervisor_name) if supervisor_name is not None else None,
+            conversation_id=conversation_id,
+            limit=limit,
         )
         return AuditList(entries=[audit_out(e) for e in entries])
 

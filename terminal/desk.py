@@ -1,44 +1,43 @@
-"""The desk in the terminal: a member of staff takes conversations handed to a person.
+"""The desk in the terminal: a member of staff works the service's desk with their token.
 
-``DeskSession`` is the loop of ``travel-assistant desk``: the queue of conversations
-waiting for a person (``conversations.desk``), taking one, reading all of it as the
-people behind the desk see it (every message, tool call and raw result, hand-over, and
-approval with its amount: ``Conversation.timeline``), writing to the customer, and
-handing it back to the assistant with a note (or closing it). What the customer writes
-meanwhile is shown above the prompt as it arrives (``terminal.live``).
+``DeskSession`` is the loop of ``travel-assistant desk --server URL --token TOKEN``: a
+client of the running service's staff API (``terminal.desk_api``), as ``gh`` is of
+GitHub. The queue of conversations waiting for a person, taking one, reading all of it
+as the people behind the desk see it (every message, tool call and raw result,
+hand-over, and approval with its amount), writing to the customer, proposing an action,
+handing it back with a note (or closing it), and, with a supervisor's token, the staff
+checks: each is a request to the service, which alone decides who may do what, under
+the login the token proves. What the customer writes meanwhile, and what becomes of a
+proposal, is shown above the prompt within a second (the service is polled twice a
+second, ``terminal.live.Watch``).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from datetime import datetime
+import time
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from conversations import words
-from conversations.audit import record_action
-from conversations.desk import Check, DeskError, Handoff
-from conversations.events import Thread
-from conversations.protocol import (
-    ActionStep,
-    Conversation,
-    DecisionsError,
-    HandOverStep,
-    Step,
-    ToolCallDetail,
-    TurnRefusedError,
-)
-from conversations.records import ActionRecord, AssistantLine, CustomerLine, TurnFailure
+from conversations.records import PRIMARY
 from conversations.words import MAX_MESSAGE_CHARS
+from terminal.desk_api import DeskApiError
 from terminal.live import Watch
 from terminal.prompter import EXIT_WORDS, Prompter, clean_input
 from terminal.render import DETAIL_CHARS, GLYPHS
 
 if TYPE_CHECKING:
-    from conversations.audit import AuditLog, Looked
-    from conversations.protocol import Conversations
     from terminal.console import Console
+    from terminal.desk_api import DeskApi
+
+# How often the desk asks the service what changed (the queue, the conversation held).
+POLL_SECONDS = 0.5
+# How long the desk follows the action a decision lets run before it leaves it to the service.
+APPLY_WAIT = 60.0
 
 DESK_HELP = """\
 Write to take the next step; what you type goes to the customer of the conversation you hold.
@@ -46,112 +45,129 @@ Commands:
   /queue          the conversations waiting for a person, longest waiting first
   /take [N|ID]    take conversation N of /queue (or by id; the first one without either)
   /show [N|ID]    the whole conversation: messages, tool calls and results, approvals;
-                  the one you hold, or N of /queue, or any waiting or checked one by id
+                  the one you hold, or N of /queue, or one you may read by id
   /back [NOTE]    hand it back to the assistant; the assistant reads NOTE, the customer not
   /close [NOTE]   the same, recording that you finished the matter yourself
   /propose [ACTION JSON]  put an action to the customer for their y/n, e.g.
                   /propose cancel_hotel {"booking_id": 3}; without arguments, the actions
-  /checks         large actions customers approved that wait for your check
+  /checks         large actions customers approved that wait for a check (supervisors)
   /approve N      approve check N of /checks (the last one runs the action at once)
   /refuse N WHY   refuse check N; the customer and the assistant are told WHY
   /help           this help
   /exit           leave (the conversations you hold stay yours until you hand them back)"""
 
-
-def _key(record: object) -> str:
-    """Return what tells one record of the history from another, for what is new."""
-    if isinstance(record, ActionRecord):
-        return f"a:{record.tool_call_id}:{record.outcome}"
-    return f"m:{getattr(record, 'id', None)}:{getattr(record, 'text', '')}"
+Row = dict[str, Any]
 
 
-def queue_lines(queue: Sequence[Handoff], now: datetime) -> list[str]:
+class DeskInputError(Exception):
+    """A command the desk cannot send as typed; the message says how to type it."""
+
+
+def _moment(text: str) -> datetime:
+    moment = datetime.fromisoformat(text)
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def queue_lines(queue: Sequence[Row], now: datetime) -> list[str]:
     """Return the queue as numbered lines: passenger, minutes waited, who asked, why, id."""
     lines = []
     for number, handoff in enumerate(queue, start=1):
-        minutes = max(0, int((now - handoff.requested_at).total_seconds() // 60))
-        by = "asked by the customer" if handoff.requested_by == "customer" else "the assistant"
+        minutes = max(0, int((now - _moment(handoff["requested_at"])).total_seconds() // 60))
+        by = "asked by the customer" if handoff["requested_by"] == "customer" else "the assistant"
         lines.append(
-            f"{number}. passenger {handoff.passenger_id}, waiting {minutes} min, {by}: "
-            f"{handoff.reason or '(no reason given)'}  [{handoff.thread_id}]"
+            f"{number}. passenger {handoff['passenger_id']}, waiting {minutes} min, {by}: "
+            f"{handoff['reason'] or '(no reason given)'}  [{handoff['conversation_id']}]"
         )
-        if handoff.summary:
-            lines.append(f"     summary: {handoff.summary}")
+        if handoff.get("summary"):
+            lines.append(f"     summary: {handoff['summary']}")
     return lines
 
 
-def show_step(console: Console, step: Step) -> None:
-    """Print one step of a conversation's timeline for the people behind the desk."""
-    if isinstance(step, CustomerLine):
-        console.line(f"customer> {step.text}")
-    elif isinstance(step, AssistantLine) and step.person:
-        console.line(f"{step.person} ({words.STAFF_LABEL})> {step.text}")
-    elif isinstance(step, AssistantLine):
-        console.line(f"assistant{f' ({step.label})' if step.label else ''}> {step.text}")
-    elif isinstance(step, ToolCallDetail):
-        arguments = json.dumps(dict(step.arguments), ensure_ascii=False, default=str)
-        console.line(f"  → {step.tool} {arguments}")
-        if step.answer is None:
+def tab_lines(queue: Sequence[Row], now: datetime) -> list[str]:
+    """Return the queue for scripts: id, passenger, minutes, by, reason, tab-separated."""
+    lines = []
+    for handoff in queue:
+        minutes = max(0, int((now - _moment(handoff["requested_at"])).total_seconds() // 60))
+        reason = " ".join(str(handoff["reason"]).split())
+        fields = (handoff["conversation_id"], handoff["passenger_id"], str(minutes))
+        lines.append("\t".join((*fields, handoff["requested_by"], reason)))
+    return lines
+
+
+def show_step(console: Console, step: Mapping[str, Any]) -> None:
+    """Print one step of a conversation's timeline (as the service's view gives it)."""
+    kind = step.get("type")
+    if kind == "customer":
+        console.line(f"customer> {step['text']}")
+    elif kind == "reply" and step.get("person"):
+        console.line(f"{step['person']} ({words.STAFF_LABEL})> {step['text']}")
+    elif kind == "reply":
+        primary = step.get("assistant") in (None, "", PRIMARY)
+        label = "" if primary else f" ({step.get('assistant_title') or step['assistant']})"
+        console.line(f"assistant{label}> {step['text']}")
+    elif kind == "tool_call":
+        arguments = json.dumps(step.get("arguments", {}), ensure_ascii=False, default=str)
+        console.line(f"  → {step['tool']} {arguments}")
+        if step.get("result") is None:
             console.line("    ← (no answer yet: waiting for the customer's approval)")
         else:
-            content = " ".join(step.answer.split())
+            content = " ".join(str(step["result"]).split())
             if len(content) > DETAIL_CHARS:
                 content = content[:DETAIL_CHARS] + "…"
-            console.line(f"    ← [{step.outcome}] {content}")
-    elif isinstance(step, HandOverStep):
-        console.line(f"  ⇄ {step.from_label or 'primary'} → {step.to_label or 'primary'}")
-    elif isinstance(step, ActionStep):
-        record = step.record
-        moved = " (money moved)" if step.moved else ""
-        console.line(f"  {GLYPHS[record.outcome]} {record.line}{moved}")
+            console.line(f"    ← [{step.get('outcome')}] {content}")
+    elif kind == "hand_over":
+        before, after = step.get("from_assistant"), step.get("to_assistant")
+        console.line(f"  ⇄ {before or 'primary'} → {after or 'primary'}")
+    elif kind == "approval":
+        moved = " (money moved)" if step.get("moved") else ""
+        console.line(f"  {GLYPHS.get(step['outcome'], '·')} {step['text']}{moved}")
     else:
-        console.line(f"  · {step.text}")
+        console.line(f"  · {step.get('text', '')}")
+
+
+def _step_key(step: Mapping[str, Any]) -> tuple[str, ...]:
+    """Return what tells one step from another, to show only what is new."""
+    if step.get("type") == "approval":
+        return ("approval", str(step.get("tool_call_id")), str(step.get("outcome")))
+    return (str(step.get("type")), str(step.get("text", "")))
 
 
 class DeskSession:
-    """One member of staff at the desk."""
+    """One member of staff at the desk, working through the service's API."""
 
     def __init__(
-        self,
-        conversations: Conversations,
-        agent: str,
-        console: Console,
-        prompter: Prompter,
-        audit: AuditLog | None = None,
-        *,
-        applies: bool = True,
+        self, api: DeskApi, me: Mapping[str, Any], console: Console, prompter: Prompter
     ) -> None:
-        """Work as ``agent`` on ``conversations``' desk.
-
-        ``agent`` is the name customers see, and the login the desk compares (who holds a
-        conversation, who proposed an action) and the audit log records.
-
-        Each action (take, hand back, close, propose, approve, refuse) is recorded in
-        ``audit`` (the store's audit log), as the supervisor's page records them. With
-        ``applies`` (a model is configured), the last decision on a customer's checks
-        lets their turn go on here at once; otherwise their side goes on with it.
-        """
-        self.audit = audit
-        self.applies = applies
-        self.conversations = conversations
-        self.desk = conversations.desk
-        self.agent = " ".join(agent.split())
+        """Work on ``api``'s desk as the member of staff ``me`` (the service's ``/me``)."""
+        self.api = api
+        self.me = dict(me)
+        self.supervisor = self.me.get("role") == "supervisor"
         self.console = console
         self.prompter = prompter
-        self.holding: Conversation | None = None
-        self.listed: list[Handoff] = []
-        self.checks: list[Check] = []
+        self.holding: Row | None = None
+        self.listed: list[Row] = []
+        self.checks: list[Row] = []
         self.watch: Watch | None = None
 
     def run(self) -> int:
         """Work until the member of staff leaves; return the exit code."""
-        self.console.status(f"Desk of {self.agent}. Type /help for commands.")
-        held = self.desk.held_by(self.agent)
+        who = self.me["name"]
+        if self.me["login"] != who:
+            who = f"{who} ({self.me['login']})"
+        self.console.status(f"Desk of {who}, {self.me['role']}. Type /help for commands.")
+        try:
+            held = self.api.queue()["yours"]
+        except DeskApiError as error:
+            self.console.error(str(error))
+            return 1
         if held:
             self.hold(held[0])
-            others = [h.thread_id for h in held[1:]]
+            others = [h["conversation_id"] for h in held[1:]]
             if others:
                 self.console.status("You also hold: " + ", ".join(others) + " (/take ID).")
+            if self.supervisor:  # what waits for a supervisor, numbered for /approve N
+                self.checks = self.api.checks()
+                self._print_checks(self.checks)
         else:
             self.show_queue()
         try:
@@ -164,10 +180,13 @@ class DeskSession:
                     continue
                 if text.lower() in EXIT_WORDS:
                     return self.leave()
-                if text.startswith("/"):
-                    self.command(text)
-                    continue
-                self.write(text)
+                try:
+                    if text.startswith("/"):
+                        self.command(text)
+                    else:
+                        self.write(text)
+                except (DeskApiError, DeskInputError) as refused:
+                    self.console.error(str(refused))
         finally:
             self.stop_watching()
 
@@ -175,88 +194,90 @@ class DeskSession:
         """Return the prompt: which conversation the next line goes to."""
         if self.holding is None:
             return "desk> "
-        return f"to {self.holding.thread.passenger_id}> "
+        return f"to {self.holding['passenger_id']}> "
 
     def leave(self) -> int:
         """Say what stays held, and leave."""
-        held = self.desk.held_by(self.agent)
+        try:
+            held = self.api.queue()["yours"]
+        except DeskApiError:
+            held = []
         if held:
             self.console.status(
                 f"You still hold {len(held)} conversation(s); the customers wait for you. "
-                "Come back with: travel-assistant desk --agent " + json.dumps(self.agent)
+                "Come back with the same sign-in: travel-assistant desk --server "
+                f"{self.api.server} --token TOKEN"
             )
         return 0
 
     # Commands ---------------------------------------------------------------------------
 
     def command(self, text: str) -> None:
-        """Run one slash command."""
+        """Run one slash command (a refusal of the service raises ``DeskApiError``)."""
         name, _, rest = text.partition(" ")
         name, rest = name.lower(), rest.strip()
-        try:
-            if name == "/help":
-                self.console.status(DESK_HELP)
-            elif name == "/queue":
-                self.show_queue()
-            elif name == "/take":
-                self.take(rest)
-            elif name == "/show":
-                self.show(rest)
-            elif name in ("/back", "/close"):
-                self.end(rest, close=name == "/close")
-            elif name == "/propose":
-                self.propose(rest)
-            elif name == "/checks":
-                self.show_checks()
-            elif name in ("/approve", "/refuse"):
-                self.decide_check(rest, approved=name == "/approve")
-            else:
-                self.console.error(f"Unknown command {name}. Type /help for the list.")
-        except DeskError as refused:
-            self.console.error(str(refused))
+        if name == "/help":
+            self.console.status(DESK_HELP)
+        elif name == "/queue":
+            self.show_queue()
+        elif name == "/take":
+            self.take(rest)
+        elif name == "/show":
+            self.show(rest)
+        elif name in ("/back", "/close"):
+            self.end(rest, close=name == "/close")
+        elif name == "/propose":
+            self.propose(rest)
+        elif name == "/checks":
+            self.show_checks()
+        elif name in ("/approve", "/refuse"):
+            self.decide_check(rest, approved=name == "/approve")
+        else:
+            self.console.error(f"Unknown command {name}. Type /help for the list.")
 
     def show_queue(self) -> None:
-        """List the conversations waiting, numbered for ``/take N``."""
-        self.listed = self.desk.queue()
-        self._print_queue(self.listed)
+        """List the conversations waiting (and the checks, for a supervisor)."""
+        self.listed = self.api.queue()["waiting"]
+        if self.supervisor:
+            self.checks = self.api.checks()
+            self._print_checks(self.checks)
+        self._print_people(self.listed)
         if self.holding is None:
             self.watch_queue()
 
     def propose(self, rest: str) -> None:
         """Put an action to the customer of the conversation held, or list the actions."""
-        crew = self.conversations.assistant.crew
-        tools = {t.name: t for t in crew.all_tools() if t.name in crew.sensitive_names}
         action, _, given = rest.partition(" ")
         if not action:
             self.console.status("Actions you can propose (/propose ACTION JSON):")
-            for name in sorted(tools):
-                fields = ", ".join(tools[name].args)
-                self.console.status(f"  {name} {{{fields}}}")
+            for found in self.api.actions():
+                fields = ", ".join(found["arguments"].get("properties", {}))
+                self.console.status(f"  {found['name']} {{{fields}}}")
             return
         if self.holding is None:
-            raise DeskError("You hold no conversation: /take one first.")
+            raise DeskInputError("You hold no conversation: /take one first.")
         try:
             args = json.loads(given or "{}")
         except ValueError as error:
-            raise DeskError(f"The arguments are not JSON: {error}.") from None
+            raise DeskInputError(f"The arguments are not JSON: {error}.") from None
         if not isinstance(args, dict):
-            raise DeskError('Give the arguments as a JSON object, e.g. {"booking_id": 3}.')
+            raise DeskInputError('Give the arguments as a JSON object, e.g. {"booking_id": 3}.')
         try:
-            approval = self.holding.person_proposes(self.agent, action, args)
-        except TurnRefusedError as refused:
-            raise DeskError(f"{refused.failure.text} Nothing was proposed.") from None
-        self._record("proposed", self.holding.thread)
-        self.console.status(f"Proposed to the customer: {approval.title}")
-        for line in approval.lines:
+            approval = self.api.propose(self.holding["conversation_id"], action, args)
+        except DeskApiError as refused:
+            raise DeskApiError(f"{refused} Nothing was proposed.", refused.status) from None
+        preview = approval["preview"]
+        self.console.status(f"Proposed to the customer: {preview['title']}")
+        for line in preview.get("lines", ()):
             self.console.status(f"  {line}")
         self.console.status("The customer answers y/n in their window; you will see it here.")
 
     def show_checks(self) -> None:
         """List the checks waiting, numbered for ``/approve N`` and ``/refuse N``."""
-        self.checks = self.desk.checks_waiting()
+        self.checks = self.api.checks()
         self._print_checks(self.checks, empty=True)
 
-    def _print_checks(self, checks: Sequence[Check], *, empty: bool = False) -> None:
+    def _print_checks(self, checks: Sequence[Row], *, empty: bool = False) -> None:
         if not checks:
             if empty:
                 self.console.status("No action waits for a check.")
@@ -264,186 +285,175 @@ class DeskSession:
         self.console.status(f"Waiting for your check ({len(checks)}):")
         for number, check in enumerate(checks, start=1):
             self.console.status(
-                f"{number}. passenger {check.passenger_id}: {check.title}, {check.amount}  "
-                f"[{check.thread_id}]"
+                f"{number}. passenger {check['passenger_id']}: {check['title']}, "
+                f"{check['amount']}  [{check['conversation_id']}]"
             )
-            for line in self._preview(check):
+            for line in check.get("lines", ()):
                 self.console.status(f"     {line}")
         self.console.status("Decide with /approve N or /refuse N WHY; read it with /show ID.")
-
-    def _preview(self, check: Check) -> tuple[str, ...]:
-        """Return what ``check``'s action would do, as the customer saw it before saying yes."""
-        conversation = self.conversations.get(Thread(check.thread_id, check.passenger_id))
-        for approval in conversation.approvals():
-            if approval.tool_call_id == check.tool_call_id:
-                return approval.lines
-        return ()
 
     def decide_check(self, rest: str, *, approved: bool) -> None:
         """Approve or refuse a waiting check, by its number in /checks."""
         which, _, reason = rest.partition(" ")
-        checks = self.checks or self.desk.checks_waiting()
+        checks = self.checks or self.api.checks()
         if not which.isdigit() or not 1 <= int(which) <= len(checks):
-            raise DeskError(
+            raise DeskInputError(
                 f"Say which check: /{'approve' if approved else 'refuse'} N, N from /checks."
             )
         check = checks[int(which) - 1]
         if not approved and not reason.strip():
-            raise DeskError("Say why (/refuse N WHY): the customer and the assistant are told.")
-        conversation = self.conversations.get(Thread(check.thread_id, check.passenger_id))
-        conversation.decide_check(self.agent, check.id, approved=approved, reason=reason)
-        self._record("approved" if approved else "refused", conversation.thread)
-        self.checks = []
-        decided = "Approved" if approved else "Refused"
-        self.console.status(f"{decided}: {check.title}, {check.amount}.")
-        if not self.applies:
-            self.console.status(words.APPLIED_BY_CUSTOMER)
-        elif conversation.checks_decided():  # the last decision: what waited for it runs now
-            self.go_on(conversation)
-        else:
-            self.console.status("It runs once the customer's other checks are decided too.")
-
-    def go_on(self, conversation: Conversation) -> None:
-        """Apply the decided checks of ``conversation`` now, and say what became of them."""
+            raise DeskInputError(
+                "Say why (/refuse N WHY): the customer and the assistant are told."
+            )
         self.console.thinking.start()
         try:
-            outcomes = conversation.apply_checked()
-        except TurnRefusedError as refused:
-            self.console.status(f"{refused.failure.text} {words.APPLIED_LATER}")
-            return
-        except DecisionsError:
-            self.console.status(words.APPLIED_ELSEWHERE)
-            return
-        except Exception as error:  # the decision is kept: the customer's side goes on
-            self.console.error(words.apply_failed(f"{type(error).__name__}: {error}"))
-            return
+            self.api.decide(check["check_id"], approved=approved, reason=reason.strip())
         finally:
             self.console.thinking.stop()
-        for outcome in outcomes:
-            if isinstance(outcome, ActionRecord):
-                said = words.desk_outcome(outcome.title, outcome.outcome, outcome.reason)
-                self.console.status(said)
-            elif isinstance(outcome, TurnFailure):
-                self.console.error(outcome.text)
+            self.checks = []
+        decided = "Approved" if approved else "Refused"
+        self.console.status(f"{decided}: {check['title']}, {check['amount']}.")
+        self._say_outcome(check)
 
-    def _print_changes(self, queue: Sequence[Handoff] | None, checks: bool) -> None:
-        if checks:
-            self.show_checks()
-        if queue is not None:
-            self._print_people(queue)
+    def _say_outcome(self, check: Mapping[str, Any]) -> None:
+        """Say what became of ``check``'s action once the service has applied it.
 
-    def _print_queue(self, queue: Sequence[Handoff]) -> None:
-        self._print_checks(self.desk.checks_waiting())
-        self._print_people(queue)
+        The last decision lets the customer's turn go on at the service at once; the
+        desk follows it (the conversation's ``busy``) until the action's end is in the
+        history, or says what it still waits for.
+        """
+        deadline = time.monotonic() + APPLY_WAIT
+        self.console.thinking.start()
+        try:
+            while True:
+                try:
+                    detail = self.api.conversation(check["conversation_id"])
+                except DeskApiError:
+                    return  # decided; this token may not read the conversation any more
+                ended = [
+                    s
+                    for s in detail.get("steps", ())
+                    if s.get("type") == "approval"
+                    and s.get("tool_call_id") == check.get("tool_call_id")
+                ]
+                if ended:
+                    break
+                if not detail["conversation"].get("busy") or time.monotonic() > deadline:
+                    others = [
+                        c
+                        for c in (self.api.checks() if self.supervisor else [])
+                        if c["conversation_id"] == check["conversation_id"]
+                    ]
+                    self.console.thinking.stop()
+                    self.console.status(
+                        "It runs once the customer's other checks are decided too."
+                        if others
+                        else "The decision is kept: the service applies it shortly."
+                    )
+                    return
+                time.sleep(POLL_SECONDS / 2)
+        finally:
+            self.console.thinking.stop()
+        step = ended[-1]
+        self.console.status(words.desk_outcome(step["title"], step["outcome"], step["reason"]))
 
-    def _print_people(self, queue: Sequence[Handoff]) -> None:
+    def _print_people(self, queue: Sequence[Row]) -> None:
         if not queue:
             self.console.status("Nobody is waiting for a person.")
             return
         self.console.status(f"Waiting for a person ({len(queue)}):")
-        for line in queue_lines(queue, self.conversations.now()):
+        for line in queue_lines(queue, datetime.now(UTC)):
             self.console.status(line)
         self.console.status("Take one with /take N.")
 
     def take(self, which: str) -> None:
         """Take a waiting conversation: by number of /queue, by id, or the first."""
-        queue = self.listed or self.desk.queue()
-        chosen: str | None = None
+        queue = self.listed or self.api.queue()["waiting"]
         if not which:
-            queue = self.desk.queue()
-            chosen = queue[0].thread_id if queue else None
+            queue = self.api.queue()["waiting"]
+            chosen = queue[0]["conversation_id"] if queue else None
         elif which.isdigit() and 1 <= int(which) <= len(queue):
-            chosen = queue[int(which) - 1].thread_id
+            chosen = queue[int(which) - 1]["conversation_id"]
         else:
             chosen = which
         if chosen is None:
             self.console.status("Nobody is waiting for a person.")
             return
-        current = self.desk.current(chosen)
-        if current is None:
-            raise DeskError(f"Conversation {chosen} is not waiting for a person.")
-        conversation = self._conversation(current)
-        handoff = conversation.take(self.agent)
-        self._record("took", conversation.thread)
+        handoff = self.api.take(chosen)
         self.listed = []
         self.hold(handoff)
 
-    def hold(self, handoff: Handoff) -> None:
+    def hold(self, handoff: Row) -> None:
         """Make ``handoff``'s conversation the one written to, show it, watch it."""
         self.stop_watching()
-        self.holding = self._conversation(handoff)
+        self.holding = handoff
         self.console.status(
-            f"You hold the conversation of passenger {handoff.passenger_id} "
-            f"[{handoff.thread_id}]. Why: {handoff.reason or '(no reason given)'}"
+            f"You hold the conversation of passenger {handoff['passenger_id']} "
+            f"[{handoff['conversation_id']}]. Why: {handoff['reason'] or '(no reason given)'}"
         )
-        if handoff.summary:
-            self.console.status(f"Summary: {handoff.summary}")
-        self.show()
-        approvals = self.holding.approvals()
-        if approvals:
+        if handoff.get("summary"):
+            self.console.status(f"Summary: {handoff['summary']}")
+        detail = self.api.conversation(handoff["conversation_id"])
+        for step in detail["steps"]:
+            show_step(self.console, step)
+        if detail.get("pending"):
             self.console.status(
-                f"{len(approvals)} action(s) wait for the customer's decision in their window."
+                f"{len(detail['pending'])} action(s) wait for the customer's decision in "
+                "their window."
             )
-        self.watch_customer()
+        self.watch_customer(handoff, detail["steps"])
 
     def show(self, which: str = "") -> None:
         """Show a whole conversation, step by step: the one held, or one staff may read.
 
-        ``which`` is a number of /queue or the id of a conversation that waits for a
-        person or has a check; reading it is recorded in the audit log.
+        ``which`` is a number of /queue or the id of a conversation; the service says
+        whether the token may read it, and records the look in its audit log.
         """
         if not which:
             if self.holding is None:
                 self.console.status("You hold no conversation: /take one, or /show N or ID.")
                 return
-            conversation = self.holding
+            conversation_id = self.holding["conversation_id"]
         else:
-            conversation = self._readable(which)
-            self._record("conversation", conversation.thread)
+            queue = self.listed or self.api.queue()["waiting"]
+            if which.isdigit() and 1 <= int(which) <= len(queue):
+                conversation_id = queue[int(which) - 1]["conversation_id"]
+            else:
+                conversation_id = which
+        try:
+            detail = self.api.conversation(conversation_id)
+        except DeskApiError as error:
+            if error.status in (404, 422):
+                raise DeskInputError(
+                    f"{which} is neither a number of /queue nor a conversation you may read."
+                ) from None
+            raise
+        if which:
             self.console.status(
-                f"Conversation of passenger {conversation.thread.passenger_id} "
-                f"[{conversation.thread_id}]:"
+                f"Conversation of passenger {detail['conversation']['passenger_id']} "
+                f"[{conversation_id}]:"
             )
-        for step in conversation.timeline():
+        for step in detail["steps"]:
             show_step(self.console, step)
-
-    def _readable(self, which: str) -> Conversation:
-        """Return the conversation ``which`` names, if staff may read it from the desk."""
-        queue = self.listed or self.desk.queue()
-        if which.isdigit() and 1 <= int(which) <= len(queue):
-            return self._conversation(queue[int(which) - 1])
-        current = self.desk.current(which)
-        if current is not None:
-            return self._conversation(current)
-        for check in self.desk.checks_of(which):
-            return self.conversations.get(Thread(check.thread_id, check.passenger_id))
-        raise DeskError(
-            f"{which} is neither a number of /queue nor a conversation that waits for a "
-            "person or has a check."
-        )
 
     def write(self, text: str) -> None:
         """Send ``text`` to the customer of the conversation held."""
         if self.holding is None:
-            self.console.error("You hold no conversation: /take one first (see /queue).")
-            return
+            raise DeskInputError("You hold no conversation: /take one first (see /queue).")
         if len(text) > MAX_MESSAGE_CHARS:
-            self.console.error(
+            raise DeskInputError(
                 f"Your message is {len(text)} characters long; the limit is {MAX_MESSAGE_CHARS}."
             )
-            return
         try:
-            self.holding.person_says(self.agent, text)
-        except TurnRefusedError as refused:
-            self.console.error(f"{refused.failure.text} Your message was not sent.")
+            self.api.write(self.holding["conversation_id"], text)
+        except DeskApiError as refused:
+            raise DeskApiError(f"{refused} Your message was not sent.", refused.status) from None
 
     def end(self, note: str, *, close: bool) -> None:
         """Hand the conversation held back to the assistant (``close``: finished)."""
         if self.holding is None:
-            self.console.error("You hold no conversation.")
-            return
-        self.holding.hand_back(self.agent, note, close=close)
-        self._record("closed" if close else "handed back", self.holding.thread)
+            raise DeskInputError("You hold no conversation.")
+        self.api.hand_back(self.holding["conversation_id"], note, close=close)
         self.stop_watching()
         self.console.status(
             "Closed; the assistant answers the customer's next message."
@@ -451,85 +461,100 @@ class DeskSession:
             else "Handed back to the assistant" + (" with your note." if note else ".")
         )
         self.holding = None
-        held = self.desk.held_by(self.agent)
+        held = self.api.queue()["yours"]
         if held:
             self.hold(held[0])
         else:
             self.show_queue()
 
-    def _record(self, what: Looked, thread: Thread) -> None:
-        if self.audit is not None:
-            record_action(self.audit, self.agent, what, thread.thread_id, thread.passenger_id)
+    # What changes meanwhile ------------------------------------------------------------------
 
-    def _conversation(self, handoff: Handoff) -> Conversation:
-        return self.conversations.get(Thread(handoff.thread_id, handoff.passenger_id))
-
-    # What the customer writes meanwhile ------------------------------------------------------
-
-    def watch_customer(self) -> None:
-        """Show the customer's messages to the conversation held as they come."""
-        conversation = self.holding
-        if conversation is None:
-            return
-        handoff = conversation.handoff()
-        seen = {_key(r) for r in conversation.history()}
-        shown = {"count": handoff.messages if handoff is not None else 0}
+    def watch_customer(self, handoff: Row, steps: Sequence[Mapping[str, Any]]) -> None:
+        """Show what the customer writes, and what becomes of actions, as it comes."""
+        conversation_id = handoff["conversation_id"]
+        seen = Counter(_step_key(s) for s in steps)
+        shown = {"count": handoff.get("messages", 0)}
 
         def look() -> bool:
-            now = self.desk.current(conversation.thread_id)
-            if now is None:
+            if self.holding is None or self.holding["conversation_id"] != conversation_id:
                 return False
-            if now.messages != shown["count"]:
-                shown["count"] = now.messages
-                lines = [
-                    r
-                    for r in conversation.history()
-                    if isinstance(r, CustomerLine | ActionRecord) and _key(r) not in seen
-                ]
-                seen.update(_key(r) for r in lines)
-                if lines:
-                    self.prompter.show(partial(self._show_customer, lines))
+            try:
+                held = {h["conversation_id"]: h for h in self.api.queue()["yours"]}
+                now = held.get(conversation_id)
+                if now is None:  # handed back elsewhere (another tab, the supervisor page)
+                    return False
+                if now["messages"] == shown["count"]:
+                    return True
+                shown["count"] = now["messages"]
+                steps = self.api.conversation(conversation_id)["steps"]
+            except DeskApiError:
+                return True  # the service is away for a moment: the next look tries again
+            new = []
+            counts: Counter[tuple[str, ...]] = Counter()
+            for step in steps:
+                key = _step_key(step)
+                counts[key] += 1
+                if counts[key] > seen[key]:
+                    seen[key] += 1
+                    if step.get("type") in ("customer", "approval"):
+                        new.append(step)
+            if new:
+                self.prompter.show(partial(self._show_customer, new))
             return True
 
-        self.watch = Watch(look, self.desk)
+        self.watch = Watch(look, None, name="desk-customer", every=POLL_SECONDS)
 
     def watch_queue(self) -> None:
-        """While nothing is held, show the queue again when someone new joins it."""
+        """While nothing is held, show the queue again when it changes (and the checks)."""
         self.stop_watching()
-        known_checks = {c.id for c in self.desk.checks_waiting()}
+        known_checks = {c["check_id"] for c in self.checks}
 
         def look() -> bool:
             if self.holding is not None:
                 return False
-            queue = self.desk.queue()
-            checks = self.desk.checks_waiting()
+            try:
+                queue = self.api.queue()["waiting"]
+                checks = self.api.checks() if self.supervisor else []
+            except DeskApiError:
+                return True
             # What changed, whoever changed it (a newcomer, another person taking one,
             # a check decided elsewhere): the numbers of /take and /approve follow.
-            queue_moved = [h.thread_id for h in queue] != [h.thread_id for h in self.listed]
-            checks_moved = {c.id for c in checks} != known_checks
+            ids = [h["conversation_id"] for h in queue]
+            queue_moved = ids != [h["conversation_id"] for h in self.listed]
+            checks_moved = {c["check_id"] for c in checks} != known_checks
             if not (queue_moved or checks_moved):
                 return True
             self.listed = queue
             known_checks.clear()
-            known_checks.update(c.id for c in checks)
+            known_checks.update(c["check_id"] for c in checks)
             if checks_moved:
-                self.checks = []
+                self.checks = checks
             self.prompter.show(
-                partial(self._print_changes, queue if queue_moved else None, checks_moved)
+                partial(
+                    self._print_changes,
+                    queue if queue_moved else None,
+                    checks if checks_moved else None,
+                )
             )
             return True
 
-        self.watch = Watch(look, self.desk)
+        self.watch = Watch(look, None, name="desk-queue", every=POLL_SECONDS)
 
-    def _show_customer(self, lines: Sequence[CustomerLine | ActionRecord]) -> None:
-        for line in lines:
-            if isinstance(line, ActionRecord):
-                self.console.status(f"· {line.line}")
+    def _print_changes(self, queue: Sequence[Row] | None, checks: Sequence[Row] | None) -> None:
+        if checks is not None:
+            self._print_checks(checks, empty=True)
+        if queue is not None:
+            self._print_people(queue)
+
+    def _show_customer(self, steps: Sequence[Mapping[str, Any]]) -> None:
+        for step in steps:
+            if step.get("type") == "approval":
+                self.console.status(f"· {step['text']}")
             else:
-                self.console.line(f"customer> {line.text}")
+                self.console.line(f"customer> {step['text']}")
 
     def stop_watching(self) -> None:
-        """Stop showing the customer's messages (or the queue's newcomers)."""
+        """Stop showing the customer's messages (or the queue's changes)."""
         if self.watch is not None:
             self.watch.stop()
             self.watch = None

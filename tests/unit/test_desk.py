@@ -8,11 +8,9 @@ history, and the note they leave is read by the model but never shown to the cus
 
 from __future__ import annotations
 
-import io
 import os
 import subprocess
 import threading
-import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from functools import partial
@@ -35,9 +33,6 @@ from conversations.records import (
 from conversations.store import ConversationStore
 from db.engine import Database
 from db.fixtures import FIXTURE_PASSENGER_ID, FIXTURE_TICKET_NO
-from terminal import Console
-from terminal.desk import DeskSession
-from terminal.prompter import Prompter
 from tests.support.conversation_stores import scratch_conversations
 from tests.support.flights import ticket_flight
 from tests.support.scripted import ScriptedChatModel, call, say
@@ -344,32 +339,6 @@ def test_a_person_proposes_an_action_the_customer_approves_and_the_assistant_sta
     assert "held the conversation when this action was decided" in told
 
 
-@pytest.mark.parametrize("command", ["/back Thanks, all sorted.", "/close Refund sent."])
-def test_desk_after_back_or_close_holds_nothing_and_writes_nothing(
-    conversations: Conversations, command: str
-) -> None:
-    # The desk's own state follows the hand-back: the next line goes nowhere (and says
-    # so), not to the customer it no longer holds.
-    conversation = conversations.get(Thread("t-end", FIXTURE_PASSENGER_ID))
-    conversation.ask_for_person("my bag is lost")
-    typed = iter(["/take 1", command, "One more thing about your bag.", "/exit"])
-    prompts: list[str] = []
-
-    def read(prompt: str) -> str:
-        prompts.append(prompt)
-        return next(typed)
-
-    out, err = io.StringIO(), io.StringIO()
-    prompter = Prompter(read, read, lambda: False, lambda draw: draw())
-    session = DeskSession(conversations, "Ana Lima", Console(out=out, err=err), prompter)
-    assert session.run() == 0
-    assert prompts == ["desk> ", f"to {FIXTURE_PASSENGER_ID}> ", "desk> ", "desk> "]
-    assert "You hold no conversation" in err.getvalue()
-    said = [r.text for r in conversation.history() if isinstance(r, AssistantLine)]
-    assert "One more thing about your bag." not in said
-    assert conversations.desk.held_by("Ana Lima") == []
-
-
 def test_a_person_writing_while_their_proposal_waits_leaves_it_to_the_customer(
     conversations: Conversations, model: ScriptedChatModel, travel_db: Database
 ) -> None:
@@ -480,72 +449,6 @@ def test_a_refused_proposal_names_the_argument_and_why(conversations: Conversati
     assert conversation.approvals() == []
 
 
-def test_desk_reads_any_waiting_or_checked_conversation_and_shows_what_a_check_decides(
-    make_assistant: Callable[..., TravelAssistant],
-    model: ScriptedChatModel,
-    travel_db: Database,
-) -> None:
-    store = ConversationStore.in_memory()
-    assistant = make_assistant(checkpointer=store.saver)
-    conversations = Conversations(assistant, store.registry, desk=store.desk, check_above=1)
-    waiting = conversations.get(Thread("t-queue", FIXTURE_PASSENGER_ID))
-    model.script = [say("Let me find someone for you.")]
-    _send(waiting, "My seat was broken on the way here.")
-    waiting.ask_for_person("broken seat")
-    checked = conversations.get(Thread("t-check", FIXTURE_PASSENGER_ID))
-    trip = plan_trip(travel_db)
-    change = {"ticket_no": FIXTURE_TICKET_NO, "new_flight_id": trip.new_flight_id}
-    model.script = [
-        say("", call("ToFlightBookingAssistant", {"request": "move"})),
-        say("Moving you.", call("update_ticket_to_new_flight", change)),
-    ]
-    ended = _send(checked, "Move me to tomorrow")[-1]
-    assert isinstance(ended, TurnEnd)
-    (approval,) = ended.approvals
-    with checked.claim() as turn:
-        list(turn.resolve({approval.tool_call_id: Answer(True)}))
-    typed = iter(["/show 1", "/checks", "/show t-check", "/show t-nobody", "/exit"])
-    out, err = io.StringIO(), io.StringIO()
-    prompter = Prompter(lambda _: next(typed), lambda _: "", lambda: False, lambda draw: draw())
-    session = DeskSession(conversations, "Ana Lima", Console(out=out, err=err), prompter)
-    assert session.run() == 0
-    shown = out.getvalue() + err.getvalue()
-    assert "customer> My seat was broken on the way here." in shown
-    assert "1. passenger" in shown and "Change flight" in shown
-    for line in approval.lines:  # the check shows what the customer said yes to
-        assert line in shown
-    assert "customer> Move me to tomorrow" in shown
-    assert "t-nobody is neither a number of /queue nor a conversation" in err.getvalue()
-    assert conversations.desk.held_by("Ana Lima") == []  # reading takes nothing
-    store.close()
-
-
-def test_desk_queue_follows_what_others_do_without_a_key_pressed(
-    conversations: Conversations,
-) -> None:
-    # Another member of staff takes the only waiting conversation: this desk's list is
-    # redrawn by itself, so /take 1 never names a conversation that left the queue.
-    conversation = conversations.get(Thread("t-gone-by", FIXTURE_PASSENGER_ID))
-    conversation.ask_for_person("my flight was cancelled")
-    out, err = io.StringIO(), io.StringIO()
-    lines = iter(["/exit"])
-
-    def read(prompt: str) -> str:
-        conversation.take("Bruno Costa")
-        waited = time.monotonic()
-        while "Nobody is waiting for a person." not in err.getvalue():
-            assert time.monotonic() - waited < 10, err.getvalue()
-            time.sleep(0.05)
-        return next(lines)
-
-    prompter = Prompter(read, read, lambda: False, lambda draw: draw())
-    session = DeskSession(conversations, "Ana Lima", Console(out=out, err=err), prompter)
-    assert session.run() == 0
-    said = err.getvalue()
-    assert said.index("Waiting for a person (1):") < said.index("Nobody is waiting for a person.")
-    assert session.listed == []
-
-
 def test_the_customer_may_ask_for_a_person_while_an_action_waits_and_it_ends_on_record(
     conversations: Conversations, model: ScriptedChatModel, travel_db: Database
 ) -> None:
@@ -624,22 +527,25 @@ def test_a_process_started_with_another_amount_refuses_to_start(tmp_path: Path) 
 
     def run(*args: str, above: str | None = None) -> subprocess.CompletedProcess[str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("TRAVEL_ASSISTANT")}
+        # A model that is never asked: the chat stops before its first turn.
+        env.update(OPENAI_BASE_URL="http://127.0.0.1:9/v1", OPENAI_API_KEY="unused")
         if above is not None:
             env["TRAVEL_ASSISTANT_SECOND_APPROVAL_ABOVE"] = above
-        command = [str(PROGRAM), "desk", *args, "--home", str(home)]
+        command = [str(PROGRAM), *args, "--home", str(home)]
         return subprocess.run(
             command, capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL, timeout=120
         )
 
-    assert run("second-approval").stdout.strip() == "off"
-    assert run("second-approval", "EUR 1000").returncode == 0
-    assert run("second-approval").stdout.strip() == "EUR 1,000.00"
-    refused = run("--agent", "Ana Lima", above="EUR 500")
+    home.mkdir(exist_ok=True)
+    with ConversationStore.open(str(home / "sessions.sqlite")) as store:
+        store.desk.set_check_above(100_000)  # as a supervisor's desk second-approval keeps it
+    refused = run("chat", "--passenger-id", FIXTURE_PASSENGER_ID, "--no-check", above="EUR 500")
     assert refused.returncode == 2
     assert "check actions above EUR 1,000.00" in refused.stderr
     assert "started with EUR 500.00" in refused.stderr
     assert "desk second-approval AMOUNT" in refused.stderr
-    bad = run("second-approval", "a lot")
+    # A mistyped amount is said as the arguments are read, before any service is asked.
+    bad = run("desk", "second-approval", "a lot")
     assert bad.returncode == 2 and "'a lot' is not an amount" in bad.stderr
 
 

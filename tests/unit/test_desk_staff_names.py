@@ -201,10 +201,10 @@ def test_desk_compares_logins_and_shows_names(tmp_path: Path) -> None:
         assert desk.held_by(namesake) == []
         with pytest.raises(DeskError, match=r"not Ana Lima \(bruno.costa@example.com\)"):
             desk.end("t-1", namesake, NOW)
-        # A plain name is login and name at once (the terminal desk's --agent NAME).
+        # A plain name is login (canonical) and name (as spelled) at once.
         desk.request("t-2", "p", by="customer", reason="", summary="", now=NOW)
         plain = desk.take("t-2", "  Carla   Reis ", NOW)
-        assert (plain.agent, plain.agent_login) == ("Carla Reis", "Carla Reis")
+        assert (plain.agent, plain.agent_login) == ("Carla Reis", "carla reis")
         assert desk.held_by(Staff("Carla Reis", "Carla")) == [plain]
 
 

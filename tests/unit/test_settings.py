@@ -28,7 +28,10 @@ def test_settings_read_every_variable_once_into_typed_fields(
         "TRAVEL_ASSISTANT_DATA": str(tmp_path / "data"),
         "TAVILY_API_KEY": "tvly-x",
         "TRAVEL_ASSISTANT_PASSENGER": " 3442 587242 ",
-        "TRAVEL_ASSISTANT_AGENT": "Ana",
+        "TRAVEL_ASSISTANT_SERVER": "http://127.0.0.1:8000",
+        "TRAVEL_ASSISTANT_TOKEN": "eyJ.staff.token",
+        "TRAVEL_ASSISTANT_OIDC_ISSUER": "https://login.example.com/",
+        "TRAVEL_ASSISTANT_OIDC_ROLE_CLAIM": "realm_access.roles",
         "NO_COLOR": "0",  # any value: https://no-color.org
         "OPENAI_BASE_URL": "http://127.0.0.1:9/v1",
         "TRAVEL_ASSISTANT_MODEL": "local-model",
@@ -43,7 +46,13 @@ def test_settings_read_every_variable_once_into_typed_fields(
     assert read.db_location.backend == "postgresql"
     assert read.conversations_location.path == tmp_path / "c.sqlite"
     assert read.data_dir == tmp_path / "data"
-    assert (read.tavily_api_key, read.passenger_id, read.agent) == ("tvly-x", "3442 587242", "Ana")
+    assert (read.tavily_api_key, read.passenger_id) == ("tvly-x", "3442 587242")
+    assert (read.server, read.token) == ("http://127.0.0.1:8000", "eyJ.staff.token")
+    assert (read.oidc_issuer, read.oidc_role_claim) == (
+        "https://login.example.com/",
+        "realm_access.roles",
+    )
+    assert (read.oidc_login_claim, read.oidc_audience) == ("email", None)
     assert read.plain
     models = read.models
     assert (models.model, models.base_url, models.max_tokens, models.timeout) == (
