@@ -10,61 +10,35 @@ outcome, none for the polls, and the model's failure with its cause.
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import time
 from pathlib import Path
 
 import httpx
 
 from db.fixtures import FIXTURE_PASSENGER_ID
-from tests.integration.test_server_e2e import program
 from tests.support.fake_openai import FakeOpenAI, Reply
 from tests.support.web import free_port
+from tests.support.workers import clean_env, serve, token, wait_healthy
 
 
 def test_serve_json_logs_a_line_per_event_with_its_ids_and_no_polls(
     db_path: Path, tmp_path: Path
 ) -> None:
     with FakeOpenAI([Reply(text="Hello! How can I help?")]) as fake:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI", "TAVILY"))}
-        env.update(
+        env = clean_env(
             OPENAI_BASE_URL=fake.base_url,
             OPENAI_API_KEY="test",
             TRAVEL_ASSISTANT_MODEL="scripted",
             TRAVEL_ASSISTANT_HOME=str(tmp_path / "home"),
             TRAVEL_ASSISTANT_DB=str(db_path),
         )
-        token = subprocess.run(
-            [*program(), "token", "--passenger-id", FIXTURE_PASSENGER_ID],
-            env=env,
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=120,
-        ).stdout.strip()
+        issued = token(env, FIXTURE_PASSENGER_ID)
         port = free_port()
-        process = subprocess.Popen(
-            [*program(), "serve", "--port", str(port), "--no-check", "--log-format", "json"],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        process = serve(port, env, "--no-check", "--log-format", "json")
         url = f"http://127.0.0.1:{port}"
         try:
-            deadline = time.monotonic() + 120
-            while True:
-                assert process.poll() is None, process.communicate()
-                try:
-                    if httpx.get(f"{url}/api/v1/health", timeout=1).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                assert time.monotonic() < deadline, "serve did not start"
-                time.sleep(0.2)
-            headers = {"Authorization": f"Bearer {token}"}
+            wait_healthy(url, process)
+            headers = {"Authorization": f"Bearer {issued}"}
             with httpx.Client(base_url=url, headers=headers, timeout=60) as client:
                 conversation = client.post("/api/v1/conversations").json()["conversation_id"]
                 base = f"/api/v1/conversations/{conversation}"

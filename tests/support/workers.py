@@ -43,10 +43,10 @@ def workers_env(
     )
 
 
-def serve(port: int, env: dict[str, str]) -> subprocess.Popen[str]:
-    """Start the installed ``travel-assistant serve`` on ``port``."""
+def serve(port: int, env: dict[str, str], *options: str) -> subprocess.Popen[str]:
+    """Start the installed ``travel-assistant serve`` on ``port`` (with ``options``)."""
     return subprocess.Popen(
-        [str(PROGRAM), "serve", "--port", str(port)],
+        [str(PROGRAM), "serve", "--port", str(port), *options],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

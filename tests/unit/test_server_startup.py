@@ -296,7 +296,7 @@ def test_server_startup_what_serve_does_before_it_listens_imports_no_langchain(
 import sys
 import server.startup
 
-def listen(app, host, port, limits=None):
+def listen(app, host, port, limits=None, log_format="text"):
     heavy = ("langchain", "langgraph", "openai", "server.app")
     print(sorted(m for m in sys.modules if m.startswith(heavy)))
 
