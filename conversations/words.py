@@ -365,10 +365,14 @@ def would_end(title: str, *, approved: bool) -> str:
     )
 
 
+# How a refusal that asks to confirm a hand-back ends (the terminal desk asks y/N on it).
+CONFIRM_END = "Confirm to go on."
+
+
 def hand_back_would_end(ending: list[str], *, close: bool) -> str:
     """Return what a hand-back (or close) over pending actions is refused with, beforehand."""
     act = "Closing" if close else "Handing back"
-    return f"{act} now ends what is pending: {'; '.join(ending)}. Confirm to go on."
+    return f"{act} now ends what is pending: {'; '.join(ending)}. {CONFIRM_END}"
 
 
 KEPT_WHILE_CHECKED = (

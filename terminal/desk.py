@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from conversations import words
 from conversations.records import PRIMARY
-from conversations.words import MAX_MESSAGE_CHARS
+from conversations.words import CONFIRM_END, MAX_MESSAGE_CHARS
 from terminal.desk_api import DeskApiError
 from terminal.live import Watch
 from terminal.prompter import EXIT_WORDS, Prompter, clean_input
@@ -453,7 +453,18 @@ class DeskSession:
         """Hand the conversation held back to the assistant (``close``: finished)."""
         if self.holding is None:
             raise DeskInputError("You hold no conversation.")
-        self.api.hand_back(self.holding["conversation_id"], note, close=close)
+        held = self.holding["conversation_id"]
+        try:
+            self.api.hand_back(held, note, close=close)
+        except DeskApiError as refused:
+            # What it would end is said first; the person decides knowing it.
+            if refused.status != 409 or not str(refused).endswith(CONFIRM_END):
+                raise
+            answer = clean_input(self.prompter.answer(f"{refused} [y/N] "))
+            if answer.lower() not in ("y", "yes"):
+                self.console.status("You still hold the conversation; nothing was ended.")
+                return
+            self.api.hand_back(held, note, close=close, end_pending=True)
         self.stop_watching()
         self.console.status(
             "Closed; the assistant answers the customer's next message."

@@ -143,9 +143,15 @@ class DeskApi:
         """Write ``text`` to the customer of a conversation held."""
         self._call("POST", f"{DESK}/{conversation_id}/messages", {"text": text})
 
-    def hand_back(self, conversation_id: str, note: str, *, close: bool) -> dict[str, Any]:
-        """Give a conversation held back to the assistant (``close``: settled)."""
-        body = {"note": note, "close": close}
+    def hand_back(
+        self, conversation_id: str, note: str, *, close: bool, end_pending: bool = False
+    ) -> dict[str, Any]:
+        """Give a conversation held back to the assistant (``close``: settled).
+
+        Over a pending action the service refuses it once (409), naming what it would
+        end; ``end_pending`` goes on.
+        """
+        body = {"note": note, "close": close, "end_pending": end_pending}
         return cast(
             "dict[str, Any]", self._call("POST", f"{DESK}/{conversation_id}/hand-back", body)
         )

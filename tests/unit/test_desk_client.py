@@ -211,3 +211,33 @@ def test_only_a_supervisor_changes_the_second_approval_amount(desk: Desk) -> Non
     assert desk.conversations.check_above == 50_000
     assert supervisor.set_second_approval(None) == {"amount": None, "cents": None}
     assert desk.conversations.check_above is None
+
+
+@pytest.mark.parametrize("answer", ["n", "y"])
+def test_desk_back_over_a_pending_action_says_what_it_ends_and_asks_first(
+    desk: Desk, travel_db: Database, answer: str
+) -> None:
+    # The service refuses the hand-back once, naming the action; the desk asks y/N on
+    # it: no keeps the conversation and the action, yes ends it, as the record says.
+    conversation = desk.conversations.get(Thread("t-back-pending", FIXTURE_PASSENGER_ID))
+    conversation.ask_for_person("move my flight")
+    conversation.take(ANA[0])
+    change = {"ticket_no": FIXTURE_TICKET_NO, "new_flight_id": plan_trip(travel_db).new_flight_id}
+    conversation.person_proposes(ANA[0], "update_ticket_to_new_flight", change)
+    typed = iter(["/take", "/back Done by phone.", answer, "/exit"])
+    asked: list[str] = []
+
+    def read(prompt: str) -> str:
+        asked.append(prompt)
+        return next(typed)
+
+    session, _out, err = desk.session(read, role=SUPERVISOR)
+    assert session.run() == 0
+    (question,) = [p for p in asked if p.endswith("[y/N] ")]
+    assert question.startswith("Handing back now ends what is pending: Change flight: waiting")
+    pending = conversation.approvals()
+    if answer == "n":
+        assert "nothing was ended" in err.getvalue() and len(pending) == 1
+        assert desk.conversations.desk.held_by(ANA[0]) != []
+    else:
+        assert pending == [] and desk.conversations.desk.held_by(ANA[0]) == []
