@@ -17,12 +17,13 @@ it is spelled: ``canonical_login`` is the one form every comparison and record u
 
 from __future__ import annotations
 
-import unicodedata
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, cast
 
 import sqlalchemy as sa
+
+from conversations.logins import canonical_login
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
@@ -49,19 +50,6 @@ def agent_name(agent: str) -> str:
     if not name:
         raise DeskError("Give the name the customer will see (--agent NAME).")
     return name
-
-
-def canonical_login(login: str) -> str:
-    """Return the one form of a member of staff's login that the desk compares and records.
-
-    Unicode NFKC-normalised, case-folded and normalised again (what Unicode calls a
-    compatibility caseless match: ``ＡＮＡ@Example.com``, ``ANA@example.com`` and
-    ``ana@example.com`` are one login), its blanks collapsed to one space and stripped.
-    The same function is used where a token is verified and wherever the desk keeps or
-    compares a login, so no two spellings of one login are ever two people.
-    """
-    folded = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", login).casefold())
-    return " ".join(folded.split())
 
 
 @dataclass(frozen=True)

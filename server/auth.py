@@ -55,7 +55,7 @@ from typing import Any, Literal, cast
 
 import jwt
 
-from conversations.desk_rows import canonical_login
+from conversations.logins import canonical_login
 
 SECRET_ENV = "TRAVEL_ASSISTANT_SECRET"
 SECRET_FILE = "server-secret"

@@ -34,8 +34,8 @@ from fastapi import Path as PathParam
 from pydantic import BaseModel, Field
 
 from conversations.audit import AuditEntry, Looked
-from conversations.desk_rows import canonical_login
 from conversations.events import Thread
+from conversations.logins import canonical_login
 from conversations.protocol import ActionStep, HandOverStep, Step, ToolCallDetail
 from conversations.records import PRIMARY, AssistantLine, CustomerLine, Notice
 from db.values import AmountKind, fmt_money

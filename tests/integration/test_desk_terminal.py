@@ -303,7 +303,8 @@ def test_desk_no_typed_name_and_no_other_spelling_decides_a_check_one_proposed(
             desk.expect("Waiting for your check \\(1\\)")
             desk.expect(f"to {FIXTURE_PASSENGER_ID}>")  # he holds the conversation
             desk.send("/approve 1\r")
-            desk.expect("You proposed this action, so another member of staff must decide")
+            desk.expect("You proposed Change flight")  # what he sees, not a check number
+            desk.expect("a second approval needs a second person")
             desk.expect(f"to {FIXTURE_PASSENGER_ID}>")
             desk.send("/exit\r")
             desk.expect(pexpect.EOF)
