@@ -106,6 +106,11 @@ class InPlace(Runnable[Any, Any]):
         return self.invoke(input, config)
 
 
+def _as_it_is(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Leave a node or router to LangGraph (its executor, for a sync one in an async run)."""
+    return func
+
+
 class GraphConfigError(ValueError):
     """The graph was wired wrongly; the message says what to fix."""
 
@@ -164,6 +169,7 @@ def build_graph(
     db: Database,
     crew: Crew | None = None,
     retry_policy: RetryPolicy | None = DEFAULT_RETRY_POLICY,
+    in_place: bool = True,
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
     """Build and compile the assistant graph.
 
@@ -179,6 +185,9 @@ def build_graph(
             ``SPECIALISTS`` over ``db``, without web search (pass a crew built with a
             Tavily key for it).
         retry_policy: How failed model calls are retried; ``None`` disables retries.
+        in_place: Run the sync nodes and routers of an async run on its event loop
+            (``InPlace``); ``False`` leaves them to LangGraph's executor, as LangGraph's
+            own server wants (it refuses blocking calls on its loop).
 
     Returns:
         The compiled graph, interrupting before every sensitive-tool node.
@@ -188,11 +197,12 @@ def build_graph(
     """
     crew = crew or build_crew(db)
     validate_crew(crew)
+    place: Callable[..., Any] = InPlace if in_place else _as_it_is
 
     builder = StateGraph(
         State, context_schema=Configuration, input_schema=Question, output_schema=Reply
     )
-    builder.add_node(FETCH_USER_INFO, InPlace(make_fetch_user_info(db)))
+    builder.add_node(FETCH_USER_INFO, place(make_fetch_user_info(db)))
     builder.add_edge(START, FETCH_USER_INFO)
     assistants = [PRIMARY, *(m.name for m in crew.members)]
 
@@ -201,11 +211,12 @@ def build_graph(
         name = active_assistant(state.get("dialog_state"))
         return PRIMARY if name == PRIMARY else SpecialistNode(name)
 
-    builder.add_conditional_edges(FETCH_USER_INFO, InPlace(route_to_workflow), assistants)
-    _add_primary(builder, crew, _model_for(models, PRIMARY), db, retry_policy)
+    builder.add_conditional_edges(FETCH_USER_INFO, place(route_to_workflow), assistants)
+    _add_primary(builder, crew, _model_for(models, PRIMARY), db, retry_policy, place)
     for member in crew.members:
-        _add_specialist(builder, crew, member, _model_for(models, member.name), db, retry_policy)
-    builder.add_node(LEAVE_SKILL, InPlace(leave_skill))
+        model = _model_for(models, member.name)
+        _add_specialist(builder, crew, member, model, db, retry_policy, place)
+    builder.add_node(LEAVE_SKILL, place(leave_skill))
     builder.add_edge(LEAVE_SKILL, PRIMARY)
     return builder.compile(checkpointer=checkpointer, interrupt_before=list(crew.sensitive_nodes))
 
@@ -216,6 +227,7 @@ def _add_primary(
     model: BaseChatModel,
     db: Database,
     retry_policy: RetryPolicy | None,
+    place: Callable[..., Any],
 ) -> None:
     """Add the primary assistant and its tools node, with the routes to each specialist."""
     routing: list[ToolLike] = [m.specialist.routing_tool for m in crew.members]
@@ -225,7 +237,7 @@ def _add_primary(
     builder.add_node(PRIMARY, primary.as_node(), retry_policy=retry_policy)
     tools_node = make_safe_tools_node(PRIMARY_TOOLS, crew.primary_tools, groups)
     remote = any(t.name in REMOTE_TOOLS for t in crew.primary_tools)
-    builder.add_node(PRIMARY_TOOLS, tools_node if remote else InPlace(tools_node))
+    builder.add_node(PRIMARY_TOOLS, tools_node if remote else place(tools_node))
 
     def route_primary(state: State) -> Route:
         """Go to the primary's tools, into a specialist, back to the primary, or end."""
@@ -242,7 +254,7 @@ def _add_primary(
         return _END
 
     entry_nodes = [m.specialist.entry_node for m in crew.members]
-    router = InPlace(route_primary)
+    router = place(route_primary)
     builder.add_conditional_edges(PRIMARY, router, [END, PRIMARY, PRIMARY_TOOLS, *entry_nodes])
     builder.add_conditional_edges(PRIMARY_TOOLS, router, [PRIMARY, *entry_nodes])
 
@@ -254,6 +266,7 @@ def _add_specialist(
     model: BaseChatModel,
     db: Database,
     retry_policy: RetryPolicy | None,
+    place: Callable[..., Any],
 ) -> None:
     """Add one specialist's four nodes and their edges."""
     spec = member.specialist
@@ -261,13 +274,13 @@ def _add_specialist(
     assistant = Assistant(
         spec.name, model, crew.prompt(), bound, clock=db.clock, role_note=spec.role_note
     )
-    builder.add_node(spec.entry_node, InPlace(create_entry_node(member, crew)))
+    builder.add_node(spec.entry_node, place(create_entry_node(member, crew)))
     builder.add_node(spec.name, assistant.as_node(), retry_policy=retry_policy)
     safe = make_safe_tools_node(spec.safe_node, member.tools.safe, member.groups)
     remote = any(t.name in REMOTE_TOOLS for t in [*member.tools.safe, *member.tools.sensitive])
-    builder.add_node(spec.safe_node, safe if remote else InPlace(safe))
+    builder.add_node(spec.safe_node, safe if remote else place(safe))
     sensitive = make_sensitive_tools_node(member, db)
-    builder.add_node(spec.sensitive_node, sensitive if remote else InPlace(sensitive))
+    builder.add_node(spec.sensitive_node, sensitive if remote else place(sensitive))
     builder.add_edge(spec.entry_node, spec.name)
     destinations: Mapping[Step, Route] = {
         "end": _END,
@@ -283,7 +296,7 @@ def _add_specialist(
         return destinations[next_step(state["messages"], member.groups)]
 
     route_specialist.__name__ = f"route_{spec.name}"
-    router = InPlace(route_specialist)
+    router = place(route_specialist)
     # The groups run in a fixed order, so a tool node only leads to the groups after it.
     builder.add_conditional_edges(spec.name, router, list(destinations.values()))
     builder.add_conditional_edges(

@@ -89,7 +89,9 @@ def _graph(settings: Settings, drawing: bool = False) -> CompiledStateGraph[Any,
     database = _database(settings)
     crew = build_crew(database, tavily_api_key=settings.tavily_api_key)
     crew.prepare()  # a missing policy file fails the factory, not a run's first question
-    return build_graph(models, None, db=database, crew=crew)
+    # LangGraph's server refuses blocking calls on its event loop (the travel database's
+    # reads and writes are such): the sync nodes run in its executor there.
+    return build_graph(models, None, db=database, crew=crew, in_place=False)
 
 
 def _for_reading(settings: Settings) -> CompiledStateGraph[Any, Any, Any, Any]:
