@@ -280,12 +280,23 @@ def test_a_cancel_while_the_server_sends_nothing_stops_the_turn_at_once(
     with FakeOpenAI([Silent(Reply(text="Too late."), seconds=8), Reply(text="Hi!")]) as server:
         assistant = assistant_for(server, travel_db)
         cancel = threading.Event()
-        timer = threading.Timer(0.5, cancel.set)
-        timer.start()
-        started = time.monotonic()
+
+        def cancel_once_asked() -> None:
+            # Once the silent request is at the server (on a busy machine the turn may
+            # take longer than a fixed delay to send it), and half a second into it.
+            deadline = time.monotonic() + 30
+            while not server.requests and time.monotonic() < deadline:
+                time.sleep(0.01)
+            time.sleep(0.5)
+            asked.append(time.monotonic())
+            cancel.set()
+
+        asked: list[float] = []
+        canceller = threading.Thread(target=cancel_once_asked, daemon=True)
+        canceller.start()
         with pytest.raises(TurnCancelledError):
             list(assistant.send(THREAD, "Hello?", cancel=cancel))
-        waited = time.monotonic() - started
+        waited = time.monotonic() - asked[0]
         assert waited < 5, f"the cancel waited {waited:.1f} s for the silent server"
         assert is_cancel_note(assistant.messages(THREAD)[-1])
         assert streamed(assistant.send(THREAD, "Are you there?")) == "Hi!"
