@@ -244,7 +244,9 @@ class Turn:
             yield notice
         pending = self._assistant.pending_actions(self._thread)
         calls = {a.tool_call_id for a in pending}
-        checked = [c for c in self.conversation.checks() if c.tool_call_id in calls]
+        # The desk is asked only when something is pending: most messages leave nothing.
+        checks = self.conversation.checks() if pending else []
+        checked = [c for c in checks if c.tool_call_id in calls]
         if pending and not checked and if_pending == "refuse":
             yield TurnFailure("pending_first", words.ANSWER_FIRST)
             return
